@@ -1,0 +1,169 @@
+"""The `kailab` command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from . import toolchain, versions
+from .errors import KailabError
+from .runtimes.base import LabRecord, LabSpec, get_runtime, resolve_runtime
+
+console = Console(stderr=True)
+out = Console()
+
+
+def _name_option(f):
+    return click.option("--name", default=lambda: os.environ.get("KAILAB_LAB", "default"),
+                        show_default="default", help="Lab name (several labs can run side by side).")(f)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kailab")
+def cli() -> None:
+    """A validation lab for the KAI Scheduler on fake-GPU Kubernetes fleets."""
+
+
+@cli.command()
+@click.option("--runtime", default=lambda: os.environ.get("RUNTIME", "auto"), show_default="auto",
+              type=click.Choice(["auto", "binary", "kind", "existing"]))
+@click.option("--fleet", default=lambda: os.environ.get("FLEET") or "small", show_default="small",
+              help="Fleet name (fleets/NAME.yaml) or path to a fleet file.")
+@click.option("--kai-version", default=lambda: os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI,
+              show_default=versions.DEFAULT_KAI)
+@click.option("--api-port", type=int, default=None, help="kube-apiserver port (default: a free one).")
+@click.option("--without-kai", is_flag=True,
+              help="Bring up Kubernetes and the fleet only (infrastructure checks; exercises need KAI).")
+@click.option("--kubeconfig", default=None, help="With --runtime existing: the cluster to adopt.")
+@click.option("--dry-run", is_flag=True, help="Print the plan (commands and manifests) without running it.")
+@_name_option
+def up(runtime, fleet, kai_version, api_port, without_kai, kubeconfig, dry_run, name) -> None:
+    """Bring a lab up (a fast no-op when it is already up and healthy)."""
+    chosen = resolve_runtime(runtime)
+    spec = LabSpec(name=name, runtime=chosen, fleet=fleet, kai_version=kai_version,
+                   with_kai=not without_kai, api_port=api_port, kubeconfig=kubeconfig, dry_run=dry_run)
+    rt = get_runtime(chosen)
+    if dry_run:
+        plan = getattr(rt, "plan", None)
+        if plan is None:
+            raise KailabError(f"--dry-run is not supported by the {chosen} runtime")
+        out.print(plan(spec), markup=False, highlight=False)
+        return
+    console.print(f"[bold]kailab up[/]: lab {name!r}, runtime {chosen}, fleet {fleet}, "
+                  f"KAI {kai_version if not without_kai else '(not installed)'}")
+    rec = rt.up(spec)
+    console.print(f"[green]lab {rec.name!r} is up[/]: {rec.nodes} nodes, {rec.gpus} GPUs, "
+                  f"KAI {rec.kai_version}. Use it with: export KUBECONFIG={rec.kubeconfig}")
+
+
+@cli.command()
+@_name_option
+def down(name) -> None:
+    """Stop every process of the lab, free its ports and remove its state."""
+    rec = LabRecord.load(name)
+    rt = get_runtime(rec.runtime if rec else "binary")
+    stopped = rt.down(name)
+    console.print(f"lab {name!r} is down" + (f" (stopped: {', '.join(stopped)})" if stopped else ""))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_name_option
+def status(as_json, name) -> None:
+    """Show the lab's components, nodes and GPUs."""
+    rec = LabRecord.load(name)
+    if rec is None:
+        if as_json:
+            out.print_json(json.dumps({"name": name, "state": "absent"}))
+        else:
+            console.print(f"no lab named {name!r}: bring one up with `kailab up`")
+        sys.exit(1)
+    info = get_runtime(rec.runtime).status(rec)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+    else:
+        table = Table(title=f"lab {name!r} ({info['runtime']}): {info['state']}")
+        table.add_column("component")
+        table.add_column("state")
+        table.add_column("pid")
+        table.add_column("ports")
+        for comp, c in info["components"].items():
+            colour = "green" if c["state"] == "running" else "red"
+            table.add_row(comp, f"[{colour}]{c['state']}[/]", str(c.get("pid") or ""),
+                          ", ".join(f"{k}={v}" for k, v in (c.get("ports") or {}).items()))
+        out.print(table)
+        out.print(f"KAI {info['kai_version']}, fleet {info['fleet']}: {info['nodes']}/{info['expected_nodes']} "
+                  f"nodes Ready, {info['gpus']}/{info['expected_gpus']} GPUs; kubeconfig {info['kubeconfig']}")
+    sys.exit(0 if info["state"] == "up" else 1)
+
+
+@cli.command()
+@_name_option
+def env(name) -> None:
+    """Print `export KUBECONFIG=...` for the lab (use: eval "$(kailab env)")."""
+    rec = LabRecord.load(name)
+    if rec is None:
+        raise KailabError(f"no lab named {name!r}: bring one up with `kailab up`")
+    click.echo(f"export KUBECONFIG={rec.kubeconfig}")
+
+
+@cli.group()
+def tools() -> None:
+    """Build and list the lab's binaries (cached by component and version)."""
+
+
+@tools.command("build")
+@click.option("--kai-version", default=lambda: os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI,
+              show_default=versions.DEFAULT_KAI)
+@click.option("--without-kai", is_flag=True, help="Build only etcd, Kubernetes and kwok.")
+def tools_build(kai_version, without_kai) -> None:
+    """Build whatever is missing from the cache (never rebuilds a cached binary).
+
+    KAI is built from its Go module through the module proxy; to build from a local checkout
+    instead (an air-gapped mirror, a patched KAI), set KAILAB_KAI_SOURCE=/path/to/KAI-scheduler.
+    """
+    recipes = toolchain.recipes_for(versions.normalise(kai_version))
+    if without_kai:
+        recipes = [r for r in recipes if r.component != "kai"]
+    built = toolchain.build_all(recipes, console)
+    for key, path in built.items():
+        out.print(f"{key}: {path}")
+
+
+@tools.command("list")
+def tools_list() -> None:
+    """Show what the binary cache holds."""
+    entries = toolchain.cached()
+    table = Table(title=f"binary cache {toolchain.cache_dir() / 'bin'}")
+    for col in ("component", "version", "binaries", "built", "seconds"):
+        table.add_column(col)
+    for e in entries:
+        table.add_row(e["component"], e["version"], ", ".join(e["binaries"]), e["built_at"],
+                      str(e.get("build_seconds", "")))
+    out.print(table if entries else "the binary cache is empty: run `kailab tools build`")
+
+
+def main() -> None:
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        console.print("interrupted")
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except KailabError as err:
+        click.echo(f"kailab: error: {err}", err=True)
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""One error type for everything a user can get wrong: it prints as one line naming the fix."""
+
+
+class KailabError(Exception):
+    """A problem the user can act on. `str(err)` is the one line the CLI prints."""
+
+    exit_code = 2
+
+
+class InputError(KailabError):
+    """Bad input in a file: names the file, the field and the fix."""
+
+    def __init__(self, path, field: str, problem: str, fix: str = ""):
+        self.path, self.field, self.problem, self.fix = str(path), field, problem, fix
+        where = f"{self.path}: {field}" if field else self.path
+        super().__init__(f"{where}: {problem}" + (f" ({fix})" if fix else ""))
+
+
+class BuildError(KailabError):
+    """A Go build failed or its inputs cannot be had."""
+
+
+class LabError(KailabError):
+    """The lab cannot be brought up, or is broken."""
+
+    exit_code = 3

@@ -1,0 +1,365 @@
+"""The exercise format: YAML a trainer can read, validated before anything is applied.
+
+An exercise = a queue tree + ordered steps. Each step applies / patches / deletes workloads, may
+wait for the cluster to settle, then checks `expect` (eventually true, within `timeout`) and
+`stays` (true for a whole window). `invariants` are watched for the whole run. Field names here
+are the YAML's; `kailab schema` prints the JSON Schema.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+
+from ..errors import InputError
+from ..fleet import Fleet, load_fleet
+from ..specs import read_yaml, validate
+
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)$")
+INVARIANTS = ("no-gpu-overcommit", "gang-never-partial", "nonpreemptible-within-quota", "queue-within-limit")
+
+
+def seconds(text: str) -> float:
+    m = DURATION.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a duration like 500ms, 15s or 2m")
+    value, unit = float(m.group(1)), m.group(2)
+    return value / 1000 if unit == "ms" else value * 60 if unit == "m" else value
+
+
+Duration = Annotated[str, Field(pattern=DURATION.pattern, description="e.g. 500ms, 15s, 2m")]
+
+
+def _name(v: str) -> str:
+    if not NAME.match(v) or len(v) > 40:
+        raise ValueError(f"{v!r} is not a valid name (lower-case letters, digits, '-'; max 40)")
+    return v
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class GpuShare(Strict):
+    quota: float = Field(0, ge=-1, description="guaranteed GPUs; -1 = unlimited")
+    limit: float = Field(-1, ge=-1, description="max GPUs; -1 = no limit")
+    over_quota_weight: float = Field(1, ge=0, alias="overQuotaWeight")
+    priority: int | None = None
+
+    def as_queue_gpu(self) -> dict:
+        out = {"quota": self.quota, "limit": self.limit, "overQuotaWeight": self.over_quota_weight}
+        if self.priority is not None:
+            out["priority"] = self.priority
+        return out
+
+
+class QueueNode(Strict):
+    gpu: GpuShare = GpuShare()
+    children: dict[str, "QueueNode"] = {}
+
+
+class Range(Strict):
+    min: int | None = Field(None, ge=0)
+    max: int | None = Field(None, ge=0)
+    why: str = Field("", description="why KAI's fairness allows a range here")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "Range":
+        if self.min is None and self.max is None:
+            raise ValueError("a range needs min, max or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is greater than max {self.max}")
+        return self
+
+    def holds(self, n: int) -> bool:
+        return (self.min is None or n >= self.min) and (self.max is None or n <= self.max)
+
+    def __str__(self) -> str:
+        if self.min is not None and self.max is not None:
+            return f"{self.min}..{self.max}"
+        return f">= {self.min}" if self.min is not None else f"<= {self.max}"
+
+
+Count = Union[Annotated[int, Field(ge=0)], Range]
+
+
+def count_holds(expected: Count, observed: int) -> bool:
+    return observed == expected if isinstance(expected, int) else expected.holds(observed)
+
+
+def count_text(expected: Count) -> str:
+    return str(expected)
+
+
+# ----------------------------------------------------------------------------- workloads
+class _Workload(Strict):
+    name: str
+    queue: str
+    gpus: int = Field(1, ge=0, le=64, description="GPUs per pod")
+    priority_class: str | None = Field("train", alias="priorityClass")
+    preemptible: bool | None = Field(None, description="sets kai.scheduler/preemptibility")
+    unschedulable: bool = Field(False, description="this workload is meant never to fit a node")
+
+    _n = field_validator("name")(staticmethod(_name))
+
+
+class PodsWorkload(_Workload):
+    count: int = Field(ge=1, le=10000)
+    run_duration: Duration | None = Field(None, alias="runDuration")
+
+
+class JobWorkload(_Workload):
+    parallelism: int = Field(ge=1, le=10000)
+    gang: int | None = Field(None, ge=1, description="KAI gang size (kai.scheduler/batch-min-member)")
+    run_duration: Duration | None = Field(None, alias="runDuration")
+
+    @model_validator(mode="after")
+    def _gang(self) -> "JobWorkload":
+        if self.gang is not None and self.gang > self.parallelism:
+            raise ValueError(f"gang {self.gang} is larger than parallelism {self.parallelism}: it could never start")
+        return self
+
+
+class DeploymentWorkload(_Workload):
+    replicas: int = Field(ge=0, le=10000)
+    priority_class: str | None = Field(None, alias="priorityClass",
+                                       description="unset: KAI's podgrouper gives Deployments 'inference'")
+
+
+class ApplyItem(Strict):
+    pods: PodsWorkload | None = None
+    job: JobWorkload | None = None
+    deployment: DeploymentWorkload | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "ApplyItem":
+        if sum(x is not None for x in (self.pods, self.job, self.deployment)) != 1:
+            raise ValueError("each apply item is exactly one of: pods, job, deployment")
+        return self
+
+    @property
+    def workload(self) -> _Workload:
+        return self.pods or self.job or self.deployment  # type: ignore[return-value]
+
+
+class PatchItem(Strict):
+    queue: str | None = None
+    gpu: GpuShare | None = None
+    deployment: str | None = None
+    replicas: int | None = Field(None, ge=0, le=10000)
+
+    @model_validator(mode="after")
+    def _one(self) -> "PatchItem":
+        if (self.queue is None) == (self.deployment is None):
+            raise ValueError("a patch names exactly one of: queue (with gpu), deployment (with replicas)")
+        if self.queue is not None and self.gpu is None:
+            raise ValueError("a queue patch needs gpu: {quota, limit, overQuotaWeight}")
+        if self.deployment is not None and self.replicas is None:
+            raise ValueError("a deployment patch needs replicas")
+        return self
+
+
+class DeleteItem(Strict):
+    workload: str
+
+
+# ----------------------------------------------------------------------------- expectations
+class CountExpect(Strict):
+    """Pod counts for a queue or a workload. bound = has a node; running = phase Running."""
+
+    queue: str | None = None
+    workload: str | None = None
+    bound: Count | None = None
+    running: Count | None = None
+    pending: Count | None = None
+    evicted: Count | None = Field(None, description="pods of it deleted by KAI since the step began")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "CountExpect":
+        if (self.queue is None) == (self.workload is None):
+            raise ValueError("an expectation names exactly one of: queue, workload")
+        if all(getattr(self, k) is None for k in ("bound", "running", "pending", "evicted")):
+            raise ValueError("an expectation needs at least one of: bound, running, pending, evicted")
+        return self
+
+
+class ConditionExpect(Strict):
+    """A PodGroup scheduling condition reason, e.g. NonPreemptibleOverQuota, OverLimit."""
+
+    podgroup_of: str = Field(alias="podgroupOf", description="workload name")
+    reason: str
+    present: bool = True
+
+
+class EventExpect(Strict):
+    """Kubernetes events about a workload's pods or podgroups, counted since the step began."""
+
+    event_reason: str = Field(alias="eventReason")
+    workload: str
+    count: Count = Range(min=1)
+
+
+def _expect_kind(v: object) -> str:
+    if isinstance(v, dict):
+        return "condition" if "podgroupOf" in v else "event" if "eventReason" in v else "count"
+    return "condition" if isinstance(v, ConditionExpect) else "event" if isinstance(v, EventExpect) else "count"
+
+
+ExpectItem = Annotated[Union[Annotated[CountExpect, Tag("count")], Annotated[ConditionExpect, Tag("condition")],
+                             Annotated[EventExpect, Tag("event")]], Discriminator(_expect_kind)]
+
+
+class Stays(Strict):
+    """Conditions that must hold at every moment of the window (checked on every watch event)."""
+
+    for_: Duration = Field(alias="for")
+    that: list[CountExpect] = Field(min_length=1)
+
+    @field_validator("that")
+    @classmethod
+    def _no_evicted(cls, v: list[CountExpect]) -> list[CountExpect]:
+        for e in v:
+            if e.evicted is not None or e.running is not None:
+                raise ValueError("stays conditions use bound/pending (what KAI decides), not evicted/running")
+        return v
+
+
+class Step(Strict):
+    name: str
+    explain: str = ""
+    predict: str | None = Field(None, description="question for a learner before the step runs")
+    apply: list[ApplyItem] = []
+    patch: list[PatchItem] = []
+    delete: list[DeleteItem] = []
+    settle: Duration | None = Field(None, description="wait until pod placement is unchanged this long")
+    expect: list[ExpectItem] = []
+    stays: Stays | None = None
+    timeout: Duration = "120s"
+
+
+class Exercise(Strict):
+    exercise: str
+    title: str
+    concept: str
+    fleet: str = Field(description="the fleet the numbers are chosen for (fleets/NAME.yaml)")
+    queues: dict[str, QueueNode] = Field(min_length=1)
+    steps: list[Step] = Field(min_length=1)
+    invariants: list[Literal[INVARIANTS]] = []  # type: ignore[valid-type]
+    proves: str = ""
+    does_not_prove: str = ""
+
+    _n = field_validator("exercise")(staticmethod(_name))
+
+    def queue_tree(self) -> list[tuple[str, str | None, GpuShare]]:
+        """(name, parent, gpu) parents first."""
+        out: list[tuple[str, str | None, GpuShare]] = []
+
+        def walk(nodes: dict[str, QueueNode], parent: str | None) -> None:
+            for name, node in nodes.items():
+                out.append((name, parent, node.gpu))
+                walk(node.children, name)
+
+        walk(self.queues, None)
+        return out
+
+    def leaf_queues(self) -> set[str]:
+        parents = {p for _, p, _ in self.queue_tree() if p}
+        return {n for n, _, _ in self.queue_tree() if n not in parents}
+
+
+def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
+    """Cross-field checks pydantic cannot do: names exist, sizes fit the fleet."""
+    names = [n for n, _, _ in ex.queue_tree()]
+    for n in names:
+        try:
+            _name(n)
+        except ValueError as err:
+            raise InputError(path, f"queues.{n}", str(err)) from None
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise InputError(path, "queues", f"queue {sorted(dup)[0]!r} appears twice in the tree", "rename one")
+    leaves = ex.leaf_queues()
+    workloads: dict[str, str] = {}
+    for si, step in enumerate(ex.steps):
+        where = f"steps[{si}] ({step.name})"
+        for ai, item in enumerate(step.apply):
+            w = item.workload
+            kind = "pods" if item.pods else "job" if item.job else "deployment"
+            field = f"{where}.apply[{ai}].{kind}"
+            if w.queue not in names:
+                raise InputError(path, f"{field}.queue", f"queue {w.queue!r} is not in the queue tree",
+                                 f"define it under queues (have: {', '.join(names)})")
+            if w.queue not in leaves:
+                raise InputError(path, f"{field}.queue", f"queue {w.queue!r} has children; KAI schedules "
+                                 "workloads in leaf queues only", "use one of its child queues")
+            if w.gpus > fleet.max_gpus_per_node and not w.unschedulable:
+                raise InputError(path, f"{field}.gpus", f"{w.gpus} GPUs per pod is more than any node of "
+                                 f"fleet {fleet.name!r} has ({fleet.max_gpus_per_node})",
+                                 "lower it, or set unschedulable: true if that is the point")
+            if w.name in workloads and workloads[w.name] != kind:
+                raise InputError(path, f"{field}.name", f"workload {w.name!r} is already a {workloads[w.name]}")
+            workloads[w.name] = kind
+        for pi, p in enumerate(step.patch):
+            if p.queue is not None and p.queue not in names:
+                raise InputError(path, f"{where}.patch[{pi}].queue", f"queue {p.queue!r} is not in the queue tree")
+            if p.deployment is not None and workloads.get(p.deployment) != "deployment":
+                raise InputError(path, f"{where}.patch[{pi}].deployment",
+                                 f"no deployment {p.deployment!r} was applied before this step")
+        for di, d in enumerate(step.delete):
+            if d.workload not in workloads:
+                raise InputError(path, f"{where}.delete[{di}].workload",
+                                 f"no workload {d.workload!r} was applied before this step")
+        checks: list[tuple[str, ExpectItem]] = [(f"{where}.expect[{i}]", e) for i, e in enumerate(step.expect)]
+        if step.stays:
+            checks += [(f"{where}.stays.that[{i}]", e) for i, e in enumerate(step.stays.that)]
+        for field, e in checks:
+            if isinstance(e, CountExpect) and e.queue is not None and e.queue not in names:
+                raise InputError(path, f"{field}.queue", f"queue {e.queue!r} is not in the queue tree")
+            ref = (e.workload if isinstance(e, (CountExpect, EventExpect)) else e.podgroup_of)
+            if ref is not None and ref not in workloads:
+                raise InputError(path, f"{field}", f"workload {ref!r} is not applied by this or an earlier step")
+
+
+def load_exercise(path: Path | str) -> Exercise:
+    """Parse, validate and cross-check an exercise file; raise InputError naming file and field."""
+    path = Path(path)
+    data = read_yaml(path)
+    if isinstance(data, dict) and isinstance(data.get("steps"), list):
+        # name the step in errors: pydantic only knows its index
+        for i, step in enumerate(data["steps"]):
+            if isinstance(step, dict):
+                known = set(Step.model_fields) | {"for"}
+                unknown = [k for k in step if k not in known]
+                if unknown:
+                    raise InputError(path, f"steps[{i}] ({step.get('name', '?')}).{unknown[0]}",
+                                     "unknown step field", "known: apply, patch, delete, settle, expect, "
+                                     "stays, timeout, predict, explain, name")
+    try:
+        ex = validate(Exercise, data, path)
+    except InputError as err:
+        m = re.match(r"steps\[(\d+)\](.*)", err.field)
+        if m and isinstance(data, dict):
+            step = data["steps"][int(m.group(1))]
+            label = step.get("name", "?") if isinstance(step, dict) else "?"
+            raise InputError(path, f"steps[{m.group(1)}] ({label}){m.group(2)}", err.problem, err.fix) from None
+        raise
+    if ex.exercise != path.stem:
+        raise InputError(path, "exercise", f"name {ex.exercise!r} differs from the file name {path.stem!r}",
+                         "make them equal")
+    try:
+        fleet = load_fleet(ex.fleet)
+    except InputError as err:
+        raise InputError(path, "fleet", f"unknown fleet {ex.fleet!r} ({err.problem})") from None
+    _check_references(ex, fleet, path)
+    return ex
+
+
+def json_schema() -> dict:
+    schema = Exercise.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "kailab exercise"
+    return schema

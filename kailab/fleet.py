@@ -1,0 +1,145 @@
+"""Fleet specs (fleets/*.yaml): pools of fake GPU nodes, and the Node objects they become.
+
+Nodes look the way fake-gpu-operator + KWOK make them on a kind lab: `nvidia.com/gpu` in
+capacity/allocatable and the `nvidia.com/gpu.*` labels, so KAI cannot tell the runtimes apart.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .errors import InputError
+from .paths import fleets_dir
+from .specs import read_yaml, validate
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+FLEET_LABEL = "kailab.io/fleet"
+POOL_LABEL = "kailab.io/pool"
+# fake-gpu-operator labels its simulated nodes with their pool
+SIMULATED_POOL_LABEL = "run.ai/simulated-gpu-node-pool"
+MAX_NODES = 5000
+
+
+class Taint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class Pool(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    count: int = Field(ge=1, le=MAX_NODES)
+    gpus: int = Field(ge=0, le=64, description="whole GPUs per node")
+    product: str = "NVIDIA-A100-SXM4-80GB"
+    gpu_memory_mib: int = Field(81920, ge=1, le=1 << 22, alias="gpuMemoryMiB")
+    cpu: int = Field(64, ge=1, le=4096)
+    memory_gib: int = Field(512, ge=1, le=1 << 16, alias="memoryGiB")
+    max_pods: int = Field(110, ge=1, le=10000, alias="maxPods")
+    labels: dict[str, str] = {}
+    taints: list[Taint] = []
+
+    @field_validator("name")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not DNS_LABEL.match(v) or len(v) > 40:
+            raise ValueError(f"{v!r} is not a DNS label (lower-case letters, digits, '-'; max 40)")
+        return v
+
+    @field_validator("product")
+    @classmethod
+    def _label_value(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", v):
+            raise ValueError(f"{v!r} cannot be a label value (letters, digits, '-', '_', '.')")
+        return v
+
+
+class Fleet(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    description: str = ""
+    pools: list[Pool] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "Fleet":
+        seen: set[str] = set()
+        for pool in self.pools:
+            if pool.name in seen:
+                raise ValueError(f"pool name {pool.name!r} is used twice")
+            seen.add(pool.name)
+        if self.nodes_total > MAX_NODES:
+            raise ValueError(f"{self.nodes_total} nodes is more than the {MAX_NODES} a lab supports")
+        return self
+
+    @property
+    def nodes_total(self) -> int:
+        return sum(p.count for p in self.pools)
+
+    @property
+    def gpus_total(self) -> int:
+        return sum(p.count * p.gpus for p in self.pools)
+
+    @property
+    def max_gpus_per_node(self) -> int:
+        return max(p.gpus for p in self.pools)
+
+    def node_manifests(self) -> list[dict]:
+        return [node for pool in self.pools for node in _pool_nodes(self.name, pool)]
+
+
+def _pool_nodes(fleet: str, pool: Pool) -> list[dict]:
+    nodes = []
+    for i in range(pool.count):
+        name = f"{pool.name}-{i}"
+        labels = {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "type": "kwok",
+            FLEET_LABEL: fleet,
+            POOL_LABEL: pool.name,
+            SIMULATED_POOL_LABEL: pool.name,
+            **pool.labels,
+        }
+        if pool.gpus:
+            labels.update({
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.count": str(pool.gpus),
+                "nvidia.com/gpu.product": pool.product,
+                "nvidia.com/gpu.memory": str(pool.gpu_memory_mib),
+            })
+        resources = {"cpu": str(pool.cpu), "memory": f"{pool.memory_gib}Gi",
+                     "pods": str(pool.max_pods), "ephemeral-storage": "1Ti"}
+        if pool.gpus:
+            resources["nvidia.com/gpu"] = str(pool.gpus)
+        nodes.append({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels,
+                         "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+            "spec": {"taints": [t.model_dump() for t in pool.taints]} if pool.taints else {},
+            "status": {"capacity": dict(resources), "allocatable": dict(resources)},
+        })
+    return nodes
+
+
+def fleet_path(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or "/" in name_or_path:
+        return p
+    return fleets_dir() / f"{name_or_path}.yaml"
+
+
+def load_fleet(name_or_path: str) -> Fleet:
+    path = fleet_path(name_or_path)
+    if not path.is_file():
+        known = ", ".join(sorted(f.stem for f in fleets_dir().glob("*.yaml")))
+        raise InputError(path, "", "fleet file not found", f"known fleets: {known}")
+    fleet = validate(Fleet, read_yaml(path), path)
+    return fleet

@@ -1,0 +1,96 @@
+"""Talking to a lab's API server with the official client: one Kube object per kubeconfig."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError
+
+FIELD_MANAGER = "kailab"
+
+
+class Kube:
+    """API access for one cluster. Never touches the process-wide default client config."""
+
+    def __init__(self, kubeconfig: str | Path, timeout: float = 30):
+        self.kubeconfig = str(kubeconfig)
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
+        cfg.retries = 2
+        self.timeout = timeout
+        self.api_client = client.ApiClient(cfg)
+
+    @cached_property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api_client)
+
+    @cached_property
+    def dynamic(self) -> DynamicClient:
+        return DynamicClient(self.api_client)
+
+    def resource(self, api_version: str, kind: str):
+        return self.dynamic.resources.get(api_version=api_version, kind=kind)
+
+    def apply(self, obj: dict) -> dict:
+        """Server-side apply: create or update, idempotent."""
+        res = self.resource(obj["apiVersion"], obj["kind"])
+        meta = obj["metadata"]
+        out = self.dynamic.server_side_apply(res, body=obj, name=meta["name"],
+                                             namespace=meta.get("namespace"),
+                                             field_manager=FIELD_MANAGER, force_conflicts=True)
+        return out.to_dict()
+
+    def apply_status(self, obj: dict) -> None:
+        """Set an object's status (e.g. a node's allocatable, which a device plugin would set)."""
+        res = self.resource(obj["apiVersion"], obj["kind"]).subresources["status"]
+        meta = obj["metadata"]
+        self.dynamic.server_side_apply(res, body={"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+                                                  "metadata": {"name": meta["name"]},
+                                                  "status": obj["status"]},
+                                       name=meta["name"], namespace=meta.get("namespace"),
+                                       field_manager=FIELD_MANAGER + "-status", force_conflicts=True)
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        try:
+            return self.resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
+        except NotFoundError:
+            return None
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             label_selector: str | None = None) -> list[dict]:
+        res = self.resource(api_version, kind)
+        kwargs = {"namespace": namespace} if namespace and res.namespaced else {}
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        return res.get(**kwargs).to_dict().get("items", [])
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
+               grace: int | None = None) -> bool:
+        try:
+            body = {"propagationPolicy": "Background"}
+            if grace is not None:
+                body["gracePeriodSeconds"] = grace
+            self.resource(api_version, kind).delete(name=name, namespace=namespace, body=body)
+            return True
+        except NotFoundError:
+            return False
+
+    def readyz(self) -> bool:
+        try:
+            out = self.api_client.call_api("/readyz", "GET", auth_settings=["BearerToken"],
+                                           response_type="str", _preload_content=False,
+                                           _request_timeout=5)
+            return out[0].status == 200
+        except (ApiException, OSError, Exception):  # noqa: BLE001 - not ready in any way
+            return False
+
+    def close(self) -> None:
+        self.api_client.close()
+
+
+def is_conflict(err: Exception) -> bool:
+    return isinstance(err, ApiException) and err.status == 409

@@ -1,0 +1,40 @@
+"""Where kailab keeps things: one binary cache (keyed by component and version) and lab state."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def cache_dir() -> Path:
+    """Built binaries live here, one folder per component and version; never rebuilt once complete."""
+    base = os.environ.get("KAILAB_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kailab"
+    )
+    return Path(base)
+
+
+def state_dir() -> Path:
+    """Every lab gets a directory under here: certs, kubeconfig, pids, logs, etcd data."""
+    base = os.environ.get("KAILAB_STATE") or os.path.join(
+        os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "kailab"
+    )
+    return Path(base) / "labs"
+
+
+def lab_dir(name: str) -> Path:
+    return state_dir() / name
+
+
+def fleets_dir() -> Path:
+    return Path(os.environ.get("KAILAB_FLEETS") or PROJECT_ROOT / "fleets")
+
+
+def exercises_dir() -> Path:
+    return Path(os.environ.get("KAILAB_EXERCISES") or PROJECT_ROOT / "exercises")
+
+
+def evidence_dir() -> Path:
+    return Path(os.environ.get("KAILAB_EVIDENCE") or PROJECT_ROOT / "evidence")

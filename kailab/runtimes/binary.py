@@ -1,0 +1,349 @@
+"""The binary runtime: a real control plane and KAI as local processes, with no Docker.
+
+etcd, kube-apiserver, kube-controller-manager and kwok run from the binary cache, supervised by
+kailab itself rather than kwokctl: KAI's five processes need the same supervision (own ports,
+logs, pid records, clean-up), and one mechanism for all of them keeps `down` and `status` simple.
+Everything listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import ssl
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import yaml
+
+from .. import kai, toolchain, versions
+from ..errors import KailabError, LabError
+from ..fleet import FLEET_LABEL, Fleet, load_fleet
+from ..kube import Kube
+from ..paths import lab_dir, state_dir
+from ..waits import wait_until
+from . import pki, processes
+from .base import LabRecord, LabSpec, Runtime
+
+CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
+# stop order for `down`: consumers of the API first, etcd last
+STOP_ORDER = list(versions.KAI_COMPONENTS) + ["kwok", "kube-controller-manager", "kube-apiserver", "etcd"]
+PROBE_NAMESPACE = "kailab-system"
+
+
+@contextlib.contextmanager
+def lab_lock(name: str):
+    """One `up`/`down` at a time per lab name."""
+    state_dir().mkdir(parents=True, exist_ok=True)
+    with open(state_dir() / f".{name}.lock", "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LabError(f"lab {name!r} is busy: another kailab up/down holds its lock") from None
+        yield
+
+
+def _http_ok(url: str) -> bool:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # loopback health probe only
+    try:
+        with urllib.request.urlopen(url, timeout=3, context=ctx) as resp:  # noqa: S310
+            return resp.status == 200
+    except Exception:  # noqa: BLE001 - any failure means 'not healthy (yet)'
+        return False
+
+
+class BinaryRuntime(Runtime):
+    name = "binary"
+
+    # ---------------------------------------------------------------- up
+    def up(self, spec: LabSpec) -> LabRecord:
+        fleet = load_fleet(spec.fleet)  # validate every input before anything starts
+        release = versions.kai_release(spec.kai_version or versions.DEFAULT_KAI)
+        if spec.api_port is not None:
+            if not 1024 <= spec.api_port <= 65535:
+                raise KailabError(f"--api-port {spec.api_port}: choose a port from 1024 to 65535")
+            if processes.port_in_use(spec.api_port):
+                raise KailabError(f"port {spec.api_port} on 127.0.0.1 is already in use: choose another "
+                                  "with --api-port, or stop what listens there")
+        with lab_lock(spec.name):
+            existing = LabRecord.load(spec.name)
+            if existing and existing.state == "up":
+                return self._reuse(existing, spec, fleet, release.version)
+            if lab_dir(spec.name).exists():  # a failed or half-made lab: start clean
+                self._teardown(spec.name)
+            recipes = toolchain.recipes_for(release.version)
+            if not spec.with_kai:
+                recipes = [r for r in recipes if r.component != "kai"]
+            built = toolchain.build_all(recipes)
+            try:
+                return self._start(spec, fleet, release, recipes, built)
+            except BaseException:
+                # no half-started lab: stop what started, keep the logs for the error report
+                self._teardown(spec.name, keep_logs=True)
+                raise
+
+    def _reuse(self, rec: LabRecord, spec: LabSpec, fleet: Fleet, kai_version: str) -> LabRecord:
+        wanted = {"fleet": fleet.name, "kai_version": kai_version if spec.with_kai else "none",
+                  "with_kai": spec.with_kai}
+        have = {"fleet": rec.fleet, "kai_version": rec.kai_version, "with_kai": rec.with_kai}
+        if wanted != have:
+            diff = ", ".join(f"{k} {have[k]} (asked {wanted[k]})" for k in wanted if wanted[k] != have[k])
+            raise LabError(f"lab {rec.name!r} is already up with {diff}: run `kailab down` first, "
+                           "or use --name for a second lab")
+        broken = self.problems(rec)
+        if broken:
+            raise LabError(f"lab {rec.name!r} is broken: {'; '.join(broken)}. "
+                           "Run `kailab down` then `kailab up` to rebuild it")
+        return rec
+
+    def _start(self, spec: LabSpec, fleet: Fleet, release, recipes, built) -> LabRecord:
+        lab = lab_dir(spec.name)
+        lab.mkdir(parents=True, exist_ok=True)
+        bins = {name: built[r.key] / name for r in recipes for name in r.binaries}
+        port_names = ["etcd.client", "etcd.peer", "kube-apiserver", "kube-controller-manager", "kwok"]
+        if spec.with_kai:
+            port_names += [f"{c}.{p}" for c, ps in kai.component_ports().items() for p in ps]
+        fixed = {"kube-apiserver": spec.api_port} if spec.api_port else {}
+        ports = processes.allocate_ports(port_names, fixed)
+        kubeconfig = lab / "kubeconfig"
+        rec = LabRecord(name=spec.name, runtime=self.name,
+                        kai_version=release.version if spec.with_kai else "none",
+                        fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total,
+                        with_kai=spec.with_kai, kubeconfig=str(kubeconfig), ports=ports,
+                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        rec.save()
+        pki_dir = lab / "pki"
+        pki.generate(pki_dir)
+        pki.kubeconfig(kubeconfig, pki_dir, f"https://127.0.0.1:{ports['kube-apiserver']}", f"kailab-{spec.name}")
+
+        self._start_etcd(lab, bins["etcd"], ports)
+        self._start_apiserver(lab, bins["kube-apiserver"], ports, pki_dir)
+        kube = Kube(kubeconfig)
+        self._start_controller_manager(lab, bins["kube-controller-manager"], ports, pki_dir, kubeconfig)
+        self._start_kwok(lab, bins["kwok"], ports, kubeconfig)
+        self.create_fleet(kube, fleet)
+        wait_until(f"the fleet's {fleet.nodes_total} nodes to be Ready",
+                   lambda: self._ready_nodes(kube, fleet.name) == fleet.nodes_total,
+                   timeout="nodes-ready", lab=lab, component="kwok",
+                   hint="kwok marks nodes Ready through its stages; see its log")
+        self._wait_serviceaccount(kube, "default", lab)
+        if spec.with_kai:
+            self._install_kai(lab, kube, release.version, bins, ports, kubeconfig)
+            self._probe(kube, lab)
+        rec.state = "up"
+        rec.save()
+        return rec
+
+    def _start_etcd(self, lab: Path, binary: Path, ports: dict[str, int]) -> None:
+        client = f"http://127.0.0.1:{ports['etcd.client']}"
+        processes.start(lab, "etcd", [
+            str(binary), "--name=kailab", f"--data-dir={lab / 'etcd'}",
+            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+            f"--listen-peer-urls=http://127.0.0.1:{ports['etcd.peer']}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{ports['etcd.peer']}",
+            f"--initial-cluster=kailab=http://127.0.0.1:{ports['etcd.peer']}",
+            "--unsafe-no-fsync=true",  # a lab's state is disposable; fsync dominates its latency
+            "--quota-backend-bytes=4294967296", "--log-level=warn"],
+            {"client": ports["etcd.client"], "peer": ports["etcd.peer"]})
+        wait_until("etcd to report healthy", lambda: _http_ok(f"{client}/health"),
+                   timeout="etcd-healthy", lab=lab, component="etcd")
+
+    def _start_apiserver(self, lab: Path, binary: Path, ports: dict[str, int], pki_dir: Path) -> None:
+        port = ports["kube-apiserver"]
+        processes.start(lab, "kube-apiserver", [
+            str(binary), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={port}", f"--etcd-servers=http://127.0.0.1:{ports['etcd.client']}",
+            f"--cert-dir={lab / 'apiserver-certs'}",
+            f"--tls-cert-file={pki_dir / 'apiserver.crt'}", f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
+            f"--client-ca-file={pki_dir / 'ca.crt'}",
+            f"--service-account-key-file={pki_dir / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=Node,RBAC",
+            "--allow-privileged=true", "--profiling=false", "--endpoint-reconciler-type=none",
+            # lab API traffic is bursty (hundreds of pods at once); don't throttle it
+            "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
+            "--enable-priority-and-fairness=false", "--v=1"],
+            {"secure": port})
+        url = f"https://127.0.0.1:{port}/readyz"
+        wait_until("kube-apiserver /readyz", lambda: self._readyz(lab),
+                   timeout="apiserver-ready", lab=lab, component="kube-apiserver",
+                   hint=f"probe {url} with the lab's admin certificate")
+
+    @staticmethod
+    def _readyz(lab: Path) -> bool:
+        kube = Kube(lab / "kubeconfig")
+        try:
+            return kube.readyz()
+        finally:
+            kube.close()
+
+    def _start_controller_manager(self, lab: Path, binary: Path, ports: dict[str, int],
+                                  pki_dir: Path, kubeconfig: Path) -> None:
+        port = ports["kube-controller-manager"]
+        processes.start(lab, "kube-controller-manager", [
+            str(binary), f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={port}", f"--cert-dir={lab / 'kcm-certs'}",
+            "--leader-elect=false", "--use-service-account-credentials=false",
+            f"--service-account-private-key-file={pki_dir / 'sa.key'}",
+            f"--root-ca-file={pki_dir / 'ca.crt'}",
+            # node-ipam/route/service-lb make no sense without a network; the rest is real
+            "--controllers=*,-nodeipam,-service-lb-controller,-route,-cloud-node-lifecycle",
+            "--kube-api-qps=200", "--kube-api-burst=400", "--v=1"],
+            {"secure": port})
+        wait_until("kube-controller-manager /healthz",
+                   lambda: _http_ok(f"https://127.0.0.1:{port}/healthz"),
+                   timeout="controller-healthy", lab=lab, component="kube-controller-manager")
+
+    def _start_kwok(self, lab: Path, binary: Path, ports: dict[str, int], kubeconfig: Path) -> None:
+        config = lab / "kwok.yaml"
+        config.write_text(kwok_config_text())
+        port = ports["kwok"]
+        processes.start(lab, "kwok", [
+            str(binary), f"--kubeconfig={kubeconfig}", f"--config={config}",
+            "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--server-address=127.0.0.1:{port}", "--node-ip=127.0.0.1",
+            "--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16"],
+            {"server": port})
+        wait_until("kwok /healthz", lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"),
+                   timeout="kwok-healthy", lab=lab, component="kwok")
+
+    @staticmethod
+    def create_fleet(kube: Kube, fleet: Fleet) -> None:
+        """Create the fleet's nodes (in parallel) with their GPU capacity, as a device plugin would."""
+        def one(node: dict) -> None:
+            kube.apply({k: v for k, v in node.items() if k != "status"})
+            kube.apply_status(node)
+
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            list(pool.map(one, fleet.node_manifests()))
+
+    @staticmethod
+    def _ready_nodes(kube: Kube, fleet_name: str) -> int:
+        ready = 0
+        for node in kube.core.list_node(label_selector=f"{FLEET_LABEL}={fleet_name}").items:
+            if any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or []):
+                ready += 1
+        return ready
+
+    def _wait_serviceaccount(self, kube: Kube, namespace: str, lab: Path) -> None:
+        wait_until(f"ServiceAccount {namespace}/default (made by kube-controller-manager)",
+                   lambda: kube.core.read_namespaced_service_account("default", namespace),
+                   timeout="namespace-serviceaccount", lab=lab, component="kube-controller-manager")
+
+    def _install_kai(self, lab: Path, kube: Kube, version: str, bins: dict[str, Path],
+                     ports: dict[str, int], kubeconfig: Path) -> None:
+        for crd in kai.crd_documents(version):
+            kube.apply(crd)
+        for crd in kai.crd_documents(version):
+            name = crd["metadata"]["name"]
+            wait_until(f"CRD {name} to be Established", lambda n=name: _crd_established(kube, n),
+                       timeout="crd-established", lab=lab, component="kube-apiserver")
+        for obj in kai.base_objects():
+            kube.apply(obj)
+        for comp in versions.KAI_COMPONENTS:
+            processes.start(lab, comp, kai.component_argv(comp, bins[comp], kubeconfig, ports),
+                            {k.split(".", 1)[1]: v for k, v in ports.items() if k.startswith(comp + ".")},
+                            env={"KUBECONFIG": str(kubeconfig)})
+        for comp in versions.KAI_COMPONENTS:
+            wait_until(f"KAI {comp} to serve {kai.health_url(comp, ports)}",
+                       lambda c=comp: _http_ok(kai.health_url(c, ports)),
+                       timeout="kai-component-healthy", lab=lab, component=comp)
+
+    def _probe(self, kube: Kube, lab: Path) -> None:
+        """KAI must bind one real GPU pod before the lab counts as up."""
+        from ..workloads import probe_objects
+
+        objs = probe_objects(PROBE_NAMESPACE)
+        for obj in objs:
+            if obj["kind"] == "Pod":
+                self._wait_serviceaccount(kube, PROBE_NAMESPACE, lab)
+            kube.apply(obj)
+        pod = next(o for o in objs if o["kind"] == "Pod")["metadata"]["name"]
+        wait_until("KAI to bind the probe pod",
+                   lambda: kube.core.read_namespaced_pod(pod, PROBE_NAMESPACE).spec.node_name,
+                   timeout="probe-pod-bound", lab=lab, component="scheduler",
+                   hint="check the scheduler and binder logs, and `kubectl get podgroups -A`")
+        kube.delete("v1", "Pod", pod, PROBE_NAMESPACE, grace=0)
+
+    # ---------------------------------------------------------------- status / down
+    def problems(self, rec: LabRecord) -> list[str]:
+        recs = processes.records(rec.dir)
+        expected = CONTROL_PLANE + (list(versions.KAI_COMPONENTS) if rec.with_kai else [])
+        out = [f"{n} is not running (log: {processes.logs_dir(rec.dir) / (n + '.log')})"
+               for n in expected if n not in recs or not recs[n].alive()]
+        if not out and not self._readyz(rec.dir):
+            out.append("kube-apiserver does not answer /readyz")
+        return out
+
+    def status(self, rec: LabRecord) -> dict:
+        recs = processes.records(rec.dir)
+        components = {}
+        for name in CONTROL_PLANE + (list(versions.KAI_COMPONENTS) if rec.with_kai else []):
+            r = recs.get(name)
+            components[name] = {"state": "running" if r and r.alive() else ("exited" if r else "missing"),
+                                "pid": r.pid if r else None, "ports": r.ports if r else {},
+                                "log": r.log if r else None}
+        nodes = gpus = 0
+        api_ok = self._readyz(rec.dir)
+        if api_ok:
+            kube = Kube(rec.kubeconfig)
+            try:
+                for node in kube.core.list_node(label_selector=f"{FLEET_LABEL}={rec.fleet}").items:
+                    if any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or []):
+                        nodes += 1
+                        gpus += int((node.status.allocatable or {}).get("nvidia.com/gpu", "0"))
+            finally:
+                kube.close()
+        healthy = api_ok and all(c["state"] == "running" for c in components.values())
+        return {"name": rec.name, "runtime": rec.runtime, "state": rec.state if healthy else "broken",
+                "kai_version": rec.kai_version, "fleet": rec.fleet, "nodes": nodes, "gpus": gpus,
+                "expected_nodes": rec.nodes, "expected_gpus": rec.gpus, "components": components,
+                "kubeconfig": rec.kubeconfig,
+                "api_server": f"https://127.0.0.1:{rec.ports.get('kube-apiserver')}"}
+
+    def down(self, name: str) -> list[str]:
+        with lab_lock(name):
+            return self._teardown(name)
+
+    def _teardown(self, name: str, keep_logs: bool = False) -> list[str]:
+        lab = lab_dir(name)
+        stopped = processes.stop_all(lab, STOP_ORDER) if lab.exists() else []
+        if lab.exists():
+            if keep_logs:
+                import shutil
+
+                failed = state_dir() / f"{name}.failed"
+                shutil.rmtree(failed, ignore_errors=True)
+                if processes.logs_dir(lab).exists():
+                    shutil.copytree(processes.logs_dir(lab), failed / "logs")
+            _rmtree(lab)
+        return stopped
+
+
+def _rmtree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+    if path.exists():
+        shutil.rmtree(path)  # raise now if something still holds it
+
+
+def _crd_established(kube: Kube, name: str) -> bool:
+    crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+    conds = (crd or {}).get("status", {}).get("conditions", [])
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+
+
+def kwok_config_text() -> str:
+    """kwok's configuration: its options plus kailab's stages (shared with the kind runtime)."""
+    from importlib import resources
+
+    stages = resources.files("kailab").joinpath("data/kwok-stages.yaml").read_text()
+    options = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
+               "options": {"podPlayStageParallelism": 16, "nodePlayStageParallelism": 16}}
+    return yaml.safe_dump(options, sort_keys=False) + "---\n" + stages

@@ -1,0 +1,190 @@
+"""Local processes of a lab: start detached, record, check, stop, and reap stragglers.
+
+Every process gets KAILAB_LAB=<lab dir> in its environment. `down` stops what the pid records
+name and then scans /proc for that marker, so processes survive neither a lost pid file nor a
+kailab crash half-way through `up`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+MARKER = "KAILAB_LAB"
+
+
+@dataclass
+class ProcessRecord:
+    name: str
+    pid: int
+    argv: list[str]
+    log: str
+    start_ticks: int  # /proc/<pid>/stat field 22: tells a recycled pid apart
+    ports: dict[str, int]
+
+    def alive(self) -> bool:
+        return _start_ticks(self.pid) == self.start_ticks
+
+    def exit_hint(self) -> str:
+        return "running" if self.alive() else "exited"
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] == "Z":  # a zombie is dead for our purposes
+        return None
+    return int(fields[19])
+
+
+def pids_dir(lab: Path) -> Path:
+    return lab / "pids"
+
+
+def logs_dir(lab: Path) -> Path:
+    return lab / "logs"
+
+
+def start(lab: Path, name: str, argv: list[str], ports: dict[str, int] | None = None,
+          env: dict[str, str] | None = None, cwd: Path | None = None) -> ProcessRecord:
+    """Start `argv` detached in its own session; output goes to logs/<name>.log."""
+    pids_dir(lab).mkdir(parents=True, exist_ok=True)
+    logs_dir(lab).mkdir(parents=True, exist_ok=True)
+    log_path = logs_dir(lab) / f"{name}.log"
+    full_env = {**os.environ, **(env or {}), MARKER: str(lab.resolve())}
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=full_env, cwd=cwd or lab, start_new_session=True)
+    ticks = None
+    for _ in range(50):  # /proc entry appears immediately, but be safe
+        ticks = _start_ticks(proc.pid)
+        if ticks is not None:
+            break
+        time.sleep(0.01)
+    rec = ProcessRecord(name, proc.pid, argv, str(log_path), ticks or -1, ports or {})
+    (pids_dir(lab) / f"{name}.json").write_text(json.dumps(asdict(rec), indent=2))
+    return rec
+
+
+def records(lab: Path) -> dict[str, ProcessRecord]:
+    out = {}
+    for f in sorted(pids_dir(lab).glob("*.json")):
+        try:
+            out[f.stem] = ProcessRecord(**json.loads(f.read_text()))
+        except (OSError, ValueError, TypeError):
+            continue
+    return out
+
+
+def recent_log(lab: Path, name: str, lines: int = 20) -> str:
+    path = logs_dir(lab) / f"{name}.log"
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def marked_pids(lab: Path) -> list[int]:
+    """Every live process carrying this lab's marker, whatever started it."""
+    want = f"{MARKER}={lab.resolve()}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if want in env.split(b"\0") and _start_ticks(int(entry.name)) is not None:
+            found.append(int(entry.name))
+    return found
+
+
+def stop(rec: ProcessRecord, grace: float = 10.0) -> None:
+    if not rec.alive():
+        return
+    _signal_group(rec.pid, signal.SIGTERM)
+    deadline = time.time() + grace
+    while time.time() < deadline and rec.alive():
+        time.sleep(0.1)
+    if rec.alive():
+        _signal_group(rec.pid, signal.SIGKILL)
+        for _ in range(50):
+            if not rec.alive():
+                break
+            time.sleep(0.1)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)  # each process leads its own session/group
+    except ProcessLookupError:
+        return
+    except PermissionError:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def stop_all(lab: Path, order: list[str] | None = None) -> list[str]:
+    """Stop every process of the lab (named order first, then the rest, then marked strays)."""
+    recs = records(lab)
+    names = [n for n in (order or []) if n in recs] + [n for n in recs if n not in (order or [])]
+    stopped = []
+    for name in names:
+        if recs[name].alive():
+            stopped.append(name)
+        stop(recs[name])
+    for pid in marked_pids(lab):
+        _signal_group(pid, signal.SIGKILL)
+        stopped.append(f"stray pid {pid}")
+    deadline = time.time() + 5
+    while time.time() < deadline and marked_pids(lab):
+        time.sleep(0.1)
+    return stopped
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def allocate_ports(names: list[str], fixed: dict[str, int] | None = None) -> dict[str, int]:
+    """Distinct free loopback ports for every name; `fixed` ones are kept as given."""
+    ports = dict(fixed or {})
+    taken = set(ports.values())
+    for name in names:
+        if name in ports:
+            continue
+        for _ in range(100):
+            p = free_port()
+            if p not in taken:
+                break
+        ports[name] = p
+        taken.add(p)
+    return ports

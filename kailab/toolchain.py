@@ -1,0 +1,299 @@
+"""Builds the lab's binaries from Go modules into one cache, keyed by component and version.
+
+Each component is built through a small generated *wrapper module* that requires the upstream
+module and repeats its `replace` directives: `go install pkg@version` refuses modules whose go.mod
+has replaces (k8s.io/kubernetes, etcd's server, KAI >= v0.17.0). Local-path replaces such as
+`k8s.io/api => ./staging/src/k8s.io/api` become the published module at the matching version.
+Only the Go module proxy is contacted; nothing is downloaded from anywhere else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import versions
+from .errors import BuildError
+from .paths import cache_dir
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to build one component at one version."""
+
+    component: str  # cache key, e.g. "kubernetes", "kai", "kwok", "etcd"
+    version: str
+    module: str  # the upstream Go module
+    binaries: dict[str, str]  # binary name -> package import path
+    # maps a local-path replace target (module path) to the version to require instead
+    local_replace_version: Callable[[str, str], str] = field(default=lambda mod, ver: ver)
+    source: Path | None = None  # a local checkout of `module` to build instead of the proxy's copy
+
+    @property
+    def key(self) -> str:
+        return f"{self.component}/{self.version}"
+
+
+def _k8s_staging_version(_module: str, version: str) -> str:
+    # k8s.io/kubernetes v1.35.4 publishes its staging modules (k8s.io/api, ...) as v0.35.4
+    return "v0" + version[2:]
+
+
+def recipes_for(kai_version: str) -> list[Recipe]:
+    """Everything a binary-runtime lab with KAI `kai_version` needs."""
+    release = versions.kai_release(kai_version)
+    k8s = release.kubernetes
+    kai_mod = release.module
+    return [
+        Recipe("etcd", versions.ETCD_VERSION, "go.etcd.io/etcd/server/v3",
+               {"etcd": "go.etcd.io/etcd/server/v3"}),
+        Recipe("kubernetes", k8s, "k8s.io/kubernetes",
+               {"kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+                "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager"},
+               _k8s_staging_version),
+        Recipe("kwok", versions.KWOK_VERSION, "sigs.k8s.io/kwok",
+               {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
+        kai_recipe(release),
+    ]
+
+
+def kai_recipe(release: versions.KaiRelease) -> Recipe:
+    binaries = {name: f"{release.module}/cmd/{name}" for name in versions.KAI_COMPONENTS}
+    local = os.environ.get("KAILAB_KAI_SOURCE")
+    if local:
+        # a checkout (air-gapped mirror, a patched KAI): cached apart from the released build
+        src = Path(local).resolve()
+        tag = hashlib.sha256(str(src).encode()).hexdigest()[:8]
+        return Recipe("kai", f"{release.version}-src-{tag}", release.module, binaries, source=src)
+    return Recipe("kai", release.version, release.module, binaries)
+
+
+def binary_path(component: str, version: str, binary: str) -> Path:
+    return cache_dir() / "bin" / component / version / binary
+
+
+def is_cached(recipe: Recipe) -> bool:
+    folder = cache_dir() / "bin" / recipe.component / recipe.version
+    return (folder / "manifest.json").is_file() and all(
+        (folder / b).is_file() for b in recipe.binaries
+    )
+
+
+def cached() -> list[dict]:
+    """What the cache holds: one record per component/version with its binaries."""
+    out = []
+    root = cache_dir() / "bin"
+    for manifest in sorted(root.glob("*/*/manifest.json")):
+        try:
+            out.append(json.loads(manifest.read_text()))
+        except (OSError, json.JSONDecodeError):
+            continue
+    return out
+
+
+def go_binary() -> str:
+    go = os.environ.get("KAILAB_GO") or shutil.which("go")
+    if not go or not os.access(go, os.X_OK):
+        raise BuildError(
+            "Go toolchain not found: install Go >= 1.25 (Debian: apt-get install golang-go, "
+            "or the official tarball) or set KAILAB_GO=/path/to/go"
+        )
+    return go
+
+
+def _go_env(go_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    # never let Go fetch another toolchain, and never read a user's GOFLAGS like -mod=vendor
+    env.update({"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0",
+                "GOWORK": "off"})
+    return env
+
+
+def _run_go(args: list[str], cwd: Path, log, on_line: Callable[[str], None] | None = None) -> None:
+    go = go_binary()
+    proc = subprocess.Popen([go, *args], cwd=cwd, env=_go_env(cwd), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+    tail: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        log.write(line)
+        tail = (tail + [line.rstrip()])[-15:]
+        if on_line:
+            on_line(line.rstrip())
+    if proc.wait() != 0:
+        text = "\n".join(tail)
+        if "403 Forbidden" in text or "not available" in text or "410 Gone" in text:
+            raise BuildError(f"the Go module proxy refused a module needed by `go {' '.join(args[:2])}`: "
+                             f"{_first_error(tail)} (set GOPROXY to a proxy that serves it, "
+                             "or see `kailab tools build --help` for a local source checkout)")
+        raise BuildError(f"`go {' '.join(args)}` failed in {cwd}: {_first_error(tail)} "
+                         f"(full log: {log.name})")
+
+
+def _first_error(lines: list[str]) -> str:
+    for line in lines:
+        if line.strip() and not line.startswith("go: downloading"):
+            return line.strip()
+    return lines[-1] if lines else "no output"
+
+
+def module_gomod(module: str, version: str, work: Path, log) -> dict:
+    """The upstream go.mod as `go mod edit -json` sees it (downloaded through the module proxy)."""
+    probe = work / "probe"
+    probe.mkdir(parents=True, exist_ok=True)
+    (probe / "go.mod").write_text("module kailab.local/probe\n\ngo 1.25\n")
+    out = subprocess.run([go_binary(), "mod", "download", "-json", f"{module}@{version}"],
+                         cwd=probe, env=_go_env(probe), capture_output=True, text=True)
+    log.write(out.stdout + out.stderr)
+    if out.returncode != 0:
+        try:
+            err = json.loads(out.stdout).get("Error", "")
+        except json.JSONDecodeError:
+            err = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["unknown error"]
+            err = err[0]
+        raise BuildError(f"cannot download Go module {module}@{version}: {err.strip()} "
+                         "(the Go module proxy must serve it; check GOPROXY and the version)")
+    gomod = json.loads(out.stdout)["GoMod"]
+    parsed = subprocess.run([go_binary(), "mod", "edit", "-json", gomod], cwd=probe,
+                            env=_go_env(probe), capture_output=True, text=True, check=True)
+    return json.loads(parsed.stdout)
+
+
+def _local_gomod(source: Path) -> dict:
+    gomod = source / "go.mod"
+    if not gomod.is_file():
+        raise BuildError(f"KAILAB_KAI_SOURCE={source}: no go.mod there (point it at a KAI checkout)")
+    out = subprocess.run([go_binary(), "mod", "edit", "-json", str(gomod)], capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def wrapper_gomod(recipe: Recipe, upstream: dict) -> str:
+    """go.mod text of the wrapper module: require the upstream, repeat its replaces."""
+    lines = ["module kailab.local/build/" + recipe.component, "",
+             f"go {upstream.get('Go') or '1.25'}", "", f"require {recipe.module} {recipe.version}", ""]
+    for rep in upstream.get("Replace") or []:
+        old, new = rep["Old"], rep["New"]
+        old_s = old["Path"] + (" " + old["Version"] if old.get("Version") else "")
+        if new["Path"].startswith("."):
+            if "FORBIDDEN" in new["Path"]:
+                continue  # a guard against bad imports, not a real dependency
+            target = f"{old['Path']} {recipe.local_replace_version(old['Path'], recipe.version)}"
+        else:
+            target = new["Path"] + (" " + new["Version"] if new.get("Version") else "")
+        lines.append(f"replace {old_s} => {target}")
+    return "\n".join(lines) + "\n"
+
+
+def build(recipe: Recipe, on_phase: Callable[[str], None] = lambda s: None) -> Path:
+    """Build one recipe into the cache unless it is already there. Returns its folder."""
+    dest = cache_dir() / "bin" / recipe.component / recipe.version
+    if is_cached(recipe):
+        return dest
+    work = cache_dir() / "build" / f"{recipe.component}-{recipe.version}"
+    work.mkdir(parents=True, exist_ok=True)
+    log_path = work / "build.log"
+    started = time.time()
+    with open(log_path, "a") as log:
+        on_phase("reading upstream go.mod")
+        if recipe.source:
+            upstream = _local_gomod(recipe.source)
+        else:
+            upstream = module_gomod(recipe.module, recipe.version, work, log)
+        text = wrapper_gomod(recipe, upstream)
+        if recipe.source:
+            text = text.replace(f"require {recipe.module} {recipe.version}",
+                                f"require {recipe.module} v0.0.0\nreplace {recipe.module} => {recipe.source}")
+        (work / "go.mod").write_text(text)
+        imports = "\n".join(f'\t_ "{pkg}"' for pkg in recipe.binaries.values())
+        (work / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
+        on_phase("resolving modules")
+        _run_go(["mod", "tidy"], work, log, lambda l: on_phase(l[:70]) if l.startswith("go: downloading") else None)
+        on_phase("compiling " + ", ".join(recipe.binaries))
+        tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=work))
+        for name, pkg in recipe.binaries.items():
+            on_phase(f"compiling {name}")
+            _run_go(["build", "-trimpath", "-ldflags=-s -w", "-o", str(tmp / name), pkg], work, log)
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in recipe.binaries:
+            os.replace(tmp / name, dest / name)  # same filesystem: atomic
+        shutil.rmtree(tmp, ignore_errors=True)
+        manifest = {
+            "component": recipe.component, "version": recipe.version, "module": recipe.module,
+            "binaries": {n: _sha256(dest / n) for n in recipe.binaries},
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "build_seconds": round(time.time() - started, 1),
+            "go": subprocess.run([go_binary(), "env", "GOVERSION"], capture_output=True,
+                                 text=True).stdout.strip(),
+        }
+        (dest / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return dest
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def build_all(recipes: list[Recipe], console=None) -> dict[str, Path]:
+    """Build what is missing, with a progress display; cached recipes are not touched."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = console or Console(stderr=True)
+    missing = [r for r in recipes if not is_cached(r)]
+    if missing:
+        go_binary()  # fail fast, before any progress display
+    done: dict[str, Path] = {r.key: cache_dir() / "bin" / r.component / r.version
+                             for r in recipes if r not in missing}
+    if not missing:
+        return done
+    with Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[name]}"),
+                  TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console, transient=False) as progress:
+        for recipe in missing:
+            task = progress.add_task("queued", name=recipe.key, total=None)
+            last_plain = [0.0]
+
+            def phase(text: str, task=task, recipe=recipe) -> None:
+                progress.update(task, description=text)
+                # without a terminal rich prints nothing live: keep CI logs informative
+                if not console.is_terminal and time.time() - last_plain[0] > 20:
+                    last_plain[0] = time.time()
+                    print(f"[kailab tools] {recipe.key}: {text}", flush=True)
+
+            heartbeat = _Heartbeat(lambda: phase(progress.tasks[task].description))
+            heartbeat.start()
+            try:
+                done[recipe.key] = build(recipe, phase)
+            finally:
+                heartbeat.stop()
+            progress.update(task, description="[green]built", total=1, completed=1)
+    return done
+
+
+class _Heartbeat(threading.Thread):
+    """Re-reports the current phase every few seconds so a long compile never looks hung."""
+
+    def __init__(self, tick: Callable[[], None]):
+        super().__init__(daemon=True)
+        self._tick, self._stop = tick, threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.wait(5):
+            self._tick()
+
+    def stop(self) -> None:
+        self._stop.set()

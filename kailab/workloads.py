@@ -1,0 +1,114 @@
+"""Kubernetes manifests for KAI objects and fake GPU workloads (queues, pods, Jobs, Deployments).
+
+One place builds every object an exercise or the lab applies, so labels and fields KAI reads
+(queue label, schedulerName, priority class, gang size) are set the same way everywhere.
+"""
+
+from __future__ import annotations
+
+from .kai import SCHEDULER_NAME
+
+QUEUE_LABEL = "kai.scheduler/queue"
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+# KAI reads the gang size from the Job/JobSet's own metadata, never from a pod template
+GANG_ANNOTATION = "kai.scheduler/batch-min-member"
+RUN_DURATION_ANNOTATION = "kailab.io/run-duration"
+OWNER_LABEL = "kailab.io/workload"
+IMAGE = "kailab.io/fake-gpu-workload:never-pulled"  # KWOK never pulls: any name works
+
+
+def queue(name: str, gpu: dict, parent: str | None = None, labels: dict | None = None) -> dict:
+    """A KAI Queue; cpu and memory are left unlimited so only GPUs decide."""
+    unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    spec: dict = {"resources": {"gpu": {"quota": gpu.get("quota", 0), "limit": gpu.get("limit", -1),
+                                        "overQuotaWeight": gpu.get("overQuotaWeight", 1)},
+                                "cpu": dict(unlimited), "memory": dict(unlimited)}}
+    if "priority" in gpu:
+        spec["priority"] = gpu["priority"]
+    if parent:
+        spec["parentQueue"] = parent
+    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "kailab", **(labels or {})}},
+            "spec": spec}
+
+
+def _pod_spec(gpus: int, priority_class: str | None, node_selector: dict | None = None) -> dict:
+    container = {"name": "main", "image": IMAGE,
+                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                               "limits": {"cpu": "100m", "memory": "128Mi"}}}
+    if gpus:
+        container["resources"]["limits"]["nvidia.com/gpu"] = str(gpus)
+    spec: dict = {"schedulerName": SCHEDULER_NAME, "containers": [container],
+                  "terminationGracePeriodSeconds": 0, "automountServiceAccountToken": False}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return spec
+
+
+def _labels(queue_name: str, workload: str, preemptible: bool | None, extra: dict | None) -> dict:
+    labels = {QUEUE_LABEL: queue_name, OWNER_LABEL: workload, **(extra or {})}
+    if preemptible is not None:
+        labels[PREEMPTIBILITY_LABEL] = "preemptible" if preemptible else "non-preemptible"
+    return labels
+
+
+def pods(name: str, namespace: str, queue_name: str, count: int, gpus: int = 1,
+         priority_class: str | None = "train", preemptible: bool | None = None,
+         run_duration: str | None = None, labels: dict | None = None,
+         node_selector: dict | None = None) -> list[dict]:
+    """`count` bare pods named <name>-<i>; KAI's podgrouper gives each its own PodGroup."""
+    out = []
+    for i in range(count):
+        meta: dict = {"name": f"{name}-{i}", "namespace": namespace,
+                      "labels": _labels(queue_name, name, preemptible, labels)}
+        if run_duration:
+            meta["annotations"] = {RUN_DURATION_ANNOTATION: run_duration}
+        out.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                    "spec": _pod_spec(gpus, priority_class, node_selector)})
+    return out
+
+
+def job(name: str, namespace: str, queue_name: str, parallelism: int, gpus: int = 1,
+        gang: int | None = None, priority_class: str | None = "train",
+        preemptible: bool | None = None, run_duration: str | None = None,
+        labels: dict | None = None) -> dict:
+    meta: dict = {"name": name, "namespace": namespace,
+                  "labels": _labels(queue_name, name, preemptible, labels)}
+    if gang:
+        meta["annotations"] = {GANG_ANNOTATION: str(gang)}
+    template_meta: dict = {"labels": _labels(queue_name, name, preemptible, labels)}
+    if run_duration:
+        template_meta["annotations"] = {RUN_DURATION_ANNOTATION: run_duration}
+    pod_spec = _pod_spec(gpus, priority_class)
+    pod_spec["restartPolicy"] = "Never"
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
+            "spec": {"parallelism": parallelism, "completions": parallelism, "backoffLimit": 0,
+                     "template": {"metadata": template_meta, "spec": pod_spec}}}
+
+
+def deployment(name: str, namespace: str, queue_name: str, replicas: int, gpus: int = 1,
+               priority_class: str | None = None, preemptible: bool | None = None,
+               labels: dict | None = None) -> dict:
+    pod_labels = _labels(queue_name, name, preemptible, labels)
+    pod_labels["app"] = name
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": _labels(queue_name, name, preemptible, labels)},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": pod_labels},
+                                  "spec": _pod_spec(gpus, priority_class)}}}
+
+
+def namespace(name: str, labels: dict | None = None) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "kailab", **(labels or {})}}}
+
+
+def probe_objects(ns: str) -> list[dict]:
+    """What `kailab up` asks KAI to schedule before it calls the lab up: one 1-GPU pod."""
+    return [namespace(ns),
+            queue("kailab-probe-root", {"quota": -1, "limit": -1}),
+            queue("kailab-probe", {"quota": 0, "limit": -1}, parent="kailab-probe-root"),
+            *pods("kai-probe", ns, "kailab-probe", 1, gpus=1)]
