@@ -14,8 +14,8 @@ from . import toolchain, versions
 from .errors import KailabError
 from .runtimes.base import LabRecord, LabSpec, get_runtime, resolve_runtime
 
-console = Console(stderr=True)
-out = Console()
+console = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
 
 
 def _name_option(f):

@@ -80,12 +80,12 @@ class Kube:
             return False
 
     def readyz(self) -> bool:
+        host = self.api_client.configuration.host
         try:
-            out = self.api_client.call_api("/readyz", "GET", auth_settings=["BearerToken"],
-                                           response_type="str", _preload_content=False,
-                                           _request_timeout=5)
-            return out[0].status == 200
-        except (ApiException, OSError, Exception):  # noqa: BLE001 - not ready in any way
+            resp = self.api_client.rest_client.pool_manager.request(
+                "GET", f"{host}/readyz", timeout=5, retries=False)
+            return resp.status == 200
+        except Exception:  # noqa: BLE001 - not ready, in whatever way
             return False
 
     def close(self) -> None:

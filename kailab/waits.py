@@ -26,6 +26,10 @@ WAITS: dict[str, float] = {
 }
 
 
+class _Died(Exception):
+    """The component being waited on is no longer running: waiting longer cannot help."""
+
+
 def wait_until(what: str, check: Callable[[], object], *, timeout: str | float,
                lab: Path | None = None, component: str | None = None, hint: str = "") -> object:
     """Return check()'s first truthy result; raise LabError with context when time runs out.
@@ -36,6 +40,10 @@ def wait_until(what: str, check: Callable[[], object], *, timeout: str | float,
     last_error: list[str] = []
 
     def attempt() -> object:
+        if lab is not None and component:
+            rec = processes.records(lab).get(component)
+            if rec is not None and not rec.alive():
+                raise _Died()
         try:
             return check()
         except Exception as err:  # noqa: BLE001 - any failure is 'not yet'
@@ -44,11 +52,15 @@ def wait_until(what: str, check: Callable[[], object], *, timeout: str | float,
 
     retrying = Retrying(stop=stop_after_delay(seconds), wait=wait_exponential(0.05, max=1.0),
                         retry=retry_if_result(lambda r: not r), reraise=False)
+    died = False
     try:
         return retrying(attempt)
     except RetryError:
         pass
-    parts = [f"timed out after {seconds:.0f}s waiting for {what}"]
+    except _Died:
+        died = True
+    parts = [f"{component} exited while waiting for {what}" if died
+             else f"timed out after {seconds:.0f}s waiting for {what}"]
     if last_error:
         parts.append(f"last error: {last_error[0]}")
     if hint:

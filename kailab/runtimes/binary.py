@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import shutil
 import ssl
 import time
 import urllib.request
@@ -80,9 +81,11 @@ class BinaryRuntime(Runtime):
             built = toolchain.build_all(recipes)
             try:
                 return self._start(spec, fleet, release, recipes, built)
-            except BaseException:
+            except BaseException as err:
                 # no half-started lab: stop what started, keep the logs for the error report
-                self._teardown(spec.name, keep_logs=True)
+                kept = self._teardown(spec.name, keep_logs=True)
+                if isinstance(err, LabError):
+                    raise LabError(f"{err}\n(lab stopped and removed; its logs are kept in {kept})") from None
                 raise
 
     def _reuse(self, rec: LabRecord, spec: LabSpec, fleet: Fleet, kai_version: str) -> LabRecord:
@@ -310,24 +313,25 @@ class BinaryRuntime(Runtime):
         with lab_lock(name):
             return self._teardown(name)
 
-    def _teardown(self, name: str, keep_logs: bool = False) -> list[str]:
+    def _teardown(self, name: str, keep_logs: bool = False):
+        """Stop and remove lab `name`. With keep_logs, returns where its logs were saved."""
         lab = lab_dir(name)
+        failed = failed_logs_dir(name)
+        _rmtree(failed)
         stopped = processes.stop_all(lab, STOP_ORDER) if lab.exists() else []
         if lab.exists():
-            if keep_logs:
-                import shutil
-
-                failed = state_dir() / f"{name}.failed"
-                shutil.rmtree(failed, ignore_errors=True)
-                if processes.logs_dir(lab).exists():
-                    shutil.copytree(processes.logs_dir(lab), failed / "logs")
+            if keep_logs and processes.logs_dir(lab).exists():
+                shutil.copytree(processes.logs_dir(lab), failed)
             _rmtree(lab)
-        return stopped
+        return failed if keep_logs else stopped
+
+
+def failed_logs_dir(name: str) -> Path:
+    """Where a failed `up` leaves the logs of what it started (removed by the next up/down)."""
+    return state_dir() / f"{name}.failed-logs"
 
 
 def _rmtree(path: Path) -> None:
-    import shutil
-
     shutil.rmtree(path, ignore_errors=True)
     if path.exists():
         shutil.rmtree(path)  # raise now if something still holds it
@@ -345,5 +349,6 @@ def kwok_config_text() -> str:
 
     stages = resources.files("kailab").joinpath("data/kwok-stages.yaml").read_text()
     options = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
-               "options": {"podPlayStageParallelism": 16, "nodePlayStageParallelism": 16}}
+               "options": {"podPlayStageParallelism": 16, "nodePlayStageParallelism": 16,
+                           "nodeLeaseParallelism": 16, "podsOnNodeSyncParallelism": 4}}
     return yaml.safe_dump(options, sort_keys=False) + "---\n" + stages

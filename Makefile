@@ -1,0 +1,45 @@
+# kailab — the two commands a newcomer needs:
+#   make exercises   bring a lab up (if none is running) and run every exercise against it
+#   make test        the test suite (unit tests + real-cluster tests on a binary-runtime lab)
+PYTHON      ?= python3
+VENV        ?= .venv
+RUNTIME     ?= auto
+FLEET       ?= small
+KAI_VERSION ?= v0.17.0
+NAME        ?= default
+BIN          = $(VENV)/bin
+KAILAB       = $(BIN)/kailab
+UP_FLAGS     = --runtime $(RUNTIME) --fleet $(FLEET) --kai-version $(KAI_VERSION) --name $(NAME)
+
+.PHONY: setup tools lab-up lab-down lab-status test exercises bench clean
+
+setup: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+tools: setup            ## build the Go binaries into the cache (never rebuilds what is cached)
+	$(KAILAB) tools build --kai-version $(KAI_VERSION)
+
+lab-up: setup           ## bring the lab up (no-op when it is already up)
+	$(KAILAB) up $(UP_FLAGS)
+
+lab-down: setup         ## stop every lab process and remove its state
+	$(KAILAB) down --name $(NAME)
+
+lab-status: setup
+	$(KAILAB) status --name $(NAME)
+
+test: setup             ## unit tests and real-cluster tests, one pytest run
+	$(BIN)/pytest
+
+exercises: lab-up       ## run every exercise on the running lab
+	KAILAB_LAB=$(NAME) $(BIN)/pytest exercises/
+
+bench: setup
+	$(KAILAB) bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache

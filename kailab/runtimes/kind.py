@@ -1,0 +1,551 @@
+"""The kind runtime: a one-node kind cluster on a Docker host, with KWOK, fake-gpu-operator and KAI
+installed the way their projects ship them (release manifests and OCI helm charts).
+
+The lab is the same as the binary runtime's where an exercise can tell: the same fleet nodes
+(fleet.node_manifests(), applied the same way), the same KWOK stages, the same probe pod. What
+differs is how the pieces run: real containers, KAI from its helm chart with its operator.
+
+`build_plan` is pure: it turns a spec into the kind config, the files and the commands, in
+order, so `--dry-run` prints exactly what `up` runs and tests can check it without Docker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from .. import versions
+from ..errors import KailabError, LabError
+from ..fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, Fleet, load_fleet
+from ..kai import RESERVATION_NAMESPACE
+from ..kube import FIELD_MANAGER, Kube
+from ..paths import lab_dir
+from ..waits import wait_until
+from . import clusterinfo
+from .base import LabRecord, LabSpec, Runtime, docker_answers
+from .binary import PROBE_NAMESPACE, kwok_config_text, lab_lock
+
+# Where tools come from: these variables first, then PATH
+TOOL_ENV = {"kind": "KAILAB_KIND", "kubectl": "KAILAB_KUBECTL", "helm": "KAILAB_HELM"}
+# Infrastructure pods (KWOK, KAI) stay on kind's real node: the default scheduler would otherwise
+# happily put them on fake KWOK nodes, where their containers never run. kubeadm labels the
+# control-plane node with this, and kind untaints it when the cluster has no workers.
+CONTROL_PLANE_SELECTOR = {"node-role.kubernetes.io/control-plane": ""}
+KWOK_CONFIG_MAP = "kailab-kwok-config"
+KWOK_CONFIG_DIR = "/etc/kailab-kwok"
+STAGE_CRD = "stages.kwok.x-k8s.io"
+COMMAND_TIMEOUT = 1800  # seconds; every command has its own shorter --timeout/--wait as well
+LAB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
+
+
+@lru_cache(maxsize=1)
+def pins() -> dict:
+    """The pinned versions and names in kailab/data/kind.yaml."""
+    return yaml.safe_load(resources.files("kailab").joinpath("data/kind.yaml").read_text())
+
+
+# ------------------------------------------------------------------ pure pieces of the plan
+def cluster_name(lab: str) -> str:
+    if not LAB_NAME.match(lab):
+        raise KailabError(f"lab name {lab!r} cannot name a kind cluster: use lower-case letters, "
+                          "digits and '-' (at most 42 characters)")
+    return f"kailab-{lab}"
+
+
+def node_image(kubernetes: str) -> str:
+    """The pinned kindest/node image for a Kubernetes version's minor (e.g. v1.35.4 -> 1.35)."""
+    m = re.fullmatch(r"v?(\d+)\.(\d+)(\.\d+)?", kubernetes.strip())
+    if not m:
+        raise KailabError(f"Kubernetes version {kubernetes!r} is not of the form vX.Y.Z")
+    minor = f"{m.group(1)}.{m.group(2)}"
+    images = pins()["kind"]["node_images"]
+    if minor not in images:
+        raise KailabError(f"no kind node image pinned for Kubernetes {minor}: add one to "
+                          f"kailab/data/kind.yaml (kind.node_images; known: {', '.join(images)})")
+    return images[minor]
+
+
+def kai_chart_ref(kai_version: str) -> str:
+    """KAI's OCI chart: its registry path moved with the GitHub organisation at v0.13.4."""
+    moved = versions.parse(kai_version) >= versions.KAI_MODULE_MOVED_AT
+    return pins()["kai"]["chart" if moved else "chart_before_move"]
+
+
+def kai_images(kai_version: str) -> list[str]:
+    """KAI's images: the chart's registry path with each image name, tagged with the version."""
+    registry = kai_chart_ref(kai_version).removeprefix("oci://").rsplit("/", 1)[0]
+    return [f"{registry}/{name}:{versions.normalise(kai_version)}" for name in pins()["kai"]["images"]]
+
+
+def kind_config(spec: LabSpec, kubernetes: str) -> dict:
+    cfg: dict = {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4",
+                 "name": cluster_name(spec.name),
+                 "nodes": [{"role": "control-plane", "image": node_image(kubernetes)}]}
+    if spec.api_port:
+        cfg["networking"] = {"apiServerAddress": "127.0.0.1", "apiServerPort": spec.api_port}
+    return cfg
+
+
+def kwok_stages_text() -> str:
+    """kailab's KWOK stages, verbatim: the same file the binary runtime's kwok reads."""
+    return resources.files("kailab").joinpath("data/kwok-stages.yaml").read_text()
+
+
+def kwok_config_map() -> dict:
+    """KWOK's options as the binary runtime passes them (kwok_config_text), as a ConfigMap.
+
+    Only the options: in a cluster, kwok reads its stages from Stage CRs (--enable-crds=Stage).
+    """
+    options = next(d for d in yaml.safe_load_all(kwok_config_text())
+                   if d and d.get("kind") == "KwokConfiguration")
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": KWOK_CONFIG_MAP, "namespace": pins()["kwok"]["namespace"],
+                         "labels": {"app.kubernetes.io/managed-by": "kailab"}},
+            "data": {"kwok.yaml": yaml.safe_dump(options, sort_keys=False)}}
+
+
+def kwok_deployment_patch() -> list[dict]:
+    """JSON patch for KWOK's released Deployment: mount the options, widen the fake pod CIDR
+    (the release's /24 runs out on large fleets) and keep the controller on the real node."""
+    container = "/spec/template/spec/containers/0"
+    return [
+        {"op": "add", "path": "/spec/template/spec/nodeSelector", "value": CONTROL_PLANE_SELECTOR},
+        {"op": "add", "path": "/spec/template/spec/volumes",
+         "value": [{"name": KWOK_CONFIG_MAP, "configMap": {"name": KWOK_CONFIG_MAP}}]},
+        {"op": "add", "path": f"{container}/volumeMounts",
+         "value": [{"name": KWOK_CONFIG_MAP, "mountPath": KWOK_CONFIG_DIR, "readOnly": True}]},
+        {"op": "add", "path": f"{container}/args/-", "value": f"--config={KWOK_CONFIG_DIR}/kwok.yaml"},
+        # a repeated flag: the last one wins
+        {"op": "add", "path": f"{container}/args/-", "value": f"--cidr={pins()['kwok']['pod_cidr']}"},
+    ]
+
+
+def fake_gpu_operator_values(fleet: Fleet) -> dict:
+    """One topology node pool per fleet pool; nodes join a pool by SIMULATED_POOL_LABEL."""
+    pools = {p.name: {"gpuProduct": p.product, "gpuCount": p.gpus, "gpuMemory": p.gpu_memory_mib}
+             for p in fleet.pools}
+    return {
+        "topology": {"nodePoolLabelKey": SIMULATED_POOL_LABEL, "migStrategy": "none",
+                     "nodePools": pools},
+        "environment": {"resourceReservationNamespace": RESERVATION_NAMESPACE},
+        # the fleet manifests already carry the nvidia.com/gpu.* labels, exactly as in the binary
+        # runtime: the operator must not rewrite them
+        "statusUpdater": {"disableNodeLabeling": True},
+        # GPUs on KWOK nodes come from node capacity; KAI would count DRA slices a second time
+        "kwokGpuDevicePlugin": {"enabled": True},
+        "draPlugin": {"enabled": False},
+        "kwokDraPlugin": {"enabled": False},
+    }
+
+
+def kai_values() -> dict:
+    return {"global": {"nodeSelector": CONTROL_PLANE_SELECTOR}}
+
+
+class _Dumper(yaml.SafeDumper):
+    """Safe YAML that writes multi-line strings (an embedded config file) as readable | blocks."""
+
+
+_Dumper.add_representer(str, lambda d, s: d.represent_scalar(
+    "tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
+
+
+def dump(doc: dict) -> str:
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False)
+
+
+def dump_all(docs: list[dict]) -> str:
+    return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False)
+
+
+@dataclass
+class KindPlan:
+    kind_config: dict
+    commands: list[list[str]]
+    files: dict[str, str]  # name relative to the lab dir -> text
+    node_manifests: list[dict]
+    descriptions: list[str] = field(default_factory=list)  # one per command
+    preload_images: list[str] = field(default_factory=list)  # `kind load`ed when present locally
+    cluster: str = ""
+    lab_dir: str = ""
+    kubeconfig: str = ""
+
+
+def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str) -> KindPlan:
+    """Everything `up` does, in order, as data. Pure: reads only kailab's own data files."""
+    release = versions.kai_release(kai_version)
+    p = pins()
+    lab = lab_dir(spec.name)
+    cluster = cluster_name(spec.name)
+    kubeconfig = str(lab / "kubeconfig")
+    path = lambda name: str(lab / name)  # noqa: E731
+    kubectl = ["kubectl", "--kubeconfig", kubeconfig]
+    t = p["timeouts"]
+
+    config = kind_config(spec, release.kubernetes)
+    nodes = fleet.node_manifests()
+    files = {
+        "kind-config.yaml": dump(config),
+        "kwok-config.yaml": dump(kwok_config_map()),
+        "kwok-stages.yaml": kwok_stages_text(),
+        "fake-gpu-operator-values.yaml": dump(fake_gpu_operator_values(fleet)),
+        "fleet-nodes.yaml": dump_all(nodes),
+    }
+    steps: list[tuple[str, list[str]]] = []
+    add = lambda what, argv: steps.append((what, argv))  # noqa: E731
+
+    add(f"Create the kind cluster {cluster} (one control-plane node, {config['nodes'][0]['image']})",
+        ["kind", "create", "cluster", "--name", cluster, "--config", path("kind-config.yaml"),
+         "--kubeconfig", kubeconfig, "--wait", t["kind_create"]])
+
+    kw = p["kwok"]
+    kwok_ns, kwok_dep = kw["namespace"], kw["deployment"]
+    add(f"Install the KWOK {versions.KWOK_VERSION} controller and its CRDs (release manifest)",
+        [*kubectl, "apply", "-f", kw["manifest"].format(version=versions.KWOK_VERSION)])
+    add("Wait for KWOK's Stage CRD",
+        [*kubectl, "wait", "--for=condition=Established", f"crd/{STAGE_CRD}", f"--timeout={t['crd']}"])
+    add("KWOK's options, as the binary runtime runs it (a ConfigMap)",
+        [*kubectl, "apply", "-f", path("kwok-config.yaml")])
+    add("Point kwok-controller at them, widen its fake pod CIDR, keep it on the real node",
+        [*kubectl, "-n", kwok_ns, "patch", "deployment", kwok_dep, "--type=json",
+         "-p", json.dumps(kwok_deployment_patch(), separators=(",", ":"))])
+    add("kailab's KWOK stages as Stage CRs (the binary runtime's stages, verbatim)",
+        [*kubectl, "apply", "-f", path("kwok-stages.yaml")])
+    add("Wait for kwok-controller to roll out",
+        [*kubectl, "-n", kwok_ns, "rollout", "status", f"deployment/{kwok_dep}", f"--timeout={t['rollout']}"])
+
+    kai = p["kai"]
+    if spec.with_kai:
+        # KAI before fake-gpu-operator: KAI's chart creates the reservation namespace, and
+        # fake-gpu-operator grants its status-updater access there only if it exists at install
+        files["kai-values.yaml"] = dump(kai_values())
+        add(f"Install KAI {release.version} from its OCI chart",
+            ["helm", "upgrade", "--install", kai["release"], kai_chart_ref(release.version),
+             "--version", release.version, "--namespace", kai["namespace"], "--create-namespace",
+             "--values", path("kai-values.yaml"), "--wait", "--timeout", t["helm"],
+             "--kubeconfig", kubeconfig])
+        for dep in kai["deployments"]:
+            # the operator creates most of these after helm returns: wait for them to exist first
+            add(f"Wait for KAI's {dep} Deployment to exist",
+                [*kubectl, "-n", kai["namespace"], "wait", "--for=create", f"deployment/{dep}",
+                 f"--timeout={t['rollout']}"])
+            add(f"Wait for KAI's {dep} to roll out",
+                [*kubectl, "-n", kai["namespace"], "rollout", "status", f"deployment/{dep}",
+                 f"--timeout={t['rollout']}"])
+
+    fgo = p["fake_gpu_operator"]
+    add(f"Install fake-gpu-operator {fgo['version']}: one topology pool per fleet pool",
+        ["helm", "upgrade", "--install", fgo["release"], fgo["chart"], "--version", str(fgo["version"]),
+         "--namespace", fgo["namespace"], "--create-namespace",
+         "--values", path("fake-gpu-operator-values.yaml"), "--wait", "--timeout", t["helm"],
+         "--kubeconfig", kubeconfig])
+
+    # the fleet last, once every infrastructure pod is placed on the real node
+    add(f"Create the fleet's {fleet.nodes_total} KWOK nodes (fleet.node_manifests(), as the binary runtime)",
+        [*kubectl, "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
+         "-f", path("fleet-nodes.yaml")])
+    add(f"Set their capacity ({fleet.gpus_total} GPUs) through the status subresource, as the binary runtime",
+        [*kubectl, "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}-status",
+         "--subresource=status", "-f", path("fleet-nodes.yaml")])
+    add("Wait for KWOK to mark them Ready",
+        [*kubectl, "wait", "--for=condition=Ready", "node", "-l", f"{FLEET_LABEL}={fleet.name}",
+         f"--timeout={t['nodes_ready']}"])
+
+    images = [kw["image"].format(version=versions.KWOK_VERSION), *fgo["images"]]
+    if spec.with_kai:
+        images += kai_images(release.version)
+    return KindPlan(kind_config=config, commands=[argv for _, argv in steps], files=files,
+                    node_manifests=nodes, descriptions=[what for what, _ in steps],
+                    preload_images=images, cluster=cluster, lab_dir=str(lab), kubeconfig=kubeconfig)
+
+
+def render_plan(plan: KindPlan, spec: LabSpec, fleet: Fleet, kai_version: str) -> str:
+    """The dry run: every command in order, then every file `up` writes."""
+    p = pins()
+    lines = [
+        f"# kailab kind runtime plan for lab {spec.name!r} (nothing has been run)",
+        f"# fleet {fleet.name}: {fleet.nodes_total} nodes, {fleet.gpus_total} GPUs; "
+        f"KAI {kai_version if spec.with_kai else '(not installed)'}",
+        f"# pinned: kind {p['kind']['version']}, node {plan.kind_config['nodes'][0]['image']}, "
+        f"KWOK {versions.KWOK_VERSION}, fake-gpu-operator {p['fake_gpu_operator']['version']}"
+        + (f", KAI chart {kai_chart_ref(kai_version)} {kai_version}" if spec.with_kai else ""),
+        f"# tools: kind, kubectl (>= {p['kubectl']['min']}), helm (>= {p['helm']['min']}); "
+        f"from {', '.join(TOOL_ENV.values())} or PATH; a Docker engine must answer",
+        f"# files are written to {plan.lab_dir}/ (listed after the commands)",
+        "",
+    ]
+    for i, (what, argv) in enumerate(zip(plan.descriptions, plan.commands), 1):
+        lines += [f"# {i}. {what}", shlex.join(argv)]
+        if i == 1:
+            lines.append("# then, for each image already in the local Docker (`docker image inspect IMAGE` "
+                         "succeeds), to save pulls:")
+            lines += [f"#   kind load docker-image {img} --name {plan.cluster}" for img in plan.preload_images]
+    if spec.with_kai:
+        lines += [f"# {len(plan.commands) + 1}. kailab's probe, as the binary runtime: queues kailab-probe-root/"
+                  f"kailab-probe and one 1-GPU pod in namespace {PROBE_NAMESPACE}; the lab is up once KAI "
+                  "binds it"]
+    lines.append("")
+    for name, text in plan.files.items():
+        lines += [f"# ---- {plan.lab_dir}/{name}", text.rstrip("\n"), ""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ tools
+def find_tool(name: str) -> str:
+    """The tool's path: its KAILAB_* variable if set, else PATH; a one-line LabError if neither."""
+    var = TOOL_ENV[name]
+    hint = pins()[name]["install"]
+    configured = os.environ.get(var)
+    if configured:
+        found = shutil.which(configured)
+        if found:
+            return found
+        raise LabError(f"{name} not found at {configured} (from {var}): point {var} at the {name} "
+                       "binary, or unset it to use PATH")
+    found = shutil.which(name)
+    if not found:
+        raise LabError(f"{name} not found: install it ({hint}) or set {var}")
+    return found
+
+
+def find_tools(names: list[str]) -> dict[str, str]:
+    """Every tool's path; one LabError naming every missing tool at once."""
+    found, missing = {}, []
+    for name in names:
+        try:
+            found[name] = find_tool(name)
+        except LabError as err:
+            missing.append(str(err))
+    if missing:
+        raise LabError("; ".join(missing))
+    return found
+
+
+def _check_kubectl(kubectl: str) -> None:
+    out = subprocess.run([kubectl, "version", "--client", "-o", "json"], capture_output=True, text=True,
+                         timeout=30)
+    try:
+        have = json.loads(out.stdout)["clientVersion"]["gitVersion"]
+        m = re.match(r"v(\d+)\.(\d+)", have)
+        minimum = pins()["kubectl"]["min"]
+        wanted = re.match(r"v(\d+)\.(\d+)", minimum)
+        if m and wanted and tuple(map(int, m.groups())) < tuple(map(int, wanted.groups())):
+            raise LabError(f"kubectl {have} is too old: the kind runtime needs {minimum} or newer "
+                           f"({pins()['kubectl']['install']}); set KAILAB_KUBECTL to pick another")
+    except (ValueError, KeyError, TypeError):
+        pass  # an unusual build that does not say its version: let the commands speak
+
+
+# ------------------------------------------------------------------ the runtime
+class KindRuntime(Runtime):
+    name = "kind"
+
+    def plan(self, spec: LabSpec) -> str:
+        fleet, version = self._inputs(spec)
+        return render_plan(build_plan(spec, fleet, version), spec, fleet, version)
+
+    @staticmethod
+    def _inputs(spec: LabSpec) -> tuple[Fleet, str]:
+        fleet = load_fleet(spec.fleet)
+        version = versions.kai_release(spec.kai_version or versions.DEFAULT_KAI).version
+        cluster_name(spec.name)  # validate the name before anything runs
+        return fleet, version
+
+    # ---------------------------------------------------------------- up
+    def up(self, spec: LabSpec) -> LabRecord:
+        fleet, version = self._inputs(spec)
+        tools = find_tools(["kind", "kubectl", "helm"])
+        _check_kubectl(tools["kubectl"])
+        if not docker_answers():
+            raise LabError("no Docker engine answers (DOCKER_HOST or /var/run/docker.sock): the kind "
+                           "runtime needs one; use --runtime binary on hosts without Docker")
+        with lab_lock(spec.name):
+            existing = LabRecord.load(spec.name)
+            if existing and existing.state == "up":
+                return self._reuse(existing, spec, fleet, version)
+            if lab_dir(spec.name).exists():  # a failed or half-made lab: start clean
+                self._teardown(spec.name, tools["kind"])
+            plan = build_plan(spec, fleet, version)
+            return self._run(plan, spec, fleet, version, tools)
+
+    def _reuse(self, rec: LabRecord, spec: LabSpec, fleet: Fleet, version: str) -> LabRecord:
+        wanted = {"runtime": self.name, "fleet": fleet.name,
+                  "kai_version": version if spec.with_kai else "none", "with_kai": spec.with_kai}
+        have = {"runtime": rec.runtime, "fleet": rec.fleet, "kai_version": rec.kai_version,
+                "with_kai": rec.with_kai}
+        if wanted != have:
+            diff = ", ".join(f"{k} {have[k]} (asked {wanted[k]})" for k in wanted if wanted[k] != have[k])
+            raise LabError(f"lab {rec.name!r} is already up with {diff}: run `kailab down` first, "
+                           "or use --name for a second lab")
+        info = self.status(rec)
+        if info["state"] != "up":
+            broken = [f"{n} {c['state']}" for n, c in info["components"].items() if c["state"] != "running"]
+            raise LabError(f"lab {rec.name!r} is broken ({'; '.join(broken) or 'API server unreachable'}): "
+                           "run `kailab down` then `kailab up` to rebuild it")
+        return rec
+
+    def _run(self, plan: KindPlan, spec: LabSpec, fleet: Fleet, version: str,
+             tools: dict[str, str]) -> LabRecord:
+        lab = Path(plan.lab_dir)
+        (lab / "logs").mkdir(parents=True, exist_ok=True)
+        for name, text in plan.files.items():
+            (lab / name).write_text(text)
+        rec = LabRecord(name=spec.name, runtime=self.name, kai_version=version if spec.with_kai else "none",
+                        fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total,
+                        with_kai=spec.with_kai, kubeconfig=plan.kubeconfig,
+                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        rec.save()
+        log = lab / "logs" / "kind-runtime.log"
+        try:
+            for i, (what, argv) in enumerate(zip(plan.descriptions, plan.commands), 1):
+                _progress(f"[{i}/{len(plan.commands)}] {what}")
+                _run_logged([tools.get(argv[0], argv[0]), *argv[1:]], log, shown=argv)
+                if i == 1:
+                    self._preload(plan, tools["kind"], log)
+                    port = _port(clusterinfo.api_server(plan.kubeconfig))
+                    if port:
+                        rec.ports = {"kube-apiserver": port}
+                        rec.save()
+            if spec.with_kai:
+                _progress("KAI must bind the probe pod")
+                kube = Kube(plan.kubeconfig)
+                try:
+                    _probe(kube)
+                finally:
+                    kube.close()
+        except BaseException:
+            # keep the cluster to look at (kubectl --kubeconfig ...); the next `up` starts clean
+            rec.state = "failed"
+            rec.save()
+            raise
+        rec.state = "up"
+        rec.save()
+        return rec
+
+    def _preload(self, plan: KindPlan, kind: str, log: Path) -> None:
+        """Load images the local Docker already has, so the node need not pull them."""
+        docker = shutil.which("docker")
+        if not docker:
+            return
+        for image in plan.preload_images:
+            present = subprocess.run([docker, "image", "inspect", image], capture_output=True, timeout=60)
+            if present.returncode == 0:
+                _run_logged([kind, "load", "docker-image", image, "--name", plan.cluster], log,
+                            shown=["kind", "load", "docker-image", image, "--name", plan.cluster])
+
+    # ---------------------------------------------------------------- status / down
+    def status(self, rec: LabRecord) -> dict:
+        kai = pins()["kai"]
+        kw = pins()["kwok"]
+        expected = [kw["deployment"]] + (list(kai["deployments"]) if rec.with_kai else [])
+        components = {n: {"state": "missing", "pid": None, "ports": {}, "log": None} for n in expected}
+        nodes = gpus = 0
+        api_ok = False
+        self._refresh_kubeconfig(rec)
+        try:
+            kube = Kube(rec.kubeconfig)
+        except Exception:  # noqa: BLE001 - no kubeconfig: the cluster is gone or never came up
+            kube = None
+        if kube is not None:
+            try:
+                api_ok = kube.readyz()
+                if api_ok:
+                    components.update(clusterinfo.deployment_states(kube, kw["namespace"], [kw["deployment"]]))
+                    if rec.with_kai:
+                        components.update(clusterinfo.deployment_states(kube, kai["namespace"],
+                                                                        list(kai["deployments"])))
+                    nodes, gpus = clusterinfo.ready_nodes_and_gpus(kube, f"{FLEET_LABEL}={rec.fleet}")
+            finally:
+                kube.close()
+        healthy = api_ok and all(c["state"] == "running" for c in components.values())
+        return {"name": rec.name, "runtime": rec.runtime, "state": rec.state if healthy else "broken",
+                "kai_version": rec.kai_version, "fleet": rec.fleet, "nodes": nodes, "gpus": gpus,
+                "expected_nodes": rec.nodes, "expected_gpus": rec.gpus, "components": components,
+                "kubeconfig": rec.kubeconfig, "api_server": clusterinfo.api_server(rec.kubeconfig)}
+
+    @staticmethod
+    def _refresh_kubeconfig(rec: LabRecord) -> None:
+        """kind may move the API server's host port when Docker restarts: re-export it."""
+        try:
+            kind = find_tool("kind")
+        except LabError:
+            return
+        subprocess.run([kind, "export", "kubeconfig", "--name", cluster_name(rec.name),
+                        "--kubeconfig", rec.kubeconfig], capture_output=True, timeout=60)
+
+    def down(self, name: str) -> list[str]:
+        with lab_lock(name):
+            if not lab_dir(name).exists():
+                return []
+            return self._teardown(name, find_tool("kind"))
+
+    def _teardown(self, name: str, kind: str) -> list[str]:
+        cluster = cluster_name(name)
+        out = subprocess.run([kind, "delete", "cluster", "--name", cluster], capture_output=True, text=True,
+                             timeout=300)
+        if out.returncode != 0:
+            raise LabError(f"`kind delete cluster --name {cluster}` failed: {_last_line(out.stderr)}")
+        shutil.rmtree(lab_dir(name), ignore_errors=True)
+        return [f"kind cluster {cluster}"]
+
+
+# ------------------------------------------------------------------ helpers
+def _progress(message: str) -> None:
+    print(f"kailab: {message}", file=sys.stderr, flush=True)
+
+
+def _run_logged(argv: list[str], log: Path, shown: list[str]) -> None:
+    """Run one command, appending its output to the lab's log; a LabError if it fails."""
+    with log.open("a") as f:
+        f.write(f"$ {shlex.join(shown)}\n")
+        f.flush()
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"`{shlex.join(shown)[:200]}` did not finish in {COMMAND_TIMEOUT}s; log: {log}") from None
+        f.write(out.stdout + out.stderr + f"(exit {out.returncode})\n")
+    if out.returncode != 0:
+        raise LabError(f"`{shlex.join(shown)[:200]}` failed (exit {out.returncode}): "
+                       f"{_last_line(out.stderr or out.stdout)}; full log: {log}")
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+def _port(server: str) -> int | None:
+    m = re.search(r":(\d+)/?$", server)
+    return int(m.group(1)) if m else None
+
+
+def _probe(kube: Kube) -> None:
+    """KAI must bind one real GPU pod before the lab counts as up (the binary runtime's probe)."""
+    from ..workloads import probe_objects
+
+    objs = probe_objects(PROBE_NAMESPACE)
+    for obj in objs:
+        # retried: the namespace's ServiceAccount and KAI's admission webhook may still be coming up
+        wait_until(f"the API server to accept {obj['kind']} {obj['metadata']['name']}",
+                   lambda o=obj: kube.apply(o) or True, timeout=120,
+                   hint="kubectl -n kai-scheduler get pods; a webhook timeout means KAI's admission "
+                        "pod is not ready yet")
+    pod = next(o for o in objs if o["kind"] == "Pod")["metadata"]["name"]
+    wait_until("KAI to bind the probe pod",
+               lambda: kube.core.read_namespaced_pod(pod, PROBE_NAMESPACE).spec.node_name,
+               timeout="probe-pod-bound",
+               hint="kubectl -n kai-scheduler logs deployment/kai-scheduler-default; "
+                    "kubectl get nodes -o custom-columns=NAME:.metadata.name,GPU:.status.allocatable")
+    kube.delete("v1", "Pod", pod, PROBE_NAMESPACE, grace=0)

@@ -1,0 +1,313 @@
+"""The kind runtime's plan, checked without Docker, kind or a cluster.
+
+`build_plan` is pure, so everything `kailab up --runtime kind` would run or write is inspected
+here as data: the kind config, the helm values, the chart refs, the KWOK stages and the fleet's
+nodes (which must be exactly the binary runtime's).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from importlib import resources
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from kailab import versions
+from kailab.cli import cli
+from kailab.errors import KailabError, LabError
+from kailab.fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, load_fleet
+from kailab.runtimes import kind as kind_rt
+from kailab.runtimes.base import LabSpec
+from kailab.runtimes.binary import BinaryRuntime, kwok_config_text
+from kailab.runtimes.kind import KindRuntime, build_plan, kai_chart_ref, kai_images
+
+NEW_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
+OLD_CHART = "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler"
+
+
+@pytest.fixture(autouse=True)
+def _own_state(tmp_path, monkeypatch):
+    """Labs of these tests live in a temporary state dir, never the user's."""
+    monkeypatch.setenv("KAILAB_STATE", str(tmp_path / "state"))
+
+
+def plan_for(fleet: str = "tiny", kai: str = versions.DEFAULT_KAI, **spec):
+    s = LabSpec(name=spec.pop("name", "t"), runtime="kind", fleet=fleet, kai_version=kai, **spec)
+    return build_plan(s, load_fleet(fleet), kai)
+
+
+def index_of(plan, *words: str) -> int:
+    """The position of the first command containing every word (consecutive argv items allowed)."""
+    for i, argv in enumerate(plan.commands):
+        if all(w in argv for w in words):
+            return i
+    raise AssertionError(f"no command with {words}: {plan.commands}")
+
+
+def stage_docs(text: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all(text) if d and d.get("kind") == "Stage"]
+
+
+# ------------------------------------------------------------------ kind cluster config
+@pytest.mark.parametrize("kai, image_prefix", [
+    ("v0.17.0", "kindest/node:v1.35."),
+    ("v0.16.0", "kindest/node:v1.35."),
+    ("v0.15.2", "kindest/node:v1.34."),
+    ("v0.15.0", "kindest/node:v1.34."),
+])
+def test_kind_config_pins_node_image_per_kai_version(kai, image_prefix):
+    plan = plan_for(kai=kai, name="cfg")
+    cfg = plan.kind_config
+    assert cfg["apiVersion"] == "kind.x-k8s.io/v1alpha4" and cfg["kind"] == "Cluster"
+    assert cfg["name"] == "kailab-cfg"
+    assert [n["role"] for n in cfg["nodes"]] == ["control-plane"]  # one node: KWOK provides the fleet
+    image = cfg["nodes"][0]["image"]
+    assert image.startswith(image_prefix) and "@sha256:" in image  # exact image, digest pinned
+    assert yaml.safe_load(plan.files["kind-config.yaml"]) == cfg  # what up writes is what we checked
+    create = plan.commands[0]
+    assert create[:3] == ["kind", "create", "cluster"]
+    assert create[create.index("--name") + 1] == "kailab-cfg"
+    assert create[create.index("--config") + 1].endswith("/cfg/kind-config.yaml")
+
+
+def test_every_known_kai_release_has_a_node_image():
+    for v in versions.known_kai_releases():
+        assert kind_rt.node_image(versions.kai_release(v).kubernetes).startswith("kindest/node:v1.")
+
+
+def test_kind_config_api_port_and_bad_lab_name():
+    assert plan_for(api_port=7443).kind_config["networking"] == {"apiServerAddress": "127.0.0.1",
+                                                                 "apiServerPort": 7443}
+    assert "networking" not in plan_for().kind_config
+    with pytest.raises(KailabError, match="cannot name a kind cluster"):
+        plan_for(name="Not_A_DNS_Name")
+
+
+def test_kind_version_and_pins_live_in_data_file():
+    pins = yaml.safe_load(resources.files("kailab").joinpath("data/kind.yaml").read_text())
+    assert pins["kind"]["version"] == "v0.31.0"
+    assert set(pins["kind"]["node_images"]) >= {"1.34", "1.35"}
+    assert pins["fake_gpu_operator"]["version"] and pins["timeouts"]["helm"]
+
+
+# ------------------------------------------------------------------ fake-gpu-operator values
+@pytest.mark.parametrize("fleet_name", ["tiny", "small"])
+def test_fake_gpu_operator_values_follow_the_fleet(fleet_name):
+    fleet = load_fleet(fleet_name)
+    plan = plan_for(fleet_name)
+    values = yaml.safe_load(plan.files["fake-gpu-operator-values.yaml"])
+    topo = values["topology"]
+    assert topo["nodePoolLabelKey"] == SIMULATED_POOL_LABEL == "run.ai/simulated-gpu-node-pool"
+    assert topo["nodePools"] == {p.name: {"gpuProduct": p.product, "gpuCount": p.gpus,
+                                          "gpuMemory": p.gpu_memory_mib} for p in fleet.pools}
+    # each node is in the topology pool of its fleet pool, and the GPUs add up
+    pools = topo["nodePools"]
+    assert sum(pools[n["metadata"]["labels"][SIMULATED_POOL_LABEL]]["gpuCount"]
+               for n in plan.node_manifests) == fleet.gpus_total
+    assert values["environment"]["resourceReservationNamespace"] == "kai-resource-reservation"
+    helm = plan.commands[index_of(plan, "oci://ghcr.io/run-ai/fake-gpu-operator/fake-gpu-operator")]
+    assert helm[:3] == ["helm", "upgrade", "--install"] and "--wait" in helm
+    assert helm[helm.index("--version") + 1] == kind_rt.pins()["fake_gpu_operator"]["version"]
+    assert helm[helm.index("--values") + 1].endswith("fake-gpu-operator-values.yaml")
+
+
+def test_tiny_and_small_values_concretely():
+    tiny = yaml.safe_load(plan_for("tiny").files["fake-gpu-operator-values.yaml"])["topology"]["nodePools"]
+    assert tiny == {"a100": {"gpuProduct": "NVIDIA-A100-SXM4-40GB", "gpuCount": 4, "gpuMemory": 40960}}
+    small = yaml.safe_load(plan_for("small").files["fake-gpu-operator-values.yaml"])["topology"]["nodePools"]
+    assert {k: (v["gpuProduct"], v["gpuCount"]) for k, v in small.items()} == {
+        "a100": ("NVIDIA-A100-SXM4-80GB", 8), "h100": ("NVIDIA-H100-80GB-HBM3", 8), "l40s": ("NVIDIA-L40S", 4)}
+
+
+# ------------------------------------------------------------------ KAI chart
+@pytest.mark.parametrize("version, ref", [
+    ("v0.12.0", OLD_CHART), ("v0.13.3", OLD_CHART),  # before KAI moved to its own organisation
+    ("v0.13.4", NEW_CHART), ("v0.15.0", NEW_CHART), ("v0.17.0", NEW_CHART),
+])
+def test_kai_chart_ref_switches_registry_path_at_v0_13_4(version, ref):
+    assert kai_chart_ref(version) == ref
+    registry = ref.removeprefix("oci://").rsplit("/", 1)[0]
+    assert all(img.startswith(registry + "/") and img.endswith(":" + version) for img in kai_images(version))
+
+
+def test_kai_install_command_and_rollouts():
+    plan = plan_for(kai="v0.17.0")
+    i = index_of(plan, NEW_CHART)
+    helm = plan.commands[i]
+    assert helm[:4] == ["helm", "upgrade", "--install", "kai-scheduler"]
+    assert helm[helm.index("--version") + 1] == "v0.17.0"
+    assert helm[helm.index("--namespace") + 1] == "kai-scheduler"
+    assert {"--wait", "--create-namespace"} <= set(helm)
+    assert helm[helm.index("--kubeconfig") + 1] == plan.kubeconfig  # never the user's default context
+    for dep in kind_rt.pins()["kai"]["deployments"]:
+        created = index_of(plan, "--for=create", f"deployment/{dep}")
+        rolled = index_of(plan, "rollout", f"deployment/{dep}")
+        assert i < created < rolled
+    assert yaml.safe_load(plan.files["kai-values.yaml"])["global"]["nodeSelector"] == \
+        kind_rt.CONTROL_PLANE_SELECTOR
+
+
+def test_without_kai_installs_no_kai():
+    plan = plan_for(with_kai=False)
+    assert "kai-values.yaml" not in plan.files
+    assert not any(NEW_CHART in argv for argv in plan.commands)
+    assert not any(img.startswith("ghcr.io/kai-scheduler/") for img in plan.preload_images)
+    index_of(plan, "oci://ghcr.io/run-ai/fake-gpu-operator/fake-gpu-operator")  # GPUs still come
+
+
+def test_order_kwok_then_kai_then_gpus_then_fleet():
+    plan = plan_for()
+    kwok = index_of(plan, "apply", "-f", kind_rt.pins()["kwok"]["manifest"].format(version=versions.KWOK_VERSION))
+    stages = index_of(plan, "apply", "-f", f"{plan.lab_dir}/kwok-stages.yaml")
+    kai = index_of(plan, NEW_CHART)
+    fgo = index_of(plan, "oci://ghcr.io/run-ai/fake-gpu-operator/fake-gpu-operator")
+    nodes = index_of(plan, "--field-manager=kailab", "-f", f"{plan.lab_dir}/fleet-nodes.yaml")
+    ready = index_of(plan, "--for=condition=Ready", "node")
+    # fleet nodes last: infrastructure pods must already sit on the real node
+    assert 0 < kwok < stages < kai < fgo < nodes < ready == len(plan.commands) - 1
+    assert len(plan.descriptions) == len(plan.commands)
+
+
+# ------------------------------------------------------------------ KWOK
+def test_kwok_stages_are_the_data_files_and_the_binary_runtimes():
+    plan = plan_for()
+    data = resources.files("kailab").joinpath("data/kwok-stages.yaml").read_text()
+    planned = list(yaml.safe_load_all(plan.files["kwok-stages.yaml"]))
+    assert planned == list(yaml.safe_load_all(data))  # identical to the data file's documents
+    assert planned and all(d["apiVersion"] == "kwok.x-k8s.io/v1alpha1" and d["kind"] == "Stage"
+                           for d in planned)  # applied as Stage CRs
+    assert stage_docs(plan.files["kwok-stages.yaml"]) == stage_docs(kwok_config_text())  # = binary's
+    index_of(plan, "apply", "-f", f"{plan.lab_dir}/kwok-stages.yaml")
+
+
+def test_kwok_release_manifest_options_and_patch():
+    plan = plan_for()
+    url = f"https://github.com/kubernetes-sigs/kwok/releases/download/{versions.KWOK_VERSION}/kwok.yaml"
+    index_of(plan, "apply", "-f", url)
+    index_of(plan, "--for=condition=Established", "crd/stages.kwok.x-k8s.io")
+    cm = yaml.safe_load(plan.files["kwok-config.yaml"])
+    options = yaml.safe_load(cm["data"]["kwok.yaml"])
+    binary_options = next(d for d in yaml.safe_load_all(kwok_config_text()) if d["kind"] == "KwokConfiguration")
+    assert options == binary_options  # the binary runtime's kwok options
+    patch = plan.commands[index_of(plan, "patch", "deployment", "kwok-controller")]
+    ops = yaml.safe_load(patch[patch.index("-p") + 1])  # JSON is YAML
+    assert {"op": "add", "path": "/spec/template/spec/nodeSelector",
+            "value": kind_rt.CONTROL_PLANE_SELECTOR} in ops
+    args = [op["value"] for op in ops if op["path"].endswith("/args/-")]
+    assert f"--config={kind_rt.KWOK_CONFIG_DIR}/kwok.yaml" in args
+
+
+# ------------------------------------------------------------------ the fleet's nodes
+class RecordingKube:
+    """Stands in for kailab.kube.Kube: records what the binary runtime would send."""
+
+    def __init__(self):
+        self.applied, self.statuses = [], []
+
+    def apply(self, obj):
+        self.applied.append(obj)
+
+    def apply_status(self, obj):
+        self.statuses.append(obj)
+
+
+@pytest.mark.parametrize("fleet_name", ["tiny", "small"])
+def test_fleet_nodes_identical_to_binary_runtime(fleet_name):
+    fleet = load_fleet(fleet_name)
+    plan = plan_for(fleet_name)
+    assert plan.node_manifests == fleet.node_manifests()
+    assert list(yaml.safe_load_all(plan.files["fleet-nodes.yaml"])) == fleet.node_manifests()
+
+    kube = RecordingKube()
+    BinaryRuntime.create_fleet(kube, fleet)  # what the binary runtime creates, captured
+    by_name = lambda objs: sorted(objs, key=lambda o: o["metadata"]["name"])  # noqa: E731
+    assert by_name(kube.statuses) == by_name(plan.node_manifests)
+    assert by_name(kube.applied) == by_name([{k: v for k, v in n.items() if k != "status"}
+                                             for n in plan.node_manifests])
+
+    # applied the same way: the object, then its status (GPU capacity) through the subresource
+    main = plan.commands[index_of(plan, "--field-manager=kailab", "-f", f"{plan.lab_dir}/fleet-nodes.yaml")]
+    status = plan.commands[index_of(plan, "--field-manager=kailab-status", "--subresource=status")]
+    assert "--server-side" in main and "--server-side" in status
+    ready = plan.commands[-1]
+    assert ready[ready.index("-l") + 1] == f"{FLEET_LABEL}={fleet_name}"
+
+
+def test_build_plan_writes_nothing(tmp_path):
+    plan = plan_for(name="pure")
+    assert not os.path.exists(plan.lab_dir)
+
+
+# ------------------------------------------------------------------ tools
+@pytest.fixture
+def no_tools(tmp_path, monkeypatch):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    for var in kind_rt.TOOL_ENV.values():
+        monkeypatch.delenv(var, raising=False)
+    return empty
+
+
+def fake_tool(folder, name):
+    path = folder / name
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_missing_kind_names_the_tool(no_tools):
+    fake_tool(no_tools, "kubectl")
+    fake_tool(no_tools, "helm")
+    with pytest.raises(LabError) as err:
+        kind_rt.find_tools(["kind", "kubectl", "helm"])
+    msg = str(err.value)
+    assert msg == "kind not found: install it (go install sigs.k8s.io/kind@v0.31.0) or set KAILAB_KIND"
+
+
+def test_every_missing_tool_is_named_on_one_line(no_tools):
+    with pytest.raises(LabError) as err:
+        kind_rt.find_tools(["kind", "kubectl", "helm"])
+    msg = str(err.value)
+    assert "\n" not in msg
+    for tool, var in kind_rt.TOOL_ENV.items():
+        assert f"{tool} not found" in msg and var in msg
+
+
+def test_up_fails_first_on_a_missing_tool(no_tools):
+    fake_tool(no_tools, "kind")
+    fake_tool(no_tools, "kubectl")
+    spec = LabSpec(name="t", runtime="kind", fleet="tiny", kai_version=versions.DEFAULT_KAI)
+    with pytest.raises(LabError, match="^helm not found: .* or set KAILAB_HELM$"):
+        KindRuntime().up(spec)
+
+
+def test_tools_from_env_vars_or_path(no_tools, tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    kind = fake_tool(elsewhere, "my-kind")
+    monkeypatch.setenv("KAILAB_KIND", str(kind))
+    assert kind_rt.find_tool("kind") == str(kind)
+    monkeypatch.setenv("KAILAB_KIND", str(elsewhere / "nope"))
+    with pytest.raises(LabError, match="KAILAB_KIND"):
+        kind_rt.find_tool("kind")
+    helm = fake_tool(no_tools, "helm")
+    assert kind_rt.find_tool("helm") == str(helm)
+
+
+# ------------------------------------------------------------------ the CLI dry run
+def test_cli_dry_run_prints_the_plan(tmp_path, monkeypatch):
+    monkeypatch.delenv("KAI_VERSION", raising=False)
+    result = CliRunner().invoke(cli, ["up", "--runtime", "kind", "--dry-run", "--fleet", "tiny",
+                                      "--name", "dry"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # the console may wrap long lines
+    for expected in ("kind create cluster --name kailab-dry", "helm upgrade --install kai-scheduler",
+                     "helm upgrade --install gpu-operator", "kubectl --kubeconfig", "apply -f",
+                     "kind: Stage", "kind: Node", "run.ai/simulated-gpu-node-pool: a100",
+                     "gpuProduct: NVIDIA-A100-SXM4-40GB"):
+        assert expected in text, expected
+    assert not (tmp_path / "state" / "labs" / "dry").exists()  # a dry run changes nothing
