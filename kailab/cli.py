@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -148,7 +150,34 @@ def tools_list() -> None:
     out.print(table if entries else "the binary cache is empty: run `kailab tools build`")
 
 
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+def validate(paths) -> None:
+    """Validate exercise files (default: every file in exercises/) without touching a cluster."""
+    from .exercise.spec import load_exercise
+    from .paths import exercises_dir
+
+    files = [Path(p) for p in paths] or sorted(exercises_dir().glob("*.yaml"))
+    for f in files:
+        ex = load_exercise(f)
+        out.print(f"{f}: ok ({len(ex.steps)} steps, fleet {ex.fleet})")
+
+
+@cli.command()
+def schema() -> None:
+    """Print the JSON Schema of the exercise format."""
+    from .exercise.spec import json_schema
+
+    click.echo(json.dumps(json_schema(), indent=2))
+
+
+def _terminate(signum, frame):  # noqa: ARG001
+    # SIGTERM takes the same clean path as Ctrl-C: nothing half-made is left behind
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         cli(standalone_mode=False)
     except click.exceptions.Abort:

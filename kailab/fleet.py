@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import InputError
 from .paths import fleets_dir
@@ -66,16 +66,23 @@ class Fleet(BaseModel):
     description: str = ""
     pools: list[Pool] = Field(min_length=1)
 
-    @model_validator(mode="after")
-    def _unique(self) -> "Fleet":
+    @field_validator("name")
+    @classmethod
+    def _dns(cls, v: str) -> str:  # the value of a label on every node: the pools' rule
+        return Pool._dns(v)
+
+    @field_validator("pools")
+    @classmethod
+    def _unique(cls, pools: list[Pool]) -> list[Pool]:  # a field validator, so errors name `pools`
         seen: set[str] = set()
-        for pool in self.pools:
+        for pool in pools:
             if pool.name in seen:
                 raise ValueError(f"pool name {pool.name!r} is used twice")
             seen.add(pool.name)
-        if self.nodes_total > MAX_NODES:
-            raise ValueError(f"{self.nodes_total} nodes is more than the {MAX_NODES} a lab supports")
-        return self
+        total = sum(p.count for p in pools)
+        if total > MAX_NODES:
+            raise ValueError(f"{total} nodes is more than the {MAX_NODES} a lab supports")
+        return pools
 
     @property
     def nodes_total(self) -> int:

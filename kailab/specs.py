@@ -33,18 +33,34 @@ def read_yaml(path: Path) -> object:
     if path.stat().st_size > MAX_SPEC_BYTES:
         raise InputError(path, "", f"file is larger than {MAX_SPEC_BYTES} bytes", "split it")
     try:
-        return yaml.load(path.read_text(), Loader=_NoAliasLoader)  # noqa: S506 - safe subclass
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(path, "", "not UTF-8 text", "save it as UTF-8") from None
+    except OSError as err:
+        raise InputError(path, "", f"cannot be read: {err.strerror or err}", "check its permissions") from None
+    try:
+        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - safe subclass
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "YAML"
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise InputError(path, where, f"not valid YAML: {problem}", "fix the syntax") from None
+        raise InputError(path, where, f"not valid YAML: {one_line(problem)}", "fix the syntax") from None
+    except RecursionError:
+        raise InputError(path, "YAML", "nested too deeply", "flatten it") from None
+    except ValueError as err:  # a scalar YAML resolves but Python cannot build: 2024-13-45, a 5000-digit int
+        raise InputError(path, "YAML", f"bad value: {one_line(str(err))}", "fix the value") from None
+
+
+def one_line(text: str) -> str:
+    """`text` as it can sit inside a one-line message: line breaks and control characters escaped."""
+    return text if text.isprintable() else repr(text)[1:-1]
 
 
 def field_path(loc: tuple) -> str:
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        part = part if isinstance(part, int) else one_line(str(part))
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
     return out
 
 
@@ -55,9 +71,15 @@ def validate(model: type[M], data: object, path: Path, fixes: dict[str, str] | N
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
+        errors = err.errors()
+        first = errors[0]
+        raw = tuple(first["loc"])
+        if "constrained-int" in raw and isinstance(first.get("input"), dict):
+            # a Count (number | range) given a mapping: the range's complaint is the one that helps
+            prefix = raw[:raw.index("constrained-int")]
+            first = next((e for e in errors[1:] if tuple(e["loc"])[:len(prefix)] == prefix), first)
         # drop union/discriminator tags pydantic puts in the location: users never wrote them
-        noise = {"count", "condition", "event", "int", "Range", "constrained-int"}
+        noise = {"CountExpect", "ConditionExpect", "EventExpect", "int", "Range", "constrained-int"}
         loc = field_path(tuple(p for p in first["loc"]
                                if not str(p).startswith("function-") and str(p) not in noise))
         kind = first["type"]
@@ -66,7 +88,7 @@ def validate(model: type[M], data: object, path: Path, fixes: dict[str, str] | N
         elif kind == "missing":
             problem, fix = "required field is missing", "add it"
         else:
-            problem = first["msg"].removeprefix("Value error, ")
+            problem = one_line(first["msg"].removeprefix("Value error, "))
             fix = ""
         for key, hint in (fixes or {}).items():
             if loc.endswith(key):

@@ -146,6 +146,18 @@ def _first_error(lines: list[str]) -> str:
     return lines[-1] if lines else "no output"
 
 
+def check_module_available(module: str, version: str) -> None:
+    """Ask the module proxy for module@version's metadata (cheap); BuildError when refused."""
+    probe = cache_dir() / "build" / "probe"
+    probe.mkdir(parents=True, exist_ok=True)
+    (probe / "go.mod").write_text("module kailab.local/probe\n\ngo 1.25\n")
+    out = subprocess.run([go_binary(), "list", "-m", "-json", f"{module}@{version}"], cwd=probe,
+                         env=_go_env(probe), capture_output=True, text=True)
+    if out.returncode != 0:
+        detail = " ".join((out.stderr or out.stdout).split())
+        raise BuildError(f"Go module {module}@{version} is not available: {detail}")
+
+
 def module_gomod(module: str, version: str, work: Path, log) -> dict:
     """The upstream go.mod as `go mod edit -json` sees it (downloaded through the module proxy)."""
     probe = work / "probe"
@@ -160,8 +172,9 @@ def module_gomod(module: str, version: str, work: Path, log) -> dict:
         except json.JSONDecodeError:
             err = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["unknown error"]
             err = err[0]
-        raise BuildError(f"cannot download Go module {module}@{version}: {err.strip()} "
-                         "(the Go module proxy must serve it; check GOPROXY and the version)")
+        hint = ("set GOPROXY to a proxy that serves it, or KAILAB_KAI_SOURCE to a KAI checkout"
+                if "KAI-scheduler" in module else "the Go module proxy must serve it; check GOPROXY")
+        raise BuildError(f"cannot download Go module {module}@{version}: {' '.join(err.split())} ({hint})")
     gomod = json.loads(out.stdout)["GoMod"]
     parsed = subprocess.run([go_binary(), "mod", "edit", "-json", gomod], cwd=probe,
                             env=_go_env(probe), capture_output=True, text=True, check=True)

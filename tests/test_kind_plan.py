@@ -236,7 +236,7 @@ def test_fleet_nodes_identical_to_binary_runtime(fleet_name):
     assert ready[ready.index("-l") + 1] == f"{FLEET_LABEL}={fleet_name}"
 
 
-def test_build_plan_writes_nothing(tmp_path):
+def test_build_plan_writes_nothing():
     plan = plan_for(name="pure")
     assert not os.path.exists(plan.lab_dir)
 

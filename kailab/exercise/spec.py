@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_val
 
 from ..errors import InputError
 from ..fleet import Fleet, load_fleet
-from ..specs import read_yaml, validate
+from ..specs import one_line, read_yaml, validate
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)$")
@@ -205,12 +205,14 @@ class EventExpect(Strict):
 
 def _expect_kind(v: object) -> str:
     if isinstance(v, dict):
-        return "condition" if "podgroupOf" in v else "event" if "eventReason" in v else "count"
-    return "condition" if isinstance(v, ConditionExpect) else "event" if isinstance(v, EventExpect) else "count"
+        return "ConditionExpect" if "podgroupOf" in v else "EventExpect" if "eventReason" in v else "CountExpect"
+    return type(v).__name__ if isinstance(v, (ConditionExpect, EventExpect)) else "CountExpect"
 
 
-ExpectItem = Annotated[Union[Annotated[CountExpect, Tag("count")], Annotated[ConditionExpect, Tag("condition")],
-                             Annotated[EventExpect, Tag("event")]], Discriminator(_expect_kind)]
+# tags are class names, never field names: error locations drop them (see specs.validate)
+ExpectItem = Annotated[Union[Annotated[CountExpect, Tag("CountExpect")],
+                             Annotated[ConditionExpect, Tag("ConditionExpect")],
+                             Annotated[EventExpect, Tag("EventExpect")]], Discriminator(_expect_kind)]
 
 
 class Stays(Strict):
@@ -278,14 +280,14 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
         try:
             _name(n)
         except ValueError as err:
-            raise InputError(path, f"queues.{n}", str(err)) from None
+            raise InputError(path, f"queues.{one_line(str(n))}", str(err)) from None
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise InputError(path, "queues", f"queue {sorted(dup)[0]!r} appears twice in the tree", "rename one")
     leaves = ex.leaf_queues()
     workloads: dict[str, str] = {}
     for si, step in enumerate(ex.steps):
-        where = f"steps[{si}] ({step.name})"
+        where = f"steps[{si}] ({one_line(step.name)})"
         for ai, item in enumerate(step.apply):
             w = item.workload
             kind = "pods" if item.pods else "job" if item.job else "deployment"
@@ -335,7 +337,8 @@ def load_exercise(path: Path | str) -> Exercise:
                 known = set(Step.model_fields) | {"for"}
                 unknown = [k for k in step if k not in known]
                 if unknown:
-                    raise InputError(path, f"steps[{i}] ({step.get('name', '?')}).{unknown[0]}",
+                    label = one_line(str(step.get("name", "?")))
+                    raise InputError(path, f"steps[{i}] ({label}).{one_line(str(unknown[0]))}",
                                      "unknown step field", "known: apply, patch, delete, settle, expect, "
                                      "stays, timeout, predict, explain, name")
     try:
@@ -344,7 +347,7 @@ def load_exercise(path: Path | str) -> Exercise:
         m = re.match(r"steps\[(\d+)\](.*)", err.field)
         if m and isinstance(data, dict):
             step = data["steps"][int(m.group(1))]
-            label = step.get("name", "?") if isinstance(step, dict) else "?"
+            label = one_line(str(step.get("name", "?"))) if isinstance(step, dict) else "?"
             raise InputError(path, f"steps[{m.group(1)}] ({label}){m.group(2)}", err.problem, err.fix) from None
         raise
     if ex.exercise != path.stem:

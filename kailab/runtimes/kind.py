@@ -411,7 +411,7 @@ class KindRuntime(Runtime):
         try:
             for i, (what, argv) in enumerate(zip(plan.descriptions, plan.commands), 1):
                 _progress(f"[{i}/{len(plan.commands)}] {what}")
-                _run_logged([tools.get(argv[0], argv[0]), *argv[1:]], log, shown=argv)
+                _run_logged([tools.get(argv[0], argv[0]), *argv[1:]], log, shown=argv, what=what)
                 if i == 1:
                     self._preload(plan, tools["kind"], log)
                     port = _port(clusterinfo.api_server(plan.kubeconfig))
@@ -506,19 +506,34 @@ def _progress(message: str) -> None:
     print(f"kailab: {message}", file=sys.stderr, flush=True)
 
 
-def _run_logged(argv: list[str], log: Path, shown: list[str]) -> None:
+def _run_logged(argv: list[str], log: Path, shown: list[str], what: str = "") -> None:
     """Run one command, appending its output to the lab's log; a LabError if it fails."""
+    step = f"{what}: " if what else ""
     with log.open("a") as f:
         f.write(f"$ {shlex.join(shown)}\n")
         f.flush()
         try:
             out = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
         except subprocess.TimeoutExpired:
-            raise LabError(f"`{shlex.join(shown)[:200]}` did not finish in {COMMAND_TIMEOUT}s; log: {log}") from None
+            raise LabError(f"{step}`{_short(shown)}` did not finish in {COMMAND_TIMEOUT}s; "
+                           f"log: {log}") from None
         f.write(out.stdout + out.stderr + f"(exit {out.returncode})\n")
     if out.returncode != 0:
-        raise LabError(f"`{shlex.join(shown)[:200]}` failed (exit {out.returncode}): "
-                       f"{_last_line(out.stderr or out.stdout)}; full log: {log}")
+        raise LabError(f"{step}`{_short(shown)}` failed (exit {out.returncode}): "
+                       f"{_last_line(out.stderr or out.stdout)}; full command and output: {log}")
+
+
+def _short(argv: list[str], words: int = 6) -> str:
+    """The command's first words, without the lab's --kubeconfig (the log has it all)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--kubeconfig":
+            skip = True
+        else:
+            out.append(arg)
+    return shlex.join(out[:words]) + (" ..." if len(out) > words else "")
 
 
 def _last_line(text: str) -> str:

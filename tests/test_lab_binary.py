@@ -1,0 +1,189 @@
+"""The binary runtime against a real kube-apiserver: fleet, KWOK stages, status, idempotence, KAI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kailab.fleet import FLEET_LABEL, load_fleet
+from kailab.kube import Kube
+from kailab.runtimes import processes
+from kailab.runtimes.base import LabSpec
+from kailab.runtimes.binary import BinaryRuntime
+from kailab.waits import wait_until
+from kailab import workloads
+
+pytestmark = pytest.mark.lab
+
+
+def kailab(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    out = subprocess.run([sys.executable, "-m", "kailab.cli", *args], capture_output=True, text=True)
+    if check and out.returncode != 0:
+        raise AssertionError(f"kailab {' '.join(args)} failed ({out.returncode}): {out.stderr}")
+    return out
+
+
+@pytest.fixture
+def kube(infra_lab):
+    k = Kube(infra_lab.kubeconfig)
+    yield k
+    k.close()
+
+
+def test_fleet_nodes_and_gpu_allocatable_match_the_fleet(infra_lab, kube):
+    fleet = load_fleet("tiny")
+    nodes = kube.core.list_node(label_selector=f"{FLEET_LABEL}=tiny").items
+    assert sorted(n.metadata.name for n in nodes) == sorted(m["metadata"]["name"] for m in fleet.node_manifests())
+    for node in nodes:
+        assert node.status.allocatable["nvidia.com/gpu"] == "4"
+        assert node.status.capacity["nvidia.com/gpu"] == "4"
+        assert node.metadata.labels["nvidia.com/gpu.count"] == "4"
+        assert node.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
+        ready = [c for c in node.status.conditions if c.type == "Ready"]
+        assert ready and ready[0].status == "True"
+
+
+def test_status_json_reports_components_nodes_and_gpus(infra_lab):
+    info = json.loads(kailab("status", "--json", "--name", infra_lab.name).stdout)
+    assert info["runtime"] == "binary"
+    assert info["state"] == "up"
+    assert info["nodes"] == 2 and info["gpus"] == 8
+    assert info["kubeconfig"] == infra_lab.kubeconfig
+    assert info["kai_version"] == infra_lab.kai_version
+    assert all(c["state"] == "running" for c in info["components"].values())
+    expected = {"etcd", "kube-apiserver", "kube-controller-manager", "kwok"}
+    if infra_lab.with_kai:
+        expected |= {"scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller"}
+    assert set(info["components"]) == expected
+
+
+def test_env_prints_the_kubeconfig_export(infra_lab):
+    assert kailab("env", "--name", infra_lab.name).stdout.strip() == f"export KUBECONFIG={infra_lab.kubeconfig}"
+
+
+def test_second_up_on_a_healthy_lab_is_a_no_op(infra_lab):
+    before = {n: r.pid for n, r in processes.records(infra_lab.dir).items()}
+    rec = BinaryRuntime().up(LabSpec(name=infra_lab.name, runtime="binary", fleet="tiny",
+                                     with_kai=infra_lab.with_kai))
+    assert rec.name == infra_lab.name and rec.state == "up"
+    assert {n: r.pid for n, r in processes.records(infra_lab.dir).items()} == before
+
+
+def test_up_with_another_fleet_on_a_running_lab_says_so(infra_lab):
+    out = kailab("up", "--runtime", "binary", "--fleet", "small", "--name", infra_lab.name,
+                 *([] if infra_lab.with_kai else ["--without-kai"]), check=False)
+    assert out.returncode != 0
+    assert "already up with fleet tiny (asked small)" in out.stderr
+
+
+def _bound_pod(kube: Kube, name: str, node: str, annotations: dict | None = None) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
+           "spec": {"nodeName": node, "terminationGracePeriodSeconds": 30,
+                    "containers": [{"name": "main", "image": workloads.IMAGE,
+                                    "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    kube.apply(pod)
+
+
+def test_kwok_keeps_pods_running_until_deleted_and_finishes_deletion(infra_lab, kube):
+    """The stages kailab installs: Running stays Running; deletion (an eviction) completes."""
+    _bound_pod(kube, "stays-running", "a100-0")
+    wait_until("pod Running", lambda: kube.core.read_namespaced_pod("stays-running", "default").status.phase
+               == "Running", timeout=30)
+    # 'stays' check: still Running well after KWOK's default pod-complete would have fired
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        assert kube.core.read_namespaced_pod("stays-running", "default").status.phase == "Running"
+        time.sleep(0.5)
+    kube.delete("v1", "Pod", "stays-running", "default")  # default grace: KWOK must finish it
+
+    def gone() -> bool:
+        return not any(p.metadata.name == "stays-running"
+                       for p in kube.core.list_namespaced_pod("default").items)
+
+    wait_until("pod deleted", gone, timeout=30)
+
+
+def test_run_duration_annotation_completes_a_pod(infra_lab, kube):
+    _bound_pod(kube, "short-job", "a100-1", {workloads.RUN_DURATION_ANNOTATION: "2s"})
+    wait_until("pod Succeeded", lambda: kube.core.read_namespaced_pod("short-job", "default").status.phase
+               == "Succeeded", timeout=30)
+    kube.delete("v1", "Pod", "short-job", "default", grace=0)
+
+
+def test_api_listens_on_loopback_only_and_refuses_anonymous(infra_lab):
+    port = infra_lab.ports["kube-apiserver"]
+    listening = _listening_addresses(port)
+    assert listening == {"127.0.0.1"}, listening
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    ctx = ssl.create_default_context(cafile=str(infra_lab.dir / "pki" / "ca.crt"))
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(f"https://127.0.0.1:{port}/api/v1/namespaces", context=ctx, timeout=5)
+    assert err.value.code in (401, 403)
+
+
+def _listening_addresses(port: int) -> set[str]:
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            addr, p = local.split(":")
+            if state == "0A" and int(p, 16) == port:  # 0A = LISTEN
+                if len(addr) == 8:
+                    found.add(".".join(str(int(addr[i:i + 2], 16)) for i in (6, 4, 2, 0)))
+                else:
+                    found.add("::" if set(addr) == {"0"} else addr)
+    return found
+
+
+@pytest.mark.kai
+def test_kai_binds_a_queued_gpu_pod_which_runs(kai_lab):
+    kube = Kube(kai_lab.kubeconfig)
+    ns = "lab-test-bind"
+    for obj in [workloads.namespace(ns), workloads.queue("labtest-root", {"quota": -1, "limit": -1}),
+                workloads.queue("labtest", {"quota": 2, "limit": -1}, parent="labtest-root")]:
+        kube.apply(obj)
+    wait_until("default ServiceAccount", lambda: kube.core.read_namespaced_service_account("default", ns),
+               timeout=60)
+    for pod in workloads.pods("bind-me", ns, "labtest", 1, gpus=1):
+        kube.apply(pod)
+    pod = wait_until("KAI binds and KWOK runs the pod",
+                     lambda: (p := kube.core.read_namespaced_pod("bind-me-0", ns)).status.phase == "Running" and p,
+                     timeout=60)
+    assert pod.spec.node_name in {"a100-0", "a100-1"}
+    assert pod.spec.scheduler_name == "kai-scheduler"
+    kube.delete("v1", "Namespace", ns)
+
+
+@pytest.mark.kai
+def test_pod_larger_than_any_node_stays_pending_with_kai_reason(kai_lab):
+    kube = Kube(kai_lab.kubeconfig)
+    ns = "lab-test-toobig"
+    for obj in [workloads.namespace(ns), workloads.queue("labtest2-root", {"quota": -1, "limit": -1}),
+                workloads.queue("labtest2", {"quota": -1, "limit": -1}, parent="labtest2-root")]:
+        kube.apply(obj)
+    wait_until("default ServiceAccount", lambda: kube.core.read_namespaced_service_account("default", ns),
+               timeout=60)
+    for pod in workloads.pods("too-big", ns, "labtest2", 1, gpus=16):
+        kube.apply(pod)
+
+    def kai_reason():
+        events = kube.core.list_namespaced_event(ns).items
+        return [e for e in events if e.involved_object.name == "too-big-0" and e.reason == "Unschedulable"
+                and e.source and "kai" in (e.source.component or e.reporting_component or "kai")]
+
+    events = wait_until("KAI's Unschedulable event", kai_reason, timeout=60)
+    assert "gpu" in events[0].message.lower()
+    assert kube.core.read_namespaced_pod("too-big-0", ns).spec.node_name is None
+    kube.delete("v1", "Namespace", ns)

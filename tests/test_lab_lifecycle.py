@@ -1,0 +1,151 @@
+"""Lab lifecycle on the binary runtime: down leaves nothing, interrupted/crashed ups are cleaned up,
+bad environment input fails before anything starts, and two labs coexist."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kailab.paths import lab_dir
+from kailab.runtimes import processes
+from kailab.runtimes.base import LabRecord
+
+pytestmark = pytest.mark.lab
+KAILAB = [sys.executable, "-m", "kailab.cli"]
+
+
+def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*KAILAB, *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=600)
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def assert_nothing_left(name: str, ports: list[int] = ()) -> None:
+    lab = lab_dir(name)
+    assert not lab.exists(), f"{lab} still exists"
+    assert processes.marked_pids(lab) == [], "lab processes still running"
+    for port in ports:
+        assert not listening(port), f"port {port} still listening"
+
+
+def unique(stem: str) -> str:
+    return f"{stem}-{os.getpid()}"
+
+
+def test_down_stops_every_process_and_frees_every_port(infra_lab):
+    """A second lab beside the session's: they must not touch each other."""
+    name = unique("down")
+    out = run("up", "--runtime", "binary", "--fleet", "tiny", "--without-kai", "--name", name)
+    assert out.returncode == 0, out.stderr
+    rec = LabRecord.load(name)
+    assert rec.ports["kube-apiserver"] != infra_lab.ports["kube-apiserver"]
+    pids = [r.pid for r in processes.records(rec.dir).values()]
+    assert pids and all(r.alive() for r in processes.records(rec.dir).values())
+    ports = list(rec.ports.values())
+    assert listening(rec.ports["kube-apiserver"])
+
+    out = run("down", "--name", name)
+    assert out.returncode == 0, out.stderr
+    assert_nothing_left(name, ports)
+    assert json.loads(run("status", "--json", "--name", name).stdout)["state"] == "absent"
+    # the session's lab was not touched
+    status = json.loads(run("status", "--json", "--name", infra_lab.name).stdout)
+    assert status["state"] == "up"
+
+
+def _start_up(name: str) -> subprocess.Popen:
+    return subprocess.Popen([*KAILAB, "up", "--runtime", "binary", "--fleet", "tiny", "--without-kai",
+                             "--name", name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_process(name: str, component: str, proc: subprocess.Popen) -> None:
+    pidfile = lab_dir(name) / "pids" / f"{component}.json"
+    deadline = time.time() + 120
+    while time.time() < deadline and not pidfile.exists():
+        assert proc.poll() is None, f"kailab up ended early: {proc.stderr.read()}"
+        time.sleep(0.05)
+    assert pidfile.exists(), f"{component} never started"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupted_up_leaves_nothing_behind(sig):
+    name = unique(f"intr-{sig.name.lower()}")
+    proc = _start_up(name)
+    _wait_for_process(name, "kube-apiserver", proc)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "interrupted" in err
+    assert_nothing_left(name)
+
+
+def test_down_after_a_crashed_up_reaps_its_processes():
+    """kailab killed -9 half-way through `up`: the processes live on; `down` finds and stops them."""
+    name = unique("crash")
+    proc = _start_up(name)
+    _wait_for_process(name, "kube-apiserver", proc)
+    proc.kill()
+    proc.wait(timeout=10)
+    lab = lab_dir(name)
+    assert processes.marked_pids(lab), "expected the half-started lab's processes to outlive kailab"
+    out = run("down", "--name", name)
+    assert out.returncode == 0, out.stderr
+    assert_nothing_left(name)
+
+
+def test_down_finds_strays_even_without_pid_records():
+    name = unique("stray")
+    lab = lab_dir(name)
+    rec = processes.start(lab, "sleeper", ["sleep", "300"])
+    (lab / "pids" / "sleeper.json").unlink()  # as if kailab died before writing its record
+    assert rec.alive()
+    out = run("down", "--name", name)
+    assert out.returncode == 0, out.stderr
+    assert not rec.alive()
+    assert_nothing_left(name)
+
+
+def test_port_already_taken_is_refused_before_anything_starts():
+    name = unique("port")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = run("up", "--runtime", "binary", "--fleet", "tiny", "--without-kai", "--name", name,
+                  "--api-port", str(port))
+    assert out.returncode != 0
+    lines = out.stderr.strip().splitlines()
+    assert lines[-1] == (f"kailab: error: port {port} on 127.0.0.1 is already in use: choose another "
+                         "with --api-port, or stop what listens there")
+    assert_nothing_left(name)
+
+
+def test_missing_go_toolchain_is_one_clear_line(tmp_path):
+    name = unique("nogo")
+    out = run("up", "--runtime", "binary", "--fleet", "tiny", "--without-kai", "--name", name,
+              env={"KAILAB_CACHE": str(tmp_path / "empty-cache"), "KAILAB_GO": str(tmp_path / "no-go")})
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines()[-1].startswith("kailab: error: Go toolchain not found: install Go")
+    assert_nothing_left(name)
+
+
+def test_cached_binaries_are_never_rebuilt(tmp_path):
+    """With every binary cached, `tools build` needs no Go toolchain at all."""
+    out = run("tools", "build", "--without-kai", env={"KAILAB_GO": str(tmp_path / "no-go")})
+    assert out.returncode == 0, out.stderr
+    listing = run("tools", "list").stdout
+    for component in ("etcd", "kubernetes", "kwok"):
+        assert component in listing
