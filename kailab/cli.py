@@ -151,6 +151,43 @@ def tools_list() -> None:
 
 
 @cli.command()
+@click.argument("exercises", nargs=-1, required=True)
+@click.option("--evidence", "evidence_root", type=click.Path(file_okay=False), default=None,
+              help="Where run directories go (default: evidence/).")
+@_name_option
+def run(exercises, evidence_root, name) -> None:
+    """Run exercises (names from exercises/ or paths) against a running lab."""
+    from .exercise.runner import resolve_exercise, run_exercise
+    from .exercise.spec import load_exercise
+
+    rec = LabRecord.load(name)
+    if rec is None or rec.state != "up":
+        raise KailabError(f"no lab named {name!r} is up: bring one up with `kailab up`")
+    paths = [resolve_exercise(e) for e in exercises]
+    for p in paths:  # every file is validated before anything is applied
+        load_exercise(p)
+    outcomes = []
+    for p in paths:
+        console.print(f"[bold]running[/] {p.stem} on lab {name!r} ...")
+        outcome = run_exercise(p, rec, Path(evidence_root) if evidence_root else None)
+        outcomes.append(outcome)
+        out.print(outcome.report(), markup=False, highlight=False)
+    out.print(summary_table(outcomes))
+    sys.exit(0 if all(o.verdict == "passed" for o in outcomes) else 1)
+
+
+def summary_table(outcomes) -> Table:
+    table = Table(title="exercises")
+    for col in ("exercise", "verdict", "key figure", "evidence"):
+        table.add_column(col)
+    colours = {"passed": "green", "failed": "red", "error": "red", "interrupted": "yellow"}
+    for o in outcomes:
+        fig = ", ".join(f"{k}={v}" for k, v in o.figures.items()) or "-"
+        table.add_row(o.exercise, f"[{colours.get(o.verdict, 'white')}]{o.verdict}[/]", fig, o.evidence)
+    return table
+
+
+@cli.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 def validate(paths) -> None:
     """Validate exercise files (default: every file in exercises/) without touching a cluster."""

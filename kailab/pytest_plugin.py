@@ -90,6 +90,14 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    outcomes = getattr(config, "_kailab_outcomes", [])
+    if outcomes:
+        from rich.console import Console
+
+        from .cli import summary_table
+
+        terminalreporter.write_sep("=", "kailab exercises")
+        Console(file=terminalreporter._tw._file, soft_wrap=True).print(summary_table(outcomes))
     info = getattr(config, "_kailab_no_kai", None)
     if info:
         n, reason = info
@@ -131,12 +139,24 @@ class LabPool:
         self.labs.clear()
 
 
+def lab_pool(config) -> LabPool:
+    """The session's LabPool, shared by fixtures and exercise items; created on first use."""
+    pool = getattr(config, "_kailab_pool", None)
+    if pool is None:
+        reap_dead_sessions()
+        pool = config._kailab_pool = LabPool(config)
+    return pool
+
+
+def pytest_sessionfinish(session, exitstatus):
+    pool = getattr(session.config, "_kailab_pool", None)
+    if pool is not None:
+        pool.close()
+
+
 @pytest.fixture(scope="session")
 def kailab_labs(request):
-    reap_dead_sessions()
-    pool = LabPool(request.config)
-    yield pool
-    pool.close()
+    return lab_pool(request.config)
 
 
 @pytest.fixture(scope="session")

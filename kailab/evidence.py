@@ -1,0 +1,132 @@
+"""Evidence on disk: one directory per run, written step by step so an interrupted run keeps it.
+
+Layout of evidence/<timestamp>-<exercise>/:
+  exercise.yaml            the exercise as run          run.json      lab, KAI version, name mapping
+  manifests/NN-<step>.yaml every object applied         steps/NN-<step>/{queues,podgroups,pods,nodes,events}.yaml
+  timeline.jsonl           every pod created/bound/running/evicted/deleted, from the watch
+  logs/<component>.log     KAI's log lines for the run's window (binary runtime)
+  scheduler-snapshot.zip   the scheduler's /get-snapshot dump at the end
+  dump/<Kind>.yaml         on failure: every object of the exercise namespace, by type
+  verdict.json             one record per expectation, stays-window and invariant
+Secrets are never written: nothing here reads them, and the namespace dump skips them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import urllib.request
+from dataclasses import asdict
+from pathlib import Path
+
+import yaml
+
+from .kube import Kube
+
+SKIP_KINDS = {"Secret", "Event", "Binding", "LocalSubjectAccessReview", "TokenReview"}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "step"
+
+
+def _plain(obj):
+    """API objects (dicts with datetimes) -> YAML/JSON-friendly data."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items() if k != "managedFields"}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (dt.datetime, dt.date)):
+        return obj.isoformat()
+    return obj
+
+
+class EvidenceDir:
+    def __init__(self, root: Path, exercise: str):
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")[:-4] + "Z"
+        self.path = Path(root) / f"{stamp}-{exercise}"
+        self.path.mkdir(parents=True, exist_ok=False)
+
+    def write(self, rel: str, data) -> Path:
+        target = self.path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, (bytes, bytearray)):
+            target.write_bytes(data)
+        elif isinstance(data, str):
+            target.write_text(data)
+        elif rel.endswith(".json"):
+            target.write_text(json.dumps(_plain(data), indent=2, default=str))
+        else:
+            target.write_text(yaml.safe_dump(_plain(data), sort_keys=False, default_flow_style=False))
+        return target
+
+    def step_dir(self, index: int, name: str) -> str:
+        return f"steps/{index:02d}-{_slug(name)}"
+
+    def manifests(self, index: int, name: str, objects: list[dict]) -> None:
+        if objects:
+            text = yaml.safe_dump_all([_plain(o) for o in objects], sort_keys=False)
+            self.write(f"manifests/{index:02d}-{_slug(name)}.yaml", text)
+
+    def snapshot(self, rel: str, kube: Kube, namespace: str, queues: list[str], state) -> None:
+        """queues (spec+status), podgroups (with conditions), pods, nodes' GPU use, events by time."""
+        try:
+            qs = [kube.get("scheduling.run.ai/v2", "Queue", q) for q in queues]
+        except Exception:  # noqa: BLE001 - KAI's CRDs may be missing on a broken lab
+            qs = []
+        self.write(f"{rel}/queues.yaml", [q for q in qs if q])
+        try:
+            pgs = kube.list("scheduling.run.ai/v2alpha2", "PodGroup", namespace)
+        except Exception:  # noqa: BLE001 - KAI's CRDs may be missing on a broken lab
+            pgs = []
+        self.write(f"{rel}/podgroups.yaml", [{"name": p["metadata"]["name"],
+                                              "labels": p["metadata"].get("labels"),
+                                              "spec": p.get("spec"), "status": p.get("status")} for p in pgs])
+        with state.cond:
+            pods = [p for p in state.pods_table() if p["namespace"] == namespace]
+            used = state.gpus_on_nodes()
+            nodes = {n: {"allocatable": g, "used": used.get(n, 0),
+                         "pods": sorted(p.name for p in state.pods.values() if p.node == n and p.bound)}
+                     for n, g in sorted(state.node_gpus.items())}
+        self.write(f"{rel}/pods.yaml", pods)
+        self.write(f"{rel}/nodes.yaml", nodes)
+        self.write(f"{rel}/events.yaml", events_by_time(kube, namespace))
+
+    def timeline(self, entries) -> None:
+        self.write("timeline.jsonl", "".join(json.dumps(asdict(e)) + "\n" for e in entries))
+
+    def scheduler_snapshot(self, url: str) -> str:
+        try:
+            with urllib.request.urlopen(url, timeout=20) as resp:  # noqa: S310 - loopback only
+                self.write("scheduler-snapshot.zip", resp.read())
+            return "scheduler-snapshot.zip"
+        except Exception as err:  # noqa: BLE001 - evidence of absence is still evidence
+            self.write("scheduler-snapshot.error.txt", f"GET {url} failed: {err}\n")
+            return f"unavailable: {err}"
+
+    def dump_namespace(self, kube: Kube, namespace: str) -> None:
+        """A typed dump of every object in the namespace (Volcano-e2e style), secrets excepted."""
+        for res in kube.dynamic.resources.search(namespaced=True):
+            if res.kind in SKIP_KINDS or res.kind.endswith("List") or "list" not in (res.verbs or []):
+                continue
+            if "/" in res.name:  # subresources
+                continue
+            try:
+                items = res.get(namespace=namespace).to_dict().get("items", [])
+            except Exception:  # noqa: BLE001 - some aggregated APIs refuse; skip them
+                continue
+            if items:
+                self.write(f"dump/{res.kind}.{res.group or 'core'}.yaml", items)
+
+
+def events_by_time(kube: Kube, namespace: str) -> list[dict]:
+    events = kube.core.list_namespaced_event(namespace).items
+    rows = []
+    for e in events:
+        when = e.last_timestamp or e.event_time or e.first_timestamp or e.metadata.creation_timestamp
+        rows.append({"time": when.isoformat() if when else "", "type": e.type, "reason": e.reason,
+                     "object": f"{e.involved_object.kind}/{e.involved_object.name}",
+                     "count": e.count or 1, "source": (e.source.component if e.source else "") or e.reporting_component,
+                     "message": e.message})
+    return sorted(rows, key=lambda r: r["time"])

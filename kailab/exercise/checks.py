@@ -1,0 +1,185 @@
+"""Expectations and invariants, evaluated over a ClusterState (pure: no API calls).
+
+An expectation yields a Result: expected, observed, pass/fail and the objects that explain it.
+Invariants are checked on every watch event for the whole run; the first violation of each is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .spec import ConditionExpect, CountExpect, EventExpect, count_holds, count_text
+from .state import ClusterState
+
+
+@dataclass
+class Result:
+    step: str
+    kind: str  # expect | stays | invariant
+    what: str
+    expected: str
+    observed: str
+    passed: bool
+    offending: list[str] = field(default_factory=list)
+    at: float | None = None  # seconds since start when decided
+
+    def line(self) -> str:
+        mark = "PASS" if self.passed else "FAIL"
+        text = f"[{mark}] {self.step}: {self.what}: expected {self.expected}, observed {self.observed}"
+        if self.offending and not self.passed:
+            text += f" (e.g. {', '.join(self.offending[:5])})"
+        return text
+
+
+class Names:
+    """Logical names in the exercise file -> real names in the cluster (queues are cluster-wide)."""
+
+    def __init__(self, prefix: str, namespace: str):
+        self.prefix, self.namespace = prefix, namespace
+
+    def queue(self, logical: str) -> str:
+        return f"{self.prefix}-{logical}"
+
+    def logical_queue(self, real: str) -> str:
+        return real[len(self.prefix) + 1:] if real.startswith(self.prefix + "-") else real
+
+
+def count_metrics(state: ClusterState, exp: CountExpect, names: Names, since: float) -> dict[str, tuple[int, list[str]]]:
+    """Observed value and the pods behind it, for every metric the expectation names."""
+    if exp.queue is not None:
+        pods = state.queue_pods(names.queue(exp.queue))
+        queues = state.subtree(names.queue(exp.queue))
+        evicted = state.evicted_since(since, queues=queues)
+    else:
+        pods = state.workload_pods(exp.workload or "")
+        evicted = state.evicted_since(since, workload=exp.workload)
+    pods = [p for p in pods if p.namespace == names.namespace]
+    out: dict[str, tuple[int, list[str]]] = {}
+    for metric in ("bound", "running", "pending"):
+        if getattr(exp, metric) is not None:
+            chosen = [p for p in pods if getattr(p, metric)]
+            out[metric] = (len(chosen), sorted(f"{p.name}@{p.node or '-'}" for p in chosen))
+    if exp.evicted is not None:
+        out["evicted"] = (evicted, [e.pod for e in state.timeline if e.what == "evicted" and e.t >= since])
+    return out
+
+
+def subject(exp: CountExpect) -> str:
+    return f"queue {exp.queue}" if exp.queue is not None else f"workload {exp.workload}"
+
+
+def evaluate_count(state: ClusterState, exp: CountExpect, names: Names, since: float, step: str,
+                   kind: str = "expect") -> list[Result]:
+    results = []
+    for metric, (value, pods) in count_metrics(state, exp, names, since).items():
+        expected = getattr(exp, metric)
+        results.append(Result(step, kind, f"{subject(exp)} {metric}", count_text(expected), str(value),
+                              count_holds(expected, value), pods, state.now()))
+    return results
+
+
+def podgroup_reasons(state: ClusterState, workload: str, namespace: str) -> dict[str, set[str]]:
+    """PodGroup name -> the reasons in its scheduling conditions, for the workload's pods."""
+    groups = {p.podgroup for p in state.workload_pods(workload) if p.podgroup and p.namespace == namespace}
+    out: dict[str, set[str]] = {}
+    for (ns, name), pg in state.podgroups.items():
+        if ns != namespace or name not in groups:
+            continue
+        reasons: set[str] = set()
+        for cond in (pg.get("status") or {}).get("schedulingConditions") or []:
+            reasons.add(cond.get("reason", ""))
+            for r in cond.get("reasons") or []:
+                reasons.add(r.get("reason", ""))
+        out[name] = reasons - {""}
+    return out
+
+
+def evaluate_condition(state: ClusterState, exp: ConditionExpect, names: Names, step: str) -> Result:
+    groups = podgroup_reasons(state, exp.podgroup_of, names.namespace)
+    having = sorted(g for g, reasons in groups.items() if exp.reason in reasons)
+    seen = sorted({r for reasons in groups.values() for r in reasons})
+    passed = bool(having) == exp.present
+    observed = (f"{len(having)} of {len(groups)} podgroups have it" if groups else "no podgroups yet")
+    if seen:
+        observed += f"; reasons seen: {', '.join(seen)}"
+    return Result(step, "expect", f"podgroup condition of {exp.podgroup_of}",
+                  f"{exp.reason} {'present' if exp.present else 'absent'}", observed, passed,
+                  having or sorted(groups), state.now())
+
+
+def evaluate_event(events: list[dict], state: ClusterState, exp: EventExpect, names: Names,
+                   since_wall: float, step: str) -> Result:
+    """`events`: core/v1 Event dicts of the namespace (listed by the runner)."""
+    pods = {p.name for p in state.workload_pods(exp.workload)}
+    groups = state.workload_podgroups.get(exp.workload, set())
+    # evicted pods are gone from the state: the timeline still knows them
+    pods |= {e.pod for e in state.timeline if e.workload == exp.workload}
+    matching = []
+    for ev in events:
+        obj = ev.get("involvedObject") or ev.get("regarding") or {}
+        if ev.get("reason") != exp.event_reason:
+            continue
+        if obj.get("name") not in pods and obj.get("name") not in groups:
+            continue
+        if _event_time(ev) + 1 < since_wall:  # event times have second precision
+            continue
+        matching.append(ev)
+    total = sum(int(ev.get("count") or 1) for ev in matching)
+    return Result(step, "expect", f"{exp.event_reason} events for {exp.workload}", count_text(exp.count),
+                  str(total), count_holds(exp.count, total),
+                  [f"{(ev.get('involvedObject') or {}).get('name')}: {ev.get('message', '')[:120]}" for ev in matching],
+                  state.now())
+
+
+def _event_time(ev: dict) -> float:
+    import datetime as dt
+
+    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
+        val = ev.get(key)
+        if val:
+            if isinstance(val, dt.datetime):
+                return val.timestamp()
+            return dt.datetime.fromisoformat(str(val).replace("Z", "+00:00")).timestamp()
+    meta = ev.get("metadata") or {}
+    val = meta.get("creationTimestamp")
+    if isinstance(val, dt.datetime):
+        return val.timestamp()
+    return dt.datetime.fromisoformat(str(val).replace("Z", "+00:00")).timestamp() if val else 0.0
+
+
+# ----------------------------------------------------------------------------- invariants
+def check_invariant(name: str, state: ClusterState, names: Names) -> list[str]:
+    """Violations of invariant `name` in the current state (empty list: holds)."""
+    if name == "no-gpu-overcommit":
+        used = state.gpus_on_nodes()
+        return [f"node {n} holds {g} GPUs of {state.node_gpus.get(n, 0)}"
+                for n, g in sorted(used.items()) if g > state.node_gpus.get(n, 0)]
+    if name == "gang-never-partial":
+        out = []
+        for workload, min_member in state.gangs.items():
+            pods = [p for p in state.workload_pods(workload) if p.namespace == names.namespace]
+            # a gang pod counts as allocated once KAI issued its BindRequest: binding is sequential,
+            # allocation is the all-or-nothing decision
+            allocated = [p for p in pods if p.bound or ((p.namespace, p.name) in state.bind_requests
+                                                        and not p.deleting)]
+            if 0 < len(allocated) < min_member:
+                out.append(f"gang {workload}: {len(allocated)} of {min_member} pods allocated")
+        return out
+    if name in ("nonpreemptible-within-quota", "queue-within-limit"):
+        out = []
+        for real, q in state.queues.items():
+            if not real.startswith(names.prefix + "-"):
+                continue
+            pods = [p for p in state.queue_pods(real) if p.bound]
+            if name == "nonpreemptible-within-quota":
+                used = sum(p.gpus for p in pods if not state.preemptible(p))
+                bound_ = q.get("quota", -1)
+                label = "non-preemptible GPUs"
+            else:
+                used = sum(p.gpus for p in pods)
+                bound_ = q.get("limit", -1)
+                label = "GPUs"
+            if bound_ is not None and bound_ >= 0 and used > bound_:
+                out.append(f"queue {names.logical_queue(real)} holds {used} {label}, above {bound_}")
+        return out
+    raise ValueError(f"unknown invariant {name}")

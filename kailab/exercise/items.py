@@ -1,0 +1,65 @@
+"""pytest collection of exercise files: `pytest exercises/` runs each YAML file as one test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ..errors import InputError
+from .spec import load_exercise
+
+
+class ExerciseFile(pytest.File):
+    def collect(self):
+        yield ExerciseItem.from_parent(self, name=self.path.stem)
+
+
+class ExerciseItem(pytest.Item):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.add_marker(pytest.mark.kai)
+        self.add_marker(pytest.mark.lab)
+        self.outcome = None
+
+    def runtest(self) -> None:
+        from ..pytest_plugin import lab_pool
+        from .runner import ExerciseRun
+
+        ex = load_exercise(self.path)  # a bad file fails here, before any lab work
+        pool = lab_pool(self.config)
+        lab = pool.get(ex.fleet, with_kai=True)
+        root = self.config.getoption("--kailab-evidence")
+        self.outcome = ExerciseRun(ex, self.path, lab, Path(root) if root else None).run()
+        self.config._kailab_outcomes = getattr(self.config, "_kailab_outcomes", []) + [self.outcome]
+        _attach(self.outcome)
+        if self.outcome.verdict != "passed":
+            raise ExerciseFailed(self.outcome)
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, ExerciseFailed):
+            return excinfo.value.outcome.report()
+        if isinstance(excinfo.value, InputError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, 0, f"exercise {self.name}"
+
+
+class ExerciseFailed(Exception):
+    def __init__(self, outcome):
+        super().__init__(outcome.report())
+        self.outcome = outcome
+
+
+def _attach(outcome) -> None:
+    """Evidence into allure: the verdict and the timeline travel with the test result."""
+    try:
+        import allure
+    except ImportError:  # pragma: no cover
+        return
+    root = Path(outcome.evidence)
+    for name, kind in (("verdict.json", allure.attachment_type.JSON), ("timeline.jsonl", allure.attachment_type.TEXT)):
+        if (root / name).exists():
+            allure.attach.file(str(root / name), name=name, attachment_type=kind)

@@ -1,0 +1,177 @@
+"""Watches the API (pods, nodes, queues, podgroups, bind requests) into a ClusterState.
+
+Every watch event updates the state under its condition variable, re-checks the invariants and
+wakes the runner, so invariants see every transition, not samples, and waits need no polling.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+from ..kube import Kube
+from .checks import Names, check_invariant
+from .state import GPU, ClusterState, TimelineEntry
+
+log = logging.getLogger(__name__)
+WATCH_SECONDS = 60  # server-side watch timeout; the loop re-watches from the last version
+
+
+class Observer:
+    def __init__(self, kube: Kube, names: Names, invariants: list[str], gangs: dict[str, int] | None = None):
+        self.kube, self.names, self.invariants = kube, names, list(invariants)
+        self.state = ClusterState(gangs=dict(gangs or {}))
+        self.violations: dict[str, tuple[float, list[str]]] = {}  # invariant -> first (t, details)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.errors: list[str] = []
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        for pc in self.kube.list("scheduling.k8s.io/v1", "PriorityClass"):
+            self.state.priority_values[pc["metadata"]["name"]] = pc["value"]
+        feeds = [("v1", "Pod", None, self._on_pod), ("v1", "Node", None, self._on_node),
+                 ("scheduling.run.ai/v2", "Queue", None, self._on_queue),
+                 ("scheduling.run.ai/v2alpha2", "PodGroup", self.names.namespace, self._on_podgroup),
+                 ("scheduling.run.ai/v1alpha2", "BindRequest", self.names.namespace, self._on_bindrequest)]
+        ready = []
+        for api_version, kind, ns, handler in feeds:
+            try:
+                res = self.kube.resource(api_version, kind)
+            except ResourceNotFoundError:
+                if kind in ("Pod", "Node"):
+                    raise
+                self.errors.append(f"{kind} ({api_version}) is not served: not observed")
+                continue
+            event = threading.Event()
+            t = threading.Thread(target=self._watch_loop, args=(res, ns, handler, event),
+                                 name=f"watch-{kind}", daemon=True)
+            t.start()
+            self._threads.append(t)
+            ready.append(event)
+        for e in ready:  # every feed has listed once: the state is complete
+            e.wait(timeout=30)
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self.state.cond:
+            self.state.cond.notify_all()
+
+    def _watch_loop(self, res, namespace, handler, ready: threading.Event) -> None:
+        version = None
+        while not self._stop.is_set():
+            try:
+                if version is None:
+                    listing = res.get(namespace=namespace) if namespace else res.get()
+                    raw = listing.to_dict()
+                    with self.state.cond:
+                        for item in raw.get("items", []):
+                            item.setdefault("apiVersion", res.group_version)
+                            item.setdefault("kind", res.kind)
+                            handler("ADDED", item)
+                        self._after_change()
+                    version = raw["metadata"]["resourceVersion"]
+                    ready.set()
+                kwargs = {"resource_version": version, "timeout": WATCH_SECONDS}
+                if namespace:
+                    kwargs["namespace"] = namespace
+                for event in self.kube.dynamic.watch(res, **kwargs):
+                    if self._stop.is_set():
+                        return
+                    obj = event["raw_object"]
+                    if event["type"] == "ERROR":
+                        version = None  # usually 410 Gone: list again
+                        break
+                    version = obj["metadata"]["resourceVersion"]
+                    with self.state.cond:
+                        handler(event["type"], obj)
+                        self._after_change()
+            except ApiException as err:
+                if err.status == 410:
+                    version = None
+                    continue
+                self.errors.append(f"watch {res.kind}: {err.status} {err.reason}")
+                time.sleep(0.5)
+            except Exception as err:  # noqa: BLE001 - a watch must survive connection resets
+                if self._stop.is_set():
+                    return
+                log.debug("watch %s restarted: %s", res.kind, err)
+                time.sleep(0.2)
+
+    # ------------------------------------------------------------------ handlers (under cond)
+    def _on_pod(self, kind: str, pod: dict) -> None:
+        self.state.update_pod(pod, deleted=(kind == "DELETED"))
+
+    def _on_node(self, kind: str, node: dict) -> None:
+        name = node["metadata"]["name"]
+        if kind == "DELETED":
+            self.state.node_gpus.pop(name, None)
+        else:
+            self.state.node_gpus[name] = int(((node.get("status") or {}).get("allocatable") or {}).get(GPU, 0))
+
+    def _on_queue(self, kind: str, q: dict) -> None:
+        name = q["metadata"]["name"]
+        if kind == "DELETED":
+            self.state.queues.pop(name, None)
+            return
+        spec = q.get("spec") or {}
+        gpu = ((spec.get("resources") or {}).get("gpu")) or {}
+        self.state.queues[name] = {"parent": spec.get("parentQueue"), "quota": gpu.get("quota", -1),
+                                   "limit": gpu.get("limit", -1), "status": q.get("status") or {}}
+
+    def _on_podgroup(self, kind: str, pg: dict) -> None:
+        key = (pg["metadata"]["namespace"], pg["metadata"]["name"])
+        if kind == "DELETED":
+            self.state.podgroups.pop(key, None)
+        else:
+            self.state.podgroups[key] = pg
+
+    def _on_bindrequest(self, kind: str, br: dict) -> None:
+        key = (br["metadata"]["namespace"], (br.get("spec") or {}).get("podName", ""))
+        if kind == "DELETED":
+            self.state.bind_requests.discard(key)
+        else:
+            self.state.bind_requests.add(key)
+
+    def _after_change(self) -> None:
+        self.state.version += 1
+        for inv in self.invariants:
+            if inv in self.violations:
+                continue
+            broken = check_invariant(inv, self.state, self.names)
+            if broken:
+                t = self.state.now()
+                self.violations[inv] = (t, broken)
+                self.state.timeline.append(TimelineEntry(t, "violation", "", detail=f"{inv}: {broken[0]}"))
+        self.state.cond.notify_all()
+
+    # ------------------------------------------------------------------ waiting
+    def wait_for(self, predicate, timeout: float) -> bool:
+        """Wait until predicate(state) is true (re-evaluated on every change) or time runs out."""
+        deadline = time.time() + timeout
+        with self.state.cond:
+            while True:
+                if predicate(self.state):
+                    return True
+                left = deadline - time.time()
+                if left <= 0 or self._stop.is_set():
+                    return False
+                self.state.cond.wait(timeout=min(left, 1.0))
+
+    def wait_settled(self, quiet: float, timeout: float) -> bool:
+        """Wait until no pod changes placement or phase for `quiet` seconds."""
+        deadline = time.time() + timeout
+        with self.state.cond:
+            last_len = len(self.state.timeline)
+            quiet_since = time.time()
+            while time.time() < deadline:
+                if len(self.state.timeline) != last_len:
+                    last_len, quiet_since = len(self.state.timeline), time.time()
+                if time.time() - quiet_since >= quiet:
+                    return True
+                self.state.cond.wait(timeout=min(0.25, max(0.01, deadline - time.time())))
+        return False

@@ -1,0 +1,195 @@
+"""What the cluster looks like to an exercise, rebuilt from the API's watch stream.
+
+Pure data + pure functions: the observer feeds it, expectations and invariants read it, and
+tests can feed it recorded objects.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+from ..workloads import OWNER_LABEL, PREEMPTIBILITY_LABEL, QUEUE_LABEL
+
+GPU = "nvidia.com/gpu"
+# KAI: priority >= 100 is non-preemptible unless the preemptibility label says otherwise
+NON_PREEMPTIBLE_FROM = 100
+PODGROUP_ANNOTATION = "pod-group-name"
+
+
+def _gpus(pod: dict) -> int:
+    total = 0
+    for c in pod.get("spec", {}).get("containers", []):
+        res = c.get("resources") or {}
+        val = (res.get("limits") or {}).get(GPU) or (res.get("requests") or {}).get(GPU)
+        total += int(val or 0)
+    return total
+
+
+@dataclass
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    workload: str
+    queue: str
+    gpus: int
+    node: str | None
+    phase: str
+    deleting: bool
+    priority: int
+    preemptibility_label: str | None
+    podgroup: str | None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def bound(self) -> bool:
+        """Holds a node: bound, not finished, not being deleted."""
+        return bool(self.node) and not self.deleting and not self.finished
+
+    @property
+    def pending(self) -> bool:
+        return not self.node and not self.deleting and not self.finished
+
+    @property
+    def running(self) -> bool:
+        return self.bound and self.phase == "Running"
+
+    @classmethod
+    def from_pod(cls, pod: dict) -> "PodView":
+        meta, spec, status = pod["metadata"], pod.get("spec", {}), pod.get("status", {})
+        labels = meta.get("labels") or {}
+        priority = spec.get("priority") or 0
+        return cls(namespace=meta["namespace"], name=meta["name"], uid=meta.get("uid", ""),
+                   workload=labels.get(OWNER_LABEL, ""), queue=labels.get(QUEUE_LABEL, ""),
+                   gpus=_gpus(pod), node=spec.get("nodeName"), phase=status.get("phase", "Pending"),
+                   deleting=bool(meta.get("deletionTimestamp")), priority=priority,
+                   preemptibility_label=labels.get(PREEMPTIBILITY_LABEL),
+                   podgroup=(meta.get("annotations") or {}).get(PODGROUP_ANNOTATION))
+
+
+@dataclass
+class TimelineEntry:
+    t: float  # seconds since the exercise started
+    what: str  # created | bound | running | evicted | deleted | succeeded | failed | violation
+    pod: str
+    workload: str = ""
+    queue: str = ""
+    node: str | None = None
+    detail: str = ""
+
+
+@dataclass
+class ClusterState:
+    """Shared between the watch threads (writers) and the runner (reader): guard with `cond`."""
+
+    started: float = field(default_factory=time.time)
+    pods: dict[tuple[str, str], PodView] = field(default_factory=dict)
+    node_gpus: dict[str, int] = field(default_factory=dict)
+    queues: dict[str, dict] = field(default_factory=dict)  # real name -> {parent, quota, limit}
+    bind_requests: set[tuple[str, str]] = field(default_factory=set)  # (namespace, pod name)
+    podgroups: dict[tuple[str, str], dict] = field(default_factory=dict)
+    gangs: dict[str, int] = field(default_factory=dict)  # workload -> min member
+    priority_values: dict[str, int] = field(default_factory=dict)  # PriorityClass name -> value
+    workload_podgroups: dict[str, set[str]] = field(default_factory=dict)  # kept after pods are gone
+    timeline: list[TimelineEntry] = field(default_factory=list)
+    our_deletions: set[str] = field(default_factory=set)  # pod uids kailab itself deleted
+    version: int = 0
+    cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
+
+    def now(self) -> float:
+        return round(time.time() - self.started, 3)
+
+    # ------------------------------------------------------------------ updates (under cond)
+    def update_pod(self, pod: dict, deleted: bool = False) -> list[TimelineEntry]:
+        view = PodView.from_pod(pod)
+        old = self.pods.get(view.key)
+        if old and old.uid != view.uid:
+            old = None  # a new pod with a recycled name
+        entries = []
+        t = self.now()
+
+        def add(what: str, detail: str = "") -> None:
+            entries.append(TimelineEntry(t, what, view.name, view.workload, view.queue, view.node, detail))
+
+        if old is None and not deleted:
+            add("created")
+        if view.node and not (old and old.node):
+            add("bound")
+        if view.phase == "Running" and not (old and old.phase == "Running"):
+            add("running")
+        if view.phase in ("Succeeded", "Failed") and not (old and old.phase == view.phase):
+            add(view.phase.lower())
+        if (view.deleting or deleted) and old is not None and not old.deleting:
+            was_bound = old.node and not old.finished
+            if view.uid in self.our_deletions:
+                add("deleted", "by the exercise")
+            elif was_bound:
+                add("evicted", "deleted while bound: KAI eviction/preemption or a controller")
+            else:
+                add("deleted")
+        if view.podgroup and view.workload:
+            self.workload_podgroups.setdefault(view.workload, set()).add(view.podgroup)
+        if deleted:
+            self.pods.pop(view.key, None)
+        else:
+            self.pods[view.key] = view
+        self.timeline.extend(entries)
+        return entries
+
+    # ------------------------------------------------------------------ queries (pure)
+    def preemptible(self, pod: PodView) -> bool:
+        """KAI's view: the pod's label, else its PodGroup's priority class (the podgrouper gives
+        Deployments 'inference' even when the pod names none), else the pod's own priority."""
+        if pod.preemptibility_label:
+            return pod.preemptibility_label == "preemptible"
+        pg = self.podgroups.get((pod.namespace, pod.podgroup or ""))
+        if pg:
+            spec = pg.get("spec") or {}
+            if spec.get("preemptibility") in ("preemptible", "non-preemptible"):
+                return spec["preemptibility"] == "preemptible"
+            value = self.priority_values.get(spec.get("priorityClassName") or "")
+            if value is not None:
+                return value < NON_PREEMPTIBLE_FROM
+        return pod.priority < NON_PREEMPTIBLE_FROM
+
+    def workload_pods(self, workload: str) -> list[PodView]:
+        return [p for p in self.pods.values() if p.workload == workload]
+
+    def subtree(self, queue: str) -> set[str]:
+        out = {queue}
+        changed = True
+        while changed:
+            changed = False
+            for name, q in self.queues.items():
+                if q.get("parent") in out and name not in out:
+                    out.add(name)
+                    changed = True
+        return out
+
+    def queue_pods(self, queue: str) -> list[PodView]:
+        names = self.subtree(queue)
+        return [p for p in self.pods.values() if p.queue in names]
+
+    def evicted_since(self, since: float, workload: str | None = None, queues: set[str] | None = None) -> int:
+        return sum(1 for e in self.timeline if e.what == "evicted" and e.t >= since
+                   and (workload is None or e.workload == workload)
+                   and (queues is None or e.queue in queues))
+
+    def gpus_on_nodes(self) -> dict[str, int]:
+        used: dict[str, int] = {}
+        for p in self.pods.values():
+            if p.bound or (p.node and p.deleting):  # a deleting pod still holds its GPUs
+                used[p.node] = used.get(p.node, 0) + p.gpus  # type: ignore[index]
+        return used
+
+    def pods_table(self) -> list[dict]:
+        return [asdict(p) for p in sorted(self.pods.values(), key=lambda p: p.key)]

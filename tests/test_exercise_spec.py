@@ -1,0 +1,284 @@
+"""The exercise format: shipped exercises validate; every kind of mistake in a copy of
+exercises/reclaim.yaml is refused with one line naming the file and the step/field; the JSON
+Schema agrees with the loader on shipped files and on unknown keys."""
+
+from __future__ import annotations
+
+import copy
+
+import jsonschema
+import pytest
+import yaml
+
+from kailab.errors import InputError
+from kailab.exercise.spec import Exercise, json_schema, load_exercise
+from kailab.paths import PROJECT_ROOT
+
+EXERCISES = sorted((PROJECT_ROOT / "exercises").glob("*.yaml"))
+STEP0 = "steps[0] (prod borrows research's idle share)"
+STEP1 = "steps[1] (research comes back)"
+
+
+@pytest.fixture(autouse=True)
+def _shipped_fleets(monkeypatch):
+    monkeypatch.delenv("KAILAB_FLEETS", raising=False)
+    monkeypatch.delenv("KAILAB_EXERCISES", raising=False)
+
+
+@pytest.fixture
+def reclaim() -> dict:
+    """A fresh, mutable copy of exercises/reclaim.yaml."""
+    doc = yaml.safe_load((PROJECT_ROOT / "exercises" / "reclaim.yaml").read_text())
+    assert doc["steps"][0]["name"] == "prod borrows research's idle share"
+    assert doc["steps"][1]["name"] == "research comes back"
+    return copy.deepcopy(doc)
+
+
+def write(tmp_path, doc: dict, name: str | None = None):
+    """Write `doc` as <its exercise name>.yaml (or `name`.yaml) in a directory of its own."""
+    name = name or doc["exercise"]
+    folder = tmp_path / "ex"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def refused(path, *fragments: str) -> str:
+    with pytest.raises(InputError) as info:
+        load_exercise(path)
+    msg = str(info.value)
+    assert len(msg.splitlines()) == 1 and "\n" not in msg, msg
+    assert str(path) in msg, msg
+    for fragment in fragments:
+        assert fragment in msg, f"{fragment!r} not in {msg!r}"
+    return msg
+
+
+# ----------------------------------------------------------------------------- shipped exercises
+def test_there_are_shipped_exercises():
+    assert EXERCISES, "exercises/ holds no *.yaml"
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=[p.stem for p in EXERCISES])
+def test_shipped_exercise_validates(path):
+    ex = load_exercise(path)
+    assert isinstance(ex, Exercise)
+    assert ex.exercise == path.stem
+    assert ex.steps
+
+
+def test_reclaim_reads_as_written():
+    ex = load_exercise(PROJECT_ROOT / "exercises" / "reclaim.yaml")
+    assert ex.fleet == "small"
+    assert [n for n, _, _ in ex.queue_tree()] == ["lab", "research", "prod"]
+    assert ex.leaf_queues() == {"research", "prod"}
+    assert ex.steps[0].apply[0].workload.priority_class == "train"
+    assert ex.queues["lab"].children["prod"].gpu.over_quota_weight == 1
+    event = ex.steps[1].expect[3]
+    assert event.event_reason == "Evict" and event.count.min == 16
+
+
+def test_unmodified_copy_validates(tmp_path, reclaim):
+    assert load_exercise(write(tmp_path, reclaim)).exercise == "reclaim"
+
+
+# ----------------------------------------------------------------------------- mistakes
+def _set(where: list, value):
+    def mutate(doc):
+        target = doc
+        for key in where[:-1]:
+            target = target[key]
+        target[where[-1]] = value
+    return mutate
+
+
+def _pods(**changes):
+    return lambda doc: doc["steps"][0]["apply"][0]["pods"].update(changes)
+
+
+def _dup_queue(doc):
+    doc["queues"]["lab"]["children"]["prod"]["children"] = {"research": {"gpu": {"quota": 1}}}
+
+
+def _gang(doc):
+    doc["steps"][0]["apply"][0] = {"job": {"name": "prod-train", "queue": "prod", "parallelism": 2, "gang": 4}}
+
+
+MISTAKES = [
+    ("unknown-step-field", _set(["steps", 1, "colour"], "red"), [f"{STEP1}.colour", "unknown step field"]),
+    ("unknown-step-field-first-step", _set(["steps", 0, "expects"], []), [f"{STEP0}.expects", "unknown step field"]),
+    ("unknown-expect-field", _set(["steps", 1, "expect", 0, "colour"], 1), [f"{STEP1}.expect[0].colour", "unknown field"]),
+    ("unknown-event-expect-field", _set(["steps", 1, "expect", 3, "colour"], 1),
+     [f"{STEP1}.expect[3].colour", "unknown field"]),
+    ("unknown-workload-field", _pods(colour="red"), [f"{STEP0}.apply[0].pods.colour", "unknown field"]),
+    ("unknown-queue-field", _set(["queues", "lab", "gpu", "weight"], 2), ["queues.lab.gpu.weight", "unknown field"]),
+    ("queue-not-in-tree", _pods(queue="nope"), [f"{STEP0}.apply[0].pods.queue", "'nope' is not in the queue tree"]),
+    ("non-leaf-queue", _pods(queue="lab"), [f"{STEP0}.apply[0].pods.queue", "'lab' has children"]),
+    ("pod-larger-than-any-node", _pods(gpus=16),
+     [f"{STEP0}.apply[0].pods.gpus", "16 GPUs per pod", "'small'", "(8)", "unschedulable: true"]),
+    ("queue-twice-in-tree", _dup_queue, ["queues", "'research' appears twice"]),
+    ("delete-never-applied", _set(["steps", 1, "delete"], [{"workload": "ghost"}]),
+     [f"{STEP1}.delete[0].workload", "'ghost'"]),
+    ("expect-unknown-workload", _set(["steps", 1, "expect", 2, "workload"], "ghost"), [f"{STEP1}.expect[2]", "'ghost'"]),
+    ("event-unknown-workload", _set(["steps", 1, "expect", 3, "workload"], "ghost"), [f"{STEP1}.expect[3]", "'ghost'"]),
+    ("condition-unknown-workload",
+     lambda d: d["steps"][1]["expect"].append({"podgroupOf": "ghost", "reason": "OverLimit"}),
+     [f"{STEP1}.expect[4]", "'ghost'"]),
+    ("expect-workload-of-later-step", _set(["steps", 0, "expect", 0], {"workload": "research-train", "bound": 0}),
+     [f"{STEP0}.expect[0]", "'research-train'"]),
+    ("expect-unknown-queue", _set(["steps", 1, "expect", 0, "queue"], "nope"), [f"{STEP1}.expect[0].queue", "'nope'"]),
+    ("stays-unknown-workload", _set(["steps", 0, "stays"], {"for": "10s", "that": [{"workload": "ghost", "bound": 1}]}),
+     [f"{STEP0}.stays.that[0]", "'ghost'"]),
+    ("gang-larger-than-parallelism", _gang, [f"{STEP0}.apply[0].job", "gang 4 is larger than parallelism 2"]),
+    ("range-min-above-max-event", _set(["steps", 1, "expect", 3, "count"], {"min": 5, "max": 2}),
+     [f"{STEP1}.expect[3].count", "min 5 is greater than max 2"]),
+    ("range-min-above-max-bound", _set(["steps", 1, "expect", 0, "bound"], {"min": 5, "max": 2}),
+     [f"{STEP1}.expect[0].bound", "min 5 is greater than max 2"]),
+    ("range-empty", _set(["steps", 1, "expect", 0, "bound"], {"why": "no bounds"}),
+     [f"{STEP1}.expect[0].bound", "needs min, max or both"]),
+    ("negative-count", _set(["steps", 1, "expect", 0, "bound"], -3), [f"{STEP1}.expect[0].bound", "greater than or equal"]),
+    ("pods-count-zero", _pods(count=0), [f"{STEP0}.apply[0].pods.count", "greater than or equal to 1"]),
+    ("pods-count-string", _pods(count="many"), [f"{STEP0}.apply[0].pods.count", "valid integer"]),
+    ("bad-timeout", _set(["steps", 1, "timeout"], "15 seconds"), [f"{STEP1}.timeout", "pattern"]),
+    ("bad-settle", _set(["steps", 1, "settle"], "15 seconds"), [f"{STEP1}.settle", "pattern"]),
+    ("bad-run-duration", _pods(runDuration="15 seconds"), [f"{STEP0}.apply[0].pods.runDuration", "pattern"]),
+    ("bad-stays-for", _set(["steps", 0, "stays"], {"for": "15 seconds", "that": [{"queue": "prod", "bound": 1}]}),
+     [f"{STEP0}.stays.for", "pattern"]),
+    ("stays-evicted", _set(["steps", 0, "stays"], {"for": "15s", "that": [{"queue": "prod", "evicted": 1}]}),
+     [f"{STEP0}.stays.that", "bound/pending"]),
+    ("expect-neither-queue-nor-workload", _set(["steps", 1, "expect", 0], {"bound": 1}),
+     [f"{STEP1}.expect[0]", "exactly one of: queue, workload"]),
+    ("apply-two-kinds", _set(["steps", 0, "apply", 0, "job"], {"name": "j", "queue": "prod", "parallelism": 1}),
+     [f"{STEP0}.apply[0]", "exactly one of: pods, job, deployment"]),
+    ("patch-unknown-queue", _set(["steps", 1, "patch"], [{"queue": "nope", "gpu": {"quota": 1}}]),
+     [f"{STEP1}.patch[0].queue", "'nope'"]),
+    ("patch-unknown-deployment", _set(["steps", 1, "patch"], [{"deployment": "web", "replicas": 2}]),
+     [f"{STEP1}.patch[0].deployment", "'web'"]),
+    ("workload-name-invalid", _pods(name="Prod_Train"), [f"{STEP0}.apply[0].pods.name", "'Prod_Train'"]),
+    ("queue-name-invalid", _set(["queues", "lab", "children", "Prod_Queue"], {}), ["queues.Prod_Queue", "valid name"]),
+    ("unknown-invariant", _set(["invariants"], ["no-gpu-overcommit", "fast"]), ["invariants[1]"]),
+    ("missing-steps", lambda d: d.pop("steps"), ["steps", "required field is missing"]),
+    ("empty-queues", _set(["queues"], {}), ["queues", "at least 1"]),
+    ("step-not-a-mapping", lambda d: d["steps"].append("do things"), ["steps[2] (?)", "valid dictionary"]),
+    ("unknown-fleet", _set(["fleet"], "huge"), ["fleet", "unknown fleet 'huge'"]),
+    ("unknown-top-level-key", _set(["author"], "me"), ["author", "unknown field"]),
+    ("step-name-with-newline", lambda d: d["steps"][1].update(name="research\ncomes back", colour=1),
+     ["steps[1] (research\\ncomes back).colour"]),
+    ("queue-name-with-newline", _set(["queues", "lab", "children", "a\nb"], {}), ["queues.a\\nb"]),
+    ("unknown-key-with-newline", _set(["x\ny"], 1), ["x\\ny", "unknown field"]),
+]
+
+
+@pytest.mark.parametrize("mutate, fragments", [(m, f) for _, m, f in MISTAKES], ids=[i for i, _, _ in MISTAKES])
+def test_mistake_is_refused_with_one_line(tmp_path, reclaim, mutate, fragments):
+    mutate(reclaim)
+    refused(write(tmp_path, reclaim, "reclaim"), *fragments)
+
+
+def test_exercise_name_must_match_file_name(tmp_path, reclaim):
+    path = write(tmp_path, reclaim, "other")
+    refused(path, "exercise", "'reclaim' differs from the file name 'other'")
+
+
+def test_exercise_name_must_be_a_name(tmp_path, reclaim):
+    reclaim["exercise"] = "Reclaim"
+    refused(write(tmp_path, reclaim), "exercise", "'Reclaim' is not a valid name")
+
+
+def test_unschedulable_allows_a_pod_larger_than_any_node(tmp_path, reclaim):
+    _pods(gpus=16, unschedulable=True)(reclaim)
+    ex = load_exercise(write(tmp_path, reclaim))
+    assert ex.steps[0].apply[0].workload.gpus == 16
+
+
+def test_pod_as_large_as_the_largest_node_is_fine(tmp_path, reclaim):
+    _pods(gpus=8, count=4)(reclaim)
+    assert load_exercise(write(tmp_path, reclaim)).steps[0].apply[0].workload.gpus == 8
+
+
+def test_largest_node_depends_on_the_fleet(tmp_path, reclaim):
+    """8 GPUs fit a node of 'small' but not of 'tiny' (4 per node)."""
+    _pods(gpus=8)(reclaim)
+    reclaim["fleet"] = "tiny"
+    refused(write(tmp_path, reclaim), f"{STEP0}.apply[0].pods.gpus", "'tiny'", "(4)")
+
+
+def test_valid_ranges_and_durations(tmp_path, reclaim):
+    reclaim["steps"][1]["expect"][0]["bound"] = {"min": 16, "max": 16, "why": "exact"}
+    reclaim["steps"][1]["expect"][1]["bound"] = {"max": 16}
+    reclaim["steps"][1]["timeout"] = "2m"
+    reclaim["steps"][1]["settle"] = "500ms"
+    reclaim["steps"][0]["stays"] = {"for": "1.5s", "that": [{"queue": "prod", "bound": {"min": 0}}]}
+    ex = load_exercise(write(tmp_path, reclaim))
+    assert str(ex.steps[1].expect[0].bound) == "16..16"
+    assert str(ex.steps[1].expect[1].bound) == "<= 16"
+
+
+def test_delete_and_patch_of_applied_workloads(tmp_path, reclaim):
+    reclaim["steps"][0]["apply"].append({"deployment": {"name": "web", "queue": "prod", "replicas": 1}})
+    reclaim["steps"][1]["patch"] = [{"deployment": "web", "replicas": 0},
+                                    {"queue": "prod", "gpu": {"quota": 8, "limit": 16}}]
+    reclaim["steps"][1]["delete"] = [{"workload": "prod-train"}]
+    ex = load_exercise(write(tmp_path, reclaim))
+    assert ex.steps[1].delete[0].workload == "prod-train"
+
+
+def test_invalid_yaml_and_alias(tmp_path):
+    folder = tmp_path / "ex"
+    folder.mkdir()
+    broken = folder / "broken.yaml"
+    broken.write_text("exercise: broken\nsteps: [\n")
+    refused(broken, "line", "not valid YAML")
+    alias = folder / "alias.yaml"
+    alias.write_text("exercise: alias\nq: &q {lab: {}}\nqueues: *q\n")
+    refused(alias, "line 3", "aliases")
+
+
+def test_missing_exercise_file(tmp_path):
+    refused(tmp_path / "nope.yaml", "not found")
+
+
+# ----------------------------------------------------------------------------- JSON Schema
+@pytest.fixture(scope="module")
+def validator():
+    schema = json_schema()
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_schema_uses_the_yaml_names():
+    text = str(json_schema())
+    for alias in ("priorityClass", "overQuotaWeight", "'for'", "podgroupOf", "eventReason", "runDuration"):
+        assert alias in text, alias
+    for python_name in ("priority_class", "over_quota_weight", "for_", "podgroup_of", "event_reason"):
+        assert python_name not in text, python_name
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=[p.stem for p in EXERCISES])
+def test_schema_accepts_shipped_exercise(validator, path):
+    doc = yaml.safe_load(path.read_text())
+    errors = [e.message for e in validator.iter_errors(doc)]
+    assert errors == []
+
+
+def test_schema_and_loader_agree_on_every_alias(tmp_path, validator, reclaim):
+    reclaim["steps"][0]["stays"] = {"for": "5s", "that": [{"queue": "research", "bound": 0}]}
+    reclaim["steps"][1]["expect"].append({"podgroupOf": "prod-train", "reason": "OverLimit", "present": False})
+    reclaim["steps"][1]["apply"].append(
+        {"job": {"name": "burst", "queue": "research", "parallelism": 2, "gang": 2, "runDuration": "30s",
+                 "priorityClass": "build", "preemptible": False}})
+    assert list(validator.iter_errors(reclaim)) == []
+    load_exercise(write(tmp_path, reclaim))
+
+
+def test_schema_rejects_unknown_top_level_key(validator, reclaim):
+    reclaim["author"] = "me"
+    errors = list(validator.iter_errors(reclaim))
+    assert errors and any("author" in e.message for e in errors)
+
+
+def test_schema_rejects_unknown_step_field(validator, reclaim):
+    reclaim["steps"][1]["colour"] = "red"
+    assert not validator.is_valid(reclaim)
