@@ -46,7 +46,13 @@ def cli() -> None:
 @_name_option
 def up(runtime, fleet, kai_version, api_port, without_kai, kubeconfig, dry_run, name) -> None:
     """Bring a lab up (a fast no-op when it is already up and healthy)."""
+    from .fleet import load_fleet
+
     chosen = resolve_runtime(runtime)
+    if chosen != "existing":
+        load_fleet(fleet)  # bad input fails here, before anything is printed or started
+        if not without_kai:
+            versions.kai_release(kai_version)
     spec = LabSpec(name=name, runtime=chosen, fleet=fleet, kai_version=kai_version,
                    with_kai=not without_kai, api_port=api_port, kubeconfig=kubeconfig, dry_run=dry_run)
     rt = get_runtime(chosen)
@@ -211,6 +217,18 @@ def schema() -> None:
 def _terminate(signum, frame):  # noqa: ARG001
     # SIGTERM takes the same clean path as Ctrl-C: nothing half-made is left behind
     raise KeyboardInterrupt
+
+
+@cli.command()
+@click.option("--quick", is_flag=True, help="tiny fleet, one run (for CI).")
+@click.option("--repeats", type=int, default=None, help="runs per measurement (default 3, quick 1).")
+def bench(quick, repeats) -> None:
+    """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
+    from . import bench as bench_mod
+
+    results = bench_mod.run(quick=quick, repeats=repeats)
+    out.print(bench_mod.markdown(results), markup=False, highlight=False)
+    out.print(f"written: {results['written']}")
 
 
 def main() -> None:

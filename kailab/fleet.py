@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import InputError
 from .paths import fleets_dir
-from .specs import read_yaml, validate
+from .specs import is_file, read_yaml, validate
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
@@ -23,17 +23,22 @@ POOL_LABEL = "kailab.io/pool"
 # fake-gpu-operator labels its simulated nodes with their pool
 SIMULATED_POOL_LABEL = "run.ai/simulated-gpu-node-pool"
 MAX_NODES = 5000
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                       r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+RESERVED_LABEL_PREFIXES = ("kailab.io/", "nvidia.com/gpu.")
+RESERVED_LABELS = {"kubernetes.io/hostname", "type", "run.ai/simulated-gpu-node-pool"}
 
 
 class Taint(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     key: str
     value: str = ""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
 class Pool(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: str
     count: int = Field(ge=1, le=MAX_NODES)
     gpus: int = Field(ge=0, le=64, description="whole GPUs per node")
@@ -52,6 +57,18 @@ class Pool(BaseModel):
             raise ValueError(f"{v!r} is not a DNS label (lower-case letters, digits, '-'; max 40)")
         return v
 
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not LABEL_KEY.match(key) or len(key.rsplit("/", 1)[-1]) > 63:
+                raise ValueError(f"{key!r} is not a valid label key ([prefix/]name, name up to 63 chars)")
+            if key.startswith(RESERVED_LABEL_PREFIXES) or key in RESERVED_LABELS:
+                raise ValueError(f"label {key!r} is set by kailab itself; choose another key")
+            if not LABEL_VALUE.match(value):
+                raise ValueError(f"{value!r} (label {key}) is not a valid label value (max 63 chars)")
+        return v
+
     @field_validator("product")
     @classmethod
     def _label_value(cls, v: str) -> str:
@@ -61,7 +78,7 @@ class Pool(BaseModel):
 
 
 class Fleet(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: str
     description: str = ""
     pools: list[Pool] = Field(min_length=1)
@@ -145,7 +162,7 @@ def fleet_path(name_or_path: str) -> Path:
 
 def load_fleet(name_or_path: str) -> Fleet:
     path = fleet_path(name_or_path)
-    if not path.is_file():
+    if not is_file(path):
         known = ", ".join(sorted(f.stem for f in fleets_dir().glob("*.yaml")))
         raise InputError(path, "", "fleet file not found", f"known fleets: {known}")
     fleet = validate(Fleet, read_yaml(path), path)

@@ -26,9 +26,17 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+def is_file(path: Path) -> bool:
+    """Path.is_file, but False (not OSError) for names too long for the filesystem."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def read_yaml(path: Path) -> object:
     path = Path(path)
-    if not path.is_file():
+    if not is_file(path):
         raise InputError(path, "", "file not found", "check the path or the name")
     if path.stat().st_size > MAX_SPEC_BYTES:
         raise InputError(path, "", f"file is larger than {MAX_SPEC_BYTES} bytes", "split it")

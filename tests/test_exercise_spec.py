@@ -31,6 +31,11 @@ def reclaim() -> dict:
     doc = yaml.safe_load((PROJECT_ROOT / "exercises" / "reclaim.yaml").read_text())
     assert doc["steps"][0]["name"] == "prod borrows research's idle share"
     assert doc["steps"][1]["name"] == "research comes back"
+    # the mistakes below edit these items: say so plainly if reclaim.yaml changes shape
+    assert "pods" in doc["steps"][0]["apply"][0]
+    assert [sorted(e) for e in doc["steps"][1]["expect"][:3]] == [
+        ["bound", "queue"], ["bound", "queue"], ["evicted", "workload"]]
+    assert "eventReason" in doc["steps"][1]["expect"][3] and len(doc["steps"][1]["expect"]) == 4
     return copy.deepcopy(doc)
 
 
@@ -68,15 +73,19 @@ def test_shipped_exercise_validates(path):
     assert ex.steps
 
 
-def test_reclaim_reads_as_written():
+def test_reclaim_reads_as_written(reclaim):
     ex = load_exercise(PROJECT_ROOT / "exercises" / "reclaim.yaml")
-    assert ex.fleet == "small"
+    assert ex.fleet == reclaim["fleet"]
     assert [n for n, _, _ in ex.queue_tree()] == ["lab", "research", "prod"]
     assert ex.leaf_queues() == {"research", "prod"}
-    assert ex.steps[0].apply[0].workload.priority_class == "train"
-    assert ex.queues["lab"].children["prod"].gpu.over_quota_weight == 1
+    pods = reclaim["steps"][0]["apply"][0]["pods"]
+    assert ex.steps[0].apply[0].workload.priority_class == pods.get("priorityClass", "train")
+    prod = reclaim["queues"]["lab"]["children"]["prod"]["gpu"]
+    assert ex.queues["lab"].children["prod"].gpu.over_quota_weight == prod.get("overQuotaWeight", 1)
+    raw_event = reclaim["steps"][1]["expect"][3]
     event = ex.steps[1].expect[3]
-    assert event.event_reason == "Evict" and event.count.min == 16
+    assert event.event_reason == raw_event["eventReason"]
+    assert event.count.min == raw_event["count"]["min"]
 
 
 def test_unmodified_copy_validates(tmp_path, reclaim):

@@ -1,0 +1,135 @@
+"""Pure checks over recorded objects: PodGroup conditions, events, invariants, state transitions."""
+
+from __future__ import annotations
+
+import time
+
+from kailab.exercise.checks import Names, check_invariant, evaluate_condition, evaluate_event
+from kailab.exercise.spec import ConditionExpect, EventExpect, Range
+from kailab.exercise.state import ClusterState
+
+NS = "kx-test-0000"
+NAMES = Names("x0000", NS)
+
+
+def pod(name, workload="w", queue="x0000-q", node=None, gpus=1, phase=None, deleting=False,
+        priority=50, podgroup=None, preemptibility=None, uid=None):
+    labels = {"kailab.io/workload": workload, "kai.scheduler/queue": queue}
+    if preemptibility:
+        labels["kai.scheduler/preemptibility"] = preemptibility
+    meta = {"name": name, "namespace": NS, "uid": uid or f"uid-{name}", "labels": labels,
+            "annotations": {"pod-group-name": podgroup} if podgroup else {}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    spec = {"priority": priority,
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase or ("Running" if node else "Pending")}}
+
+
+def podgroup(name, reasons=(), priority_class=None):
+    conds = [{"type": "UnschedulableOnNodePool", "reason": "Unschedulable",
+              "reasons": [{"reason": r, "message": "..."} for r in reasons]}] if reasons else []
+    spec = {"priorityClassName": priority_class} if priority_class else {}
+    return {"metadata": {"name": name, "namespace": NS}, "spec": spec, "status": {"schedulingConditions": conds}}
+
+
+def test_eviction_is_a_bound_pod_deleted_by_someone_else():
+    s = ClusterState()
+    s.update_pod(pod("a", node="n1"))
+    s.update_pod(pod("b", node="n1"))
+    s.update_pod(pod("c"))
+    s.our_deletions.add("uid-b")
+    s.update_pod(pod("a", node="n1", deleting=True))
+    s.update_pod(pod("b", node="n1"), deleted=True)
+    s.update_pod(pod("c"), deleted=True)
+    whats = {(e.what, e.pod) for e in s.timeline}
+    assert ("evicted", "a") in whats
+    assert ("deleted", "b") in whats and ("evicted", "b") not in whats
+    assert ("deleted", "c") in whats and ("evicted", "c") not in whats
+    assert s.evicted_since(0, workload="w") == 1
+
+
+def test_condition_expectation_reads_podgroup_reasons():
+    s = ClusterState()
+    s.update_pod(pod("serve-0", workload="serve", podgroup="pg-0", node="n1"))
+    s.update_pod(pod("serve-1", workload="serve", podgroup="pg-1"))
+    s.podgroups[(NS, "pg-0")] = podgroup("pg-0")
+    s.podgroups[(NS, "pg-1")] = podgroup("pg-1", ["NonPreemptibleOverQuota"])
+    ok = evaluate_condition(s, ConditionExpect(podgroupOf="serve", reason="NonPreemptibleOverQuota"), NAMES, "st")
+    assert ok.passed and ok.offending == ["pg-1"]
+    absent = evaluate_condition(s, ConditionExpect(podgroupOf="serve", reason="OverLimit"), NAMES, "st")
+    assert not absent.passed
+    assert "reasons seen: NonPreemptibleOverQuota" in absent.observed
+
+
+def test_event_expectation_counts_events_on_pods_and_podgroups_since_the_step():
+    s = ClusterState()
+    s.update_pod(pod("t-0", workload="t", podgroup="pg-t0", node="n1"))
+    now = time.time()
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    old = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 3600))
+    events = [
+        {"reason": "Evict", "involvedObject": {"name": "pg-t0"}, "lastTimestamp": iso, "count": 2},
+        {"reason": "Evict", "involvedObject": {"name": "pg-t0"}, "lastTimestamp": old, "count": 1},
+        {"reason": "Evict", "involvedObject": {"name": "someone-else"}, "lastTimestamp": iso},
+        {"reason": "Scheduled", "involvedObject": {"name": "t-0"}, "lastTimestamp": iso},
+    ]
+    r = evaluate_event(events, s, EventExpect(eventReason="Evict", workload="t", count=2), NAMES, now - 5, "st")
+    assert r.passed and r.observed == "2"
+    r = evaluate_event(events, s, EventExpect(eventReason="Evict", workload="t", count=Range(min=3)), NAMES,
+                       now - 5, "st")
+    assert not r.passed
+
+
+def test_nonpreemptible_quota_uses_the_podgroup_priority_class():
+    """A Deployment pod names no priority class; KAI's podgrouper gives its PodGroup 'inference'."""
+    s = ClusterState(priority_values={"inference": 125, "train": 50})
+    s.queues["x0000-serving"] = {"parent": None, "quota": 1, "limit": -1}
+    for i in range(2):
+        s.update_pod(pod(f"web-{i}", workload="web", queue="x0000-serving", node="n1", priority=0,
+                         podgroup=f"pg-{i}"))
+        s.podgroups[(NS, f"pg-{i}")] = podgroup(f"pg-{i}", priority_class="inference")
+    assert check_invariant("nonpreemptible-within-quota", s, NAMES) == [
+        "queue serving holds 2 non-preemptible GPUs, above 1"]
+    s.podgroups[(NS, "pg-1")] = podgroup("pg-1", priority_class="train")
+    assert check_invariant("nonpreemptible-within-quota", s, NAMES) == []
+
+
+def test_preemptibility_label_overrides_priority():
+    s = ClusterState()
+    s.queues["x0000-q"] = {"parent": None, "quota": 0, "limit": -1}
+    s.update_pod(pod("hi", priority=125, node="n1", preemptibility="preemptible"))
+    assert check_invariant("nonpreemptible-within-quota", s, NAMES) == []
+    s.update_pod(pod("lo", priority=10, node="n1", preemptibility="non-preemptible"))
+    assert check_invariant("nonpreemptible-within-quota", s, NAMES) == [
+        "queue q holds 1 non-preemptible GPUs, above 0"]
+
+
+def test_queue_limit_counts_the_whole_subtree():
+    s = ClusterState()
+    s.queues["x0000-root"] = {"parent": None, "quota": -1, "limit": 2}
+    s.queues["x0000-leaf"] = {"parent": "x0000-root", "quota": 0, "limit": -1}
+    for i in range(3):
+        s.update_pod(pod(f"p{i}", queue="x0000-leaf", node="n1"))
+    assert check_invariant("queue-within-limit", s, NAMES) == ["queue root holds 3 GPUs, above 2"]
+
+
+def test_gang_counts_bind_requests_as_allocated():
+    s = ClusterState(gangs={"g": 3})
+    for i in range(3):
+        s.update_pod(pod(f"g-{i}", workload="g"))
+    assert check_invariant("gang-never-partial", s, NAMES) == []
+    s.update_pod(pod("g-0", workload="g", node="n1"))
+    assert check_invariant("gang-never-partial", s, NAMES) == ["gang g: 1 of 3 pods allocated"]
+    s.bind_requests |= {(NS, "g-1"), (NS, "g-2")}  # KAI decided all three in one cycle
+    assert check_invariant("gang-never-partial", s, NAMES) == []
+
+
+def test_no_gpu_overcommit_counts_deleting_pods_until_they_are_gone():
+    s = ClusterState(node_gpus={"n1": 2})
+    s.update_pod(pod("a", node="n1"))
+    s.update_pod(pod("b", node="n1", deleting=True))
+    s.update_pod(pod("c", node="n1"))
+    assert check_invariant("no-gpu-overcommit", s, NAMES) == ["node n1 holds 3 GPUs of 2"]

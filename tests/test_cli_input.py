@@ -1,0 +1,165 @@
+"""Bad input on the command line: `kailab up` and `kailab validate` refuse it with one
+`kailab: error:` line and a non-zero exit, before any lab directory is made. Runs the real entry
+point (`main`, as the console script does) in a subprocess; no cluster, no builds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from kailab.cli import cli
+from kailab.errors import InputError, KailabError
+from kailab.paths import PROJECT_ROOT
+
+ERROR = "kailab: error:"
+
+
+@pytest.fixture
+def state(tmp_path):
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def kailab(tmp_path, state):
+    """Run `python -m kailab.cli ARGS` with its own state and cache dirs and no lab env overrides."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RUNTIME", "FLEET", "KAI_VERSION", "KAILAB_LAB", "KAILAB_FLEETS", "KAILAB_EXERCISES",
+                        "KAILAB_KAI_SOURCE")}
+    env.update(KAILAB_STATE=str(state), KAILAB_CACHE=str(tmp_path / "cache"), NO_COLOR="1")
+    work = tmp_path / "cwd"
+    work.mkdir()
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "kailab.cli", *args], capture_output=True, text=True,
+                              env=env, cwd=work, timeout=120)
+    return run
+
+
+def the_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:
+    """The run failed with exactly one error line, containing every fragment; return that line."""
+    assert proc.returncode != 0, proc
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    errors = [line for line in lines if line.startswith(ERROR)]
+    assert len(errors) == 1, proc.stderr
+    assert lines[-1] == errors[0], "the error is the last thing printed"
+    # the only other line `up` may print first is its one-line banner
+    assert all(line.startswith("kailab up:") for line in lines[:-1]), proc.stderr
+    for fragment in fragments:
+        assert fragment in errors[0], f"{fragment!r} not in {errors[0]!r}"
+    return errors[0]
+
+
+def assert_no_lab(state) -> None:
+    labs = state / "labs"
+    made = [p.name for p in labs.iterdir() if p.is_dir()] if labs.exists() else []
+    assert made == [], f"lab directories left behind: {made}"
+
+
+def write_fleet(tmp_path, name: str, doc) -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return str(path)
+
+
+# ----------------------------------------------------------------------------- kailab up
+@pytest.mark.parametrize("doc, fragments", [
+    ({"name": "neg", "pools": [{"name": "a", "count": -2, "gpus": 8}]},
+     ["pools[0].count", "greater than or equal to 1"]),
+    ({"name": "neg", "pools": [{"name": "a", "count": 2, "gpus": -8}]},
+     ["pools[0].gpus", "greater than or equal to 0"]),
+    ({"name": "unk", "pools": [{"name": "a", "count": 2, "gpus": 8, "gpu": 8}]},
+     ["pools[0].gpu", "unknown field"]),
+], ids=["negative-count", "negative-gpus", "unknown-field"])
+def test_up_refuses_bad_fleet_file(tmp_path, state, kailab, doc, fragments):
+    path = write_fleet(tmp_path, "bad-fleet.yaml", doc)
+    line = the_error(kailab("up", "--runtime", "binary", "--fleet", path), *fragments)
+    assert path in line
+    assert_no_lab(state)
+
+
+def test_up_refuses_missing_fleet_file(tmp_path, state, kailab):
+    missing = str(tmp_path / "no-such-fleet.yaml")
+    line = the_error(kailab("up", "--runtime", "binary", "--fleet", missing), missing, "not found")
+    assert "tiny" in line and "small" in line  # names the fleets that do exist
+    assert_no_lab(state)
+
+
+def test_up_refuses_unknown_fleet_name(state, kailab):
+    the_error(kailab("up", "--runtime", "binary", "--fleet", "enormous"), "enormous.yaml", "not found")
+    assert_no_lab(state)
+
+
+def test_up_refuses_unknown_kai_version(state, kailab):
+    line = the_error(kailab("up", "--runtime", "binary", "--fleet", "tiny", "--kai-version", "v0.99.0"),
+                     "unknown KAI version v0.99.0")
+    assert "v0.17.0" in line  # lists what is known
+    assert_no_lab(state)
+
+
+def test_up_refuses_kai_version_before_support(state, kailab):
+    the_error(kailab("up", "--runtime", "binary", "--fleet", "tiny", "--kai-version", "v0.14.0"),
+              "v0.14.0", "predates")
+    assert_no_lab(state)
+
+
+def test_up_refuses_malformed_kai_version(state, kailab):
+    the_error(kailab("up", "--runtime", "binary", "--fleet", "tiny", "--kai-version", "latest"),
+              "'latest'", "vX.Y.Z")
+    assert_no_lab(state)
+
+
+def test_up_raises_input_error_in_process(tmp_path, monkeypatch):
+    """The same refusal seen from inside: `up` raises InputError before the runtime does anything."""
+    monkeypatch.setenv("KAILAB_STATE", str(tmp_path / "state"))
+    path = write_fleet(tmp_path, "bad.yaml", {"name": "bad", "pools": [{"name": "a", "count": 0, "gpus": 8}]})
+    result = CliRunner().invoke(cli, ["up", "--runtime", "binary", "--fleet", path], standalone_mode=False)
+    assert isinstance(result.exception, InputError), result.exception
+    assert result.exception.field == "pools[0].count"
+    assert_no_lab(tmp_path / "state")
+
+
+# ----------------------------------------------------------------------------- kailab validate
+def test_validate_shipped_exercises(kailab):
+    proc = kailab("validate")
+    assert proc.returncode == 0, proc.stderr
+    for path in sorted((PROJECT_ROOT / "exercises").glob("*.yaml")):
+        assert f"{path}: ok" in proc.stdout, proc.stdout
+
+
+def test_validate_refuses_broken_exercise(tmp_path, kailab):
+    doc = yaml.safe_load((PROJECT_ROOT / "exercises" / "reclaim.yaml").read_text())
+    doc["steps"][0]["apply"][0]["pods"]["queue"] = "nope"
+    path = tmp_path / "reclaim.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    the_error(kailab("validate", str(path)), str(path), "steps[0] (", "apply[0].pods.queue", "'nope'")
+
+
+def test_validate_refuses_invalid_yaml(tmp_path, kailab):
+    path = tmp_path / "broken.yaml"
+    path.write_text("exercise: broken\nsteps: [\n")
+    the_error(kailab("validate", str(path)), str(path), "not valid YAML")
+
+
+def test_validate_refuses_missing_file(tmp_path, kailab):
+    missing = str(tmp_path / "gone.yaml")
+    the_error(kailab("validate", missing), missing, "not found")
+
+
+def test_validate_stops_at_the_first_broken_file(tmp_path, kailab):
+    good = PROJECT_ROOT / "exercises" / "reclaim.yaml"
+    bad = tmp_path / "other.yaml"
+    bad.write_text(good.read_text())  # exercise: reclaim in a file named other
+    proc = kailab("validate", str(good), str(bad))
+    the_error(proc, str(bad), "differs from the file name")
+    assert "reclaim.yaml: ok" in proc.stdout
+
+
+def test_kailab_error_exit_code_is_not_zero():
+    assert InputError("f", "x", "y").exit_code != 0
+    assert issubclass(InputError, KailabError)

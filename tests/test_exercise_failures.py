@@ -1,0 +1,80 @@
+"""Each exercise must FAIL when its key condition is broken: proof that it can fail at all.
+
+Every case copies a shipped exercise, breaks the one setting the behaviour depends on (or asks a
+deliberately wrong number), runs it on a small-fleet lab with KAI, and reads the failure report.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kailab.exercise.runner import ExerciseRun
+from kailab.exercise.spec import load_exercise
+from kailab.paths import exercises_dir
+
+pytestmark = [pytest.mark.lab, pytest.mark.kai]
+
+
+def _set_workload(doc, name, **changes):
+    for step in doc["steps"]:
+        for item in step.get("apply", []):
+            for w in item.values():
+                if w["name"] == name:
+                    w.update(changes)
+
+
+def _first_expect(doc, step_index, **changes):
+    doc["steps"][step_index]["expect"][0].update(changes)
+
+
+BROKEN = {
+    # exercise: (how it is broken, the check that must fail)
+    "quota": (lambda d: _set_workload(d, "serve", priorityClass="train"), "serving bound"),
+    "borrow": (lambda d: d["queues"]["lab"]["children"]["prod"]["gpu"].update(limit=16), "queue prod bound"),
+    "reclaim": (lambda d: d["steps"][1]["expect"][1].update(bound=20), "queue prod bound"),
+    "gang": (lambda d: _set_workload(d, "gang-job", gang=None), "workload gang-job bound"),
+    "starvation": (lambda d: d["queues"]["lab"]["children"]["starved"]["gpu"].update(quota=4), "queue starved bound"),
+    "preemption": (lambda d: _set_workload(d, "a-urgent", priorityClass="train"), "workload a-urgent bound"),
+    "pitfall-deployment-borrow": (lambda d: _set_workload(d, "web", priorityClass="train"), "workload web bound"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_exercise_fails_when_its_key_condition_is_broken(name, kailab_labs, tmp_path):
+    breaker, failing_check = BROKEN[name]
+    doc = yaml.safe_load((exercises_dir() / f"{name}.yaml").read_text())
+    breaker(doc)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    ex = load_exercise(path)
+    lab = kailab_labs.get(ex.fleet, with_kai=True)
+    outcome = ExerciseRun(ex, path, lab, tmp_path / "evidence").run()
+    assert outcome.verdict == "failed", outcome.report()
+    failed = [r for r in outcome.results if not r.passed]
+    assert any(failing_check in r.what for r in failed), outcome.report()
+    report = outcome.report()
+    assert "expected" in report and "observed" in report
+    verdict = json.loads((Path(outcome.evidence) / "verdict.json").read_text())
+    assert verdict["verdict"] == "failed"
+    assert len(verdict["expectations"]) == len(outcome.results)
+
+
+def test_evidence_directory_holds_every_promised_file(kailab_labs, tmp_path):
+    path = exercises_dir() / "reclaim.yaml"
+    ex = load_exercise(path)
+    outcome = ExerciseRun(ex, path, kailab_labs.get(ex.fleet, with_kai=True), tmp_path).run()
+    root = Path(outcome.evidence)
+    for rel in ("exercise.yaml", "run.json", "timeline.jsonl", "verdict.json", "scheduler-snapshot.zip",
+                "logs/scheduler.log", "logs/binder.log", "final/podgroups.yaml"):
+        assert (root / rel).is_file(), rel
+    step_dirs = sorted(p.name for p in (root / "steps").iterdir())
+    assert len(step_dirs) == len(ex.steps)
+    for d in step_dirs:
+        for f in ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "events.yaml"):
+            assert (root / "steps" / d / f).is_file()
+    verdict = json.loads((root / "verdict.json").read_text())
+    assert all({"expected", "observed", "passed"} <= set(r) for r in verdict["expectations"])
