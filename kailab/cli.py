@@ -220,6 +220,27 @@ def _terminate(signum, frame):  # noqa: ARG001
 
 
 @cli.command()
+@click.option("--versions", "version_text", required=True, help="Comma-separated KAI versions, e.g. v0.16.8,v0.17.0")
+@click.option("--exercises", default="quota,borrow,reclaim,gang", show_default=True,
+              help="Comma-separated exercise names or paths.")
+@click.option("--fleet", default="small", show_default=True)
+@click.option("--parallel", type=int, default=None, help="Labs at once (default: cores/2, at least 1).")
+def trial(version_text, exercises, fleet, parallel) -> None:
+    """Run the same exercises against several KAI versions side by side; write a matrix."""
+    from . import trial as trial_mod
+
+    version_list = trial_mod.parse_versions(version_text)  # fails before any lab starts
+    names = [e.strip() for e in exercises.split(",") if e.strip()]
+    trial_mod.plan(version_list, names, fleet)
+    trial_dir = trial_mod.run_trial(version_list, names, fleet, parallel, console=console)
+    matrix = json.loads((trial_dir / "matrix.json").read_text())
+    out.print(trial_mod.matrix_markdown(matrix), markup=False, highlight=False)
+    out.print(f"trial evidence: {trial_dir}")
+    ok = all(c["verdict"] == "passed" for row in matrix["exercises"].values() for c in row.values())
+    sys.exit(0 if ok else 1)
+
+
+@cli.command()
 @click.option("--quick", is_flag=True, help="tiny fleet, one run (for CI).")
 @click.option("--repeats", type=int, default=None, help="runs per measurement (default 3, quick 1).")
 def bench(quick, repeats) -> None:
