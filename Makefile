@@ -36,7 +36,7 @@ test: setup             ## unit tests and real-cluster tests, one pytest run
 	$(BIN)/pytest
 
 exercises: lab-up       ## run every exercise on the running lab
-	KAILAB_LAB=$(NAME) $(BIN)/pytest exercises/
+	$(BIN)/pytest exercises/ --kailab-lab $(NAME)
 
 bench: setup
 	$(KAILAB) bench

@@ -84,9 +84,11 @@ def component_ports() -> dict[str, list[str]]:
     }
 
 
-def component_argv(name: str, binary: Path, kubeconfig: Path, ports: dict[str, int]) -> list[str]:
+def component_argv(name: str, binary: Path, ports: dict[str, int]) -> list[str]:
+    """Flags per KAI process. The kubeconfig comes from KUBECONFIG in the environment, which all
+    of them read (a --kubeconfig flag is not defined by every one of them)."""
     addr = lambda key: f"127.0.0.1:{ports[key]}"  # noqa: E731
-    common = [str(binary), f"--kubeconfig={kubeconfig}"]
+    common = [str(binary)]
     if name == "scheduler":
         return common + [f"--scheduler-name={SCHEDULER_NAME}", f"--namespace={KAI_NAMESPACE}",
                          f"--schedule-period={SCHEDULE_PERIOD}", f"--listen-address={addr('scheduler.metrics')}",
@@ -111,7 +113,8 @@ def component_argv(name: str, binary: Path, kubeconfig: Path, ports: dict[str, i
 
 
 def health_url(name: str, ports: dict[str, int]) -> str:
-    """A URL that answers 200 once the component is serving."""
+    """A URL that answers once the component is serving (any HTTP status counts: a health
+    endpoint with no checks registered may 404, but the server is up)."""
     if name == "scheduler":
         return f"http://127.0.0.1:{ports['scheduler.metrics']}/metrics"
     if name == "queuecontroller":

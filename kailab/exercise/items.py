@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ..errors import InputError
+from ..errors import KailabError
 from .spec import load_exercise
 
 
@@ -39,8 +39,8 @@ class ExerciseItem(pytest.Item):
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, ExerciseFailed):
             return excinfo.value.outcome.report()
-        if isinstance(excinfo.value, InputError):
-            return str(excinfo.value)
+        if isinstance(excinfo.value, KailabError):  # bad file, lab or build: one clear line
+            return f"{type(excinfo.value).__name__}: {excinfo.value}"
         return super().repr_failure(excinfo)
 
     def reportinfo(self):

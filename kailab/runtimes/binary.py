@@ -13,6 +13,7 @@ import fcntl
 import shutil
 import ssl
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -46,12 +47,15 @@ def lab_lock(name: str):
         yield
 
 
-def _http_ok(url: str) -> bool:
+def _http_ok(url: str, any_status: bool = False) -> bool:
+    """200 from url; with any_status, any HTTP answer at all (the server is listening)."""
     ctx = ssl.create_default_context()
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # loopback health probe only
     try:
         with urllib.request.urlopen(url, timeout=3, context=ctx) as resp:  # noqa: S310
             return resp.status == 200
+    except urllib.error.HTTPError:
+        return any_status
     except Exception:  # noqa: BLE001 - any failure means 'not healthy (yet)'
         return False
 
@@ -249,12 +253,12 @@ class BinaryRuntime(Runtime):
         for obj in kai.base_objects():
             kube.apply(obj)
         for comp in versions.KAI_COMPONENTS:
-            processes.start(lab, comp, kai.component_argv(comp, bins[comp], kubeconfig, ports),
+            processes.start(lab, comp, kai.component_argv(comp, bins[comp], ports),
                             {k.split(".", 1)[1]: v for k, v in ports.items() if k.startswith(comp + ".")},
                             env={"KUBECONFIG": str(kubeconfig)})
         for comp in versions.KAI_COMPONENTS:
             wait_until(f"KAI {comp} to serve {kai.health_url(comp, ports)}",
-                       lambda c=comp: _http_ok(kai.health_url(c, ports)),
+                       lambda c=comp: _http_ok(kai.health_url(c, ports), any_status=True),
                        timeout="kai-component-healthy", lab=lab, component=comp)
 
     def _probe(self, kube: Kube, lab: Path) -> None:

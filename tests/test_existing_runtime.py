@@ -1,0 +1,44 @@
+"""The `existing` runtime adopts a running cluster; exercises do not depend on the runtime."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kailab.paths import lab_dir
+from kailab.runtimes.base import LabRecord
+
+pytestmark = pytest.mark.lab
+KAILAB = [sys.executable, "-m", "kailab.cli"]
+
+
+def test_adopting_a_cluster_without_kai_is_refused_with_what_is_missing(kailab_labs):
+    bare = kailab_labs.get("tiny", with_kai=False)
+    name = f"adopt-nokai-{os.getpid()}"
+    out = subprocess.run([*KAILAB, "up", "--runtime", "existing", "--kubeconfig", bare.kubeconfig,
+                          "--name", name], capture_output=True, text=True)
+    assert out.returncode != 0
+    line = out.stderr.strip().splitlines()[-1]
+    assert "CRD queues.scheduling.run.ai is missing" in line
+    assert "no KAI scheduler" in line
+    assert not lab_dir(name).exists()
+
+
+@pytest.mark.kai
+def test_every_exercise_passes_through_the_existing_runtime(kailab_labs):
+    """A binary-runtime lab with KAI, adopted as 'existing': `pytest exercises/` must pass on it."""
+    source = kailab_labs.get("small", with_kai=True)
+    name = f"adopted-{os.getpid()}"
+    up = subprocess.run([*KAILAB, "up", "--runtime", "existing", "--kubeconfig", source.kubeconfig,
+                         "--name", name], capture_output=True, text=True)
+    assert up.returncode == 0, up.stderr
+    assert LabRecord.load(name).runtime == "existing"
+    try:
+        run = subprocess.run([sys.executable, "-m", "pytest", "exercises/", "-q", "--kailab-lab", name],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout[-4000:]
+    finally:
+        subprocess.run([*KAILAB, "down", "--name", name], capture_output=True, text=True)
