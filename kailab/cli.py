@@ -65,6 +65,8 @@ def up(runtime, fleet, kai_version, api_port, without_kai, kubeconfig, dry_run, 
     console.print(f"[bold]kailab up[/]: lab {name!r}, runtime {chosen}, fleet {fleet}, "
                   f"KAI {kai_version if not without_kai else '(not installed)'}")
     rec = rt.up(spec)
+    if getattr(rt, "repaired", None):
+        console.print(f"[yellow]lab {rec.name!r} was broken: restarted {', '.join(rt.repaired)}[/]")
     console.print(f"[green]lab {rec.name!r} is up[/]: {rec.nodes} nodes, {rec.gpus} GPUs, "
                   f"KAI {rec.kai_version}. Use it with: export KUBECONFIG={rec.kubeconfig}")
 

@@ -149,3 +149,28 @@ def test_cached_binaries_are_never_rebuilt(tmp_path):
     listing = run("tools", "list").stdout
     for component in ("etcd", "kubernetes", "kwok"):
         assert component in listing
+
+
+def test_up_repairs_a_lab_whose_apiserver_and_kwok_died():
+    name = unique("repair")
+    assert run("up", "--runtime", "binary", "--fleet", "tiny", "--without-kai", "--name", name).returncode == 0
+    try:
+        recs = processes.records(lab_dir(name))
+        for comp in ("kube-apiserver", "kwok"):
+            os.kill(recs[comp].pid, signal.SIGKILL)
+        deadline = time.time() + 10
+        while time.time() < deadline and recs["kube-apiserver"].alive():
+            time.sleep(0.1)
+        status = run("status", "--json", "--name", name)
+        assert status.returncode != 0
+        info = json.loads(status.stdout)
+        assert info["state"] == "broken"
+        assert info["components"]["kube-apiserver"]["state"] == "exited"
+        up = run("up", "--runtime", "binary", "--fleet", "tiny", "--without-kai", "--name", name)
+        assert up.returncode == 0, up.stderr
+        assert "restarted kube-apiserver, kwok" in up.stderr
+        info = json.loads(run("status", "--json", "--name", name).stdout)
+        assert info["state"] == "up" and info["nodes"] == 2 and info["gpus"] == 8  # etcd kept the fleet
+    finally:
+        run("down", "--name", name)
+    assert_nothing_left(name)

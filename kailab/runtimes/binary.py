@@ -63,6 +63,9 @@ def _http_ok(url: str, any_status: bool = False) -> bool:
 class BinaryRuntime(Runtime):
     name = "binary"
 
+    def __init__(self) -> None:
+        self.repaired: list[str] = []  # what the last `up` restarted on a broken lab
+
     # ---------------------------------------------------------------- up
     def up(self, spec: LabSpec) -> LabRecord:
         fleet = load_fleet(spec.fleet)  # validate every input before anything starts
@@ -102,8 +105,15 @@ class BinaryRuntime(Runtime):
                            "or use --name for a second lab")
         broken = self.problems(rec)
         if broken:
-            raise LabError(f"lab {rec.name!r} is broken: {'; '.join(broken)}. "
-                           "Run `kailab down` then `kailab up` to rebuild it")
+            try:
+                self.repaired = self.repair(rec)
+            except LabError as err:
+                raise LabError(f"lab {rec.name!r} is broken ({'; '.join(broken)}) and could not be repaired: "
+                               f"{err}. Run `kailab down` then `kailab up` to rebuild it") from None
+            still = self.problems(rec)
+            if still:
+                raise LabError(f"lab {rec.name!r} is still broken after restarting {', '.join(self.repaired)}: "
+                               f"{'; '.join(still)}. Run `kailab down` then `kailab up` to rebuild it")
         return rec
 
     def _start(self, spec: LabSpec, fleet: Fleet, release, recipes, built) -> LabRecord:
@@ -155,8 +165,7 @@ class BinaryRuntime(Runtime):
             "--unsafe-no-fsync=true",  # a lab's state is disposable; fsync dominates its latency
             "--quota-backend-bytes=4294967296", "--log-level=warn"],
             {"client": ports["etcd.client"], "peer": ports["etcd.peer"]})
-        wait_until("etcd to report healthy", lambda: _http_ok(f"{client}/health"),
-                   timeout="etcd-healthy", lab=lab, component="etcd")
+        self._wait_healthy(lab, "etcd", ports)
 
     def _start_apiserver(self, lab: Path, binary: Path, ports: dict[str, int], pki_dir: Path) -> None:
         port = ports["kube-apiserver"]
@@ -175,10 +184,43 @@ class BinaryRuntime(Runtime):
             "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
             "--enable-priority-and-fairness=false", "--v=1"],
             {"secure": port})
-        url = f"https://127.0.0.1:{port}/readyz"
-        wait_until("kube-apiserver /readyz", lambda: self._readyz(lab),
-                   timeout="apiserver-ready", lab=lab, component="kube-apiserver",
-                   hint=f"probe {url} with the lab's admin certificate")
+        self._wait_healthy(lab, "kube-apiserver", ports)
+
+    def _wait_healthy(self, lab: Path, name: str, ports: dict[str, int]) -> None:
+        """Wait for one component's health endpoint; the timeout error carries its log."""
+        what, check, timeout = self._health(lab, name, ports)
+        wait_until(what, check, timeout=timeout, lab=lab, component=name)
+
+    def _health(self, lab: Path, name: str, ports: dict[str, int]):
+        """(description, check, named timeout) for each process the lab runs."""
+        if name == "etcd":
+            url = f"http://127.0.0.1:{ports['etcd.client']}/health"
+            return "etcd to report healthy", lambda: _http_ok(url), "etcd-healthy"
+        if name == "kube-apiserver":
+            return "kube-apiserver /readyz", lambda: self._readyz(lab), "apiserver-ready"
+        if name == "kube-controller-manager":
+            url = f"https://127.0.0.1:{ports['kube-controller-manager']}/healthz"
+            return "kube-controller-manager /healthz", lambda: _http_ok(url), "controller-healthy"
+        if name == "kwok":
+            url = f"http://127.0.0.1:{ports['kwok']}/healthz"
+            return "kwok /healthz", lambda: _http_ok(url), "kwok-healthy"
+        url = kai.health_url(name, ports)
+        return f"KAI {name} to serve {url}", lambda: _http_ok(url, any_status=True), "kai-component-healthy"
+
+    def repair(self, rec: LabRecord) -> list[str]:
+        """Restart the lab's dead processes in start order, each from its recorded command line."""
+        recs = processes.records(rec.dir)
+        restarted = []
+        for name in CONTROL_PLANE + (list(versions.KAI_COMPONENTS) if rec.with_kai else []):
+            old = recs.get(name)
+            if old is None:
+                raise LabError(f"lab {rec.name!r} has no record of {name}: run `kailab down` then `kailab up`")
+            if old.alive():
+                continue
+            processes.restart(rec.dir, old)
+            self._wait_healthy(rec.dir, name, rec.ports)
+            restarted.append(name)
+        return restarted
 
     @staticmethod
     def _readyz(lab: Path) -> bool:
@@ -202,9 +244,7 @@ class BinaryRuntime(Runtime):
             "--controllers=*,-nodeipam,-service-lb-controller,-route,-cloud-node-lifecycle",
             "--kube-api-qps=200", "--kube-api-burst=400", "--v=1"],
             {"secure": port})
-        wait_until("kube-controller-manager /healthz",
-                   lambda: _http_ok(f"https://127.0.0.1:{port}/healthz"),
-                   timeout="controller-healthy", lab=lab, component="kube-controller-manager")
+        self._wait_healthy(lab, "kube-controller-manager", ports)
 
     def _start_kwok(self, lab: Path, binary: Path, ports: dict[str, int], kubeconfig: Path) -> None:
         config = lab / "kwok.yaml"
@@ -216,8 +256,7 @@ class BinaryRuntime(Runtime):
             f"--server-address=127.0.0.1:{port}", "--node-ip=127.0.0.1",
             "--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16"],
             {"server": port})
-        wait_until("kwok /healthz", lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"),
-                   timeout="kwok-healthy", lab=lab, component="kwok")
+        self._wait_healthy(lab, "kwok", ports)
 
     @staticmethod
     def create_fleet(kube: Kube, fleet: Fleet) -> None:
@@ -257,9 +296,7 @@ class BinaryRuntime(Runtime):
                             {k.split(".", 1)[1]: v for k, v in ports.items() if k.startswith(comp + ".")},
                             env={"KUBECONFIG": str(kubeconfig)})
         for comp in versions.KAI_COMPONENTS:
-            wait_until(f"KAI {comp} to serve {kai.health_url(comp, ports)}",
-                       lambda c=comp: _http_ok(kai.health_url(c, ports), any_status=True),
-                       timeout="kai-component-healthy", lab=lab, component=comp)
+            self._wait_healthy(lab, comp, ports)
 
     def _probe(self, kube: Kube, lab: Path) -> None:
         """KAI must bind one real GPU pod before the lab counts as up."""

@@ -13,7 +13,7 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 MARKER = "KAILAB_LAB"
@@ -27,6 +27,7 @@ class ProcessRecord:
     log: str
     start_ticks: int  # /proc/<pid>/stat field 22: tells a recycled pid apart
     ports: dict[str, int]
+    env: dict[str, str] = field(default_factory=dict)  # what start() added to the environment
 
     def alive(self) -> bool:
         return _start_ticks(self.pid) == self.start_ticks
@@ -70,9 +71,17 @@ def start(lab: Path, name: str, argv: list[str], ports: dict[str, int] | None = 
         if ticks is not None:
             break
         time.sleep(0.01)
-    rec = ProcessRecord(name, proc.pid, argv, str(log_path), ticks or -1, ports or {})
+    rec = ProcessRecord(name, proc.pid, argv, str(log_path), ticks or -1, ports or {}, dict(env or {}))
     (pids_dir(lab) / f"{name}.json").write_text(json.dumps(asdict(rec), indent=2))
     return rec
+
+
+def restart(lab: Path, rec: ProcessRecord) -> ProcessRecord:
+    """Start a dead process again exactly as it was started (same argv, ports, environment)."""
+    stop(rec)
+    with open(logs_dir(lab) / f"{rec.name}.log", "ab") as log:
+        log.write(f"\n----- kailab restarted {rec.name} at {time.strftime('%H:%M:%S')} -----\n".encode())
+    return start(lab, rec.name, rec.argv, rec.ports, rec.env)
 
 
 def records(lab: Path) -> dict[str, ProcessRecord]:
