@@ -149,6 +149,12 @@ class Observer:
                 self.state.timeline.append(TimelineEntry(t, "violation", "", detail=f"{inv}: {broken[0]}"))
         self.state.cond.notify_all()
 
+    def note(self, detail: str) -> None:
+        """Put something kailab did (e.g. a fault it injected) on the timeline."""
+        with self.state.cond:
+            self.state.timeline.append(TimelineEntry(self.state.now(), "fault", "", detail=detail))
+            self.state.cond.notify_all()
+
     # ------------------------------------------------------------------ waiting
     def wait_for(self, predicate, timeout: float) -> bool:
         """Wait until predicate(state) is true (re-evaluated on every change) or time runs out."""

@@ -74,6 +74,7 @@ class ExerciseRun:
         self.observer = Observer(self.kube, self.names, list(ex.invariants), gangs)
         self.log_offsets: dict[str, int] = {}
         self.applied: dict[str, str] = {}  # workload -> kind
+        self.killed: set[str] = set()  # processes the exercise's faults stopped on purpose
 
     # ------------------------------------------------------------------ top level
     def run(self) -> Outcome:
@@ -150,6 +151,7 @@ class ExerciseRun:
         self._patch(step)
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(self.kube.apply, objs))
+        self._faults(step)
         timeout = seconds(step.timeout)
         if step.settle:
             self.observer.wait_settled(seconds(step.settle), timeout)
@@ -209,6 +211,28 @@ class ExerciseRun:
                 self.kube.dynamic.patch(res, name=p.deployment, namespace=self.names.namespace,
                                         body={"spec": {"replicas": p.replicas}},
                                         content_type="application/merge-patch+json")
+
+    def _faults(self, step: Step) -> None:
+        """Kill / restart lab processes on purpose (binary runtime): what does KAI do then?"""
+        if not step.faults:
+            return
+        if self.lab.runtime != "binary":
+            raise LabError(f"step {step.name!r} injects faults, which need the binary runtime "
+                           f"(this lab is {self.lab.runtime})")
+        from ..runtimes.binary import BinaryRuntime
+
+        for fault in step.faults:
+            recs = processes.records(self.lab.dir)
+            if fault.kill:
+                processes.kill(recs[fault.kill])
+                self.killed.add(fault.kill)
+                self.observer.note(f"fault: killed {fault.kill}")
+            elif fault.restart:
+                BinaryRuntime().restart(self.lab, fault.restart)
+                self.killed.discard(fault.restart)
+                self.observer.note(f"fault: restarted {fault.restart}")
+            elif fault.pause:
+                time.sleep(seconds(fault.pause))
 
     def _expect(self, step: Step, since: float, since_wall: float, timeout: float) -> None:
         counts = [e for e in step.expect if isinstance(e, CountExpect)]
@@ -280,7 +304,7 @@ class ExerciseRun:
         if self.lab.runtime != "binary":
             return
         recs = processes.records(self.lab.dir)
-        dead = [c for c in KAI_COMPONENTS if c in recs and not recs[c].alive()]
+        dead = [c for c in KAI_COMPONENTS if c in recs and not recs[c].alive() and c not in self.killed]
         if dead:
             tail = processes.recent_log(self.lab.dir, dead[0], 10).replace("\n", " | ")
             raise ComponentDied(f"KAI component died: {', '.join(dead)} (last log lines: {tail[-600:]})")
@@ -313,6 +337,7 @@ class ExerciseRun:
             ("scheduler snapshot", lambda: self.lab.runtime == "binary" and "scheduler.plugins" in self.lab.ports
              and self.evidence.scheduler_snapshot(kai.snapshot_url(self.lab.ports))),
         ]
+        parts.append(("restart what faults killed", self._restore_killed))
         notes = []
         for label, fn in parts:
             try:
@@ -330,6 +355,14 @@ class ExerciseRun:
             notes.append(f"clean-up: {err}")
             self._write_verdict(notes)
         self.kube.close()
+
+    def _restore_killed(self) -> None:
+        """The lab outlives the exercise: bring back what its faults stopped."""
+        from ..runtimes.binary import BinaryRuntime
+
+        for name in sorted(self.killed):
+            BinaryRuntime().restart(self.lab, name)
+        self.killed.clear()
 
     def _write_verdict(self, notes: list[str]) -> None:
         self.evidence.write("verdict.json", {

@@ -163,6 +163,24 @@ class PatchItem(Strict):
         return self
 
 
+FAULT_TARGETS = ("scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller",
+                 "kube-controller-manager", "kwok")
+
+
+class FaultItem(Strict):
+    """Binary runtime only, in order after the step's apply: kill a process, restart it, or pause."""
+
+    kill: Literal[FAULT_TARGETS] | None = None  # type: ignore[valid-type]
+    restart: Literal[FAULT_TARGETS] | None = None  # type: ignore[valid-type]
+    pause: Duration | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "FaultItem":
+        if sum(x is not None for x in (self.kill, self.restart, self.pause)) != 1:
+            raise ValueError("each fault is exactly one of: kill, restart, pause")
+        return self
+
+
 class DeleteItem(Strict):
     workload: str
 
@@ -237,6 +255,7 @@ class Step(Strict):
     apply: list[ApplyItem] = []
     patch: list[PatchItem] = []
     delete: list[DeleteItem] = []
+    faults: list[FaultItem] = []
     settle: Duration | None = Field(None, description="wait until pod placement is unchanged this long")
     expect: list[ExpectItem] = []
     stays: Stays | None = None
@@ -339,8 +358,8 @@ def load_exercise(path: Path | str) -> Exercise:
                 if unknown:
                     label = one_line(str(step.get("name", "?")))
                     raise InputError(path, f"steps[{i}] ({label}).{one_line(str(unknown[0]))}",
-                                     "unknown step field", "known: apply, patch, delete, settle, expect, "
-                                     "stays, timeout, predict, explain, name")
+                                     "unknown step field", "known: apply, patch, delete, faults, settle, "
+                                     "expect, stays, timeout, predict, explain, name")
     try:
         ex = validate(Exercise, data, path)
     except InputError as err:

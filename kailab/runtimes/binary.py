@@ -207,6 +207,12 @@ class BinaryRuntime(Runtime):
         url = kai.health_url(name, ports)
         return f"KAI {name} to serve {url}", lambda: _http_ok(url, any_status=True), "kai-component-healthy"
 
+    def restart(self, rec: LabRecord, name: str) -> None:
+        """Restart one process of the lab (dead or alive) and wait until it is healthy."""
+        old = processes.records(rec.dir)[name]
+        processes.restart(rec.dir, old)
+        self._wait_healthy(rec.dir, name, rec.ports)
+
     def repair(self, rec: LabRecord) -> list[str]:
         """Restart the lab's dead processes in start order, each from its recorded command line."""
         recs = processes.records(rec.dir)
@@ -217,8 +223,7 @@ class BinaryRuntime(Runtime):
                 raise LabError(f"lab {rec.name!r} has no record of {name}: run `kailab down` then `kailab up`")
             if old.alive():
                 continue
-            processes.restart(rec.dir, old)
-            self._wait_healthy(rec.dir, name, rec.ports)
+            self.restart(rec, name)
             restarted.append(name)
         return restarted
 

@@ -137,6 +137,15 @@ def stop(rec: ProcessRecord, grace: float = 10.0) -> None:
             time.sleep(0.1)
 
 
+def kill(rec: ProcessRecord) -> None:
+    """SIGKILL, as a crash would: no chance to clean up."""
+    _signal_group(rec.pid, signal.SIGKILL)
+    for _ in range(50):
+        if not rec.alive():
+            return
+        time.sleep(0.1)
+
+
 def _signal_group(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)  # each process leads its own session/group

@@ -1,0 +1,99 @@
+"""Faults during exercises (binary runtime with KAI): a dying KAI component is reported as such,
+not as a wrong outcome; a restarted scheduler resumes scheduling; Ctrl-C keeps the evidence."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kailab.exercise.runner import ExerciseRun
+from kailab.exercise.spec import load_exercise
+from kailab.runtimes import processes
+
+pytestmark = [pytest.mark.lab, pytest.mark.kai]
+
+
+def exercise(tmp_path: Path, name: str, steps: list[dict]) -> Path:
+    doc = {"exercise": name, "title": name, "concept": "fault test", "fleet": "tiny",
+           "queues": {"root": {"gpu": {"quota": -1, "limit": -1},
+                               "children": {"q": {"gpu": {"quota": 8, "limit": -1}}}}},
+           "steps": steps}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_scheduler_dying_mid_exercise_is_reported_as_a_component_death(kai_lab, tmp_path):
+    path = exercise(tmp_path, "fault-death", [
+        {"name": "two pods", "apply": [{"pods": {"name": "a", "queue": "q", "count": 2}}],
+         "expect": [{"queue": "q", "bound": 2}]},
+        {"name": "a long window", "stays": {"for": "20s", "that": [{"queue": "q", "bound": {"min": 2}}]}},
+    ])
+    run = ExerciseRun(load_exercise(path), path, kai_lab, tmp_path / "ev")
+
+    def kill_later():
+        deadline = time.time() + 60
+        while time.time() < deadline and not any(r.step == "two pods" for r in run.outcome.results):
+            time.sleep(0.2)
+        time.sleep(2)
+        processes.kill(processes.records(kai_lab.dir)["scheduler"])
+
+    killer = threading.Thread(target=kill_later)
+    killer.start()
+    try:
+        outcome = run.run()
+    finally:
+        killer.join()
+        if not processes.records(kai_lab.dir)["scheduler"].alive():
+            from kailab.runtimes.binary import BinaryRuntime
+
+            BinaryRuntime().restart(kai_lab, "scheduler")
+    assert outcome.verdict == "error", outcome.report()
+    assert outcome.error.startswith("KAI component died: scheduler")
+    assert (Path(outcome.evidence) / "logs" / "scheduler.log").is_file()
+    assert json.loads((Path(outcome.evidence) / "verdict.json").read_text())["verdict"] == "error"
+
+
+def test_killed_then_restarted_scheduler_resumes_scheduling(kai_lab, tmp_path):
+    path = exercise(tmp_path, "fault-restart", [
+        {"name": "scheduler down", "faults": [{"kill": "scheduler"}],
+         "apply": [{"pods": {"name": "w", "queue": "q", "count": 2}}],
+         "stays": {"for": "8s", "that": [{"queue": "q", "bound": 0}]}},
+        {"name": "scheduler back", "faults": [{"restart": "scheduler"}],
+         "expect": [{"queue": "q", "bound": 2}]},
+    ])
+    outcome = ExerciseRun(load_exercise(path), path, kai_lab, tmp_path / "ev").run()
+    assert outcome.verdict == "passed", outcome.report()
+    timeline = (Path(outcome.evidence) / "timeline.jsonl").read_text()
+    assert "fault: killed scheduler" in timeline and "fault: restarted scheduler" in timeline
+    assert processes.records(kai_lab.dir)["scheduler"].alive()
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_interrupted_run_keeps_evidence_and_removes_its_workloads(kailab_labs, tmp_path, sig):
+    import signal
+    import subprocess
+    import sys
+
+    from kailab.kube import Kube
+
+    lab = kailab_labs.get("small", with_kai=True)
+    proc = subprocess.Popen([sys.executable, "-m", "kailab.cli", "run", "gang", "--name", lab.name,
+                             "--evidence", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(tmp_path.glob("*/steps/02-*")):
+        time.sleep(0.5)  # interrupt during the gang's 15 s stays-window
+    proc.send_signal(getattr(signal, sig))
+    proc.communicate(timeout=180)
+    assert proc.returncode != 0
+    (run_dir,) = list(tmp_path.iterdir())
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    assert verdict["verdict"] == "interrupted"
+    namespace = json.loads((run_dir / "run.json").read_text())["namespace"]
+    kube = Kube(lab.kubeconfig)
+    assert kube.get("v1", "Namespace", namespace) is None or not kube.core.list_namespaced_pod(namespace).items
