@@ -8,6 +8,7 @@ import copy
 
 import jsonschema
 import pytest
+from helpers import assert_one_line_input_error
 import yaml
 
 from kailab.errors import InputError
@@ -50,14 +51,7 @@ def write(tmp_path, doc: dict, name: str | None = None):
 
 
 def refused(path, *fragments: str) -> str:
-    with pytest.raises(InputError) as info:
-        load_exercise(path)
-    msg = str(info.value)
-    assert len(msg.splitlines()) == 1 and "\n" not in msg, msg
-    assert str(path) in msg, msg
-    for fragment in fragments:
-        assert fragment in msg, f"{fragment!r} not in {msg!r}"
-    return msg
+    return assert_one_line_input_error(load_exercise, path, *fragments)
 
 
 # ----------------------------------------------------------------------------- shipped exercises

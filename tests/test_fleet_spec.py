@@ -7,6 +7,7 @@ import time
 from collections import Counter
 
 import pytest
+from helpers import assert_one_line_input_error
 import yaml
 
 from kailab.errors import InputError
@@ -23,14 +24,7 @@ def _shipped_fleets(monkeypatch):
 
 def one_line_error(path, *fragments: str) -> str:
     """Load `path`, expect an InputError of one line naming the file and every fragment."""
-    with pytest.raises(InputError) as info:
-        load_fleet(str(path))
-    msg = str(info.value)
-    assert len(msg.splitlines()) == 1 and "\n" not in msg, msg
-    assert str(path) in msg, msg
-    for fragment in fragments:
-        assert fragment in msg, f"{fragment!r} not in {msg!r}"
-    return msg
+    return assert_one_line_input_error(lambda p: load_fleet(str(p)), path, *fragments)
 
 
 def pool(name: str = "a100", count: int = 2, gpus: int = 8, **extra) -> dict:

@@ -63,6 +63,15 @@ class LabRecord:
             return None
 
 
+def status_report(rec: LabRecord, healthy: bool, nodes: int, gpus: int, components: dict,
+                  api_server: str) -> dict:
+    """The one shape `kailab status --json` has, whatever the runtime."""
+    return {"name": rec.name, "runtime": rec.runtime, "state": rec.state if healthy else "broken",
+            "kai_version": rec.kai_version, "fleet": rec.fleet, "nodes": nodes, "gpus": gpus,
+            "expected_nodes": rec.nodes, "expected_gpus": rec.gpus, "components": components,
+            "kubeconfig": rec.kubeconfig, "api_server": api_server}
+
+
 class Runtime(ABC):
     """One way of running a lab. `up` returns only when the lab is usable."""
 

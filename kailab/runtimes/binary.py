@@ -26,8 +26,8 @@ from ..fleet import FLEET_LABEL, Fleet, load_fleet
 from ..kube import Kube
 from ..paths import lab_dir, state_dir
 from ..waits import wait_until
-from . import pki, processes
-from .base import LabRecord, LabSpec, Runtime
+from . import clusterinfo, pki, processes
+from .base import LabRecord, LabSpec, Runtime, status_report
 
 CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
 # stop order for `down`: consumers of the API first, etcd last
@@ -143,7 +143,8 @@ class BinaryRuntime(Runtime):
         self._start_kwok(lab, bins["kwok"], ports, kubeconfig)
         self.create_fleet(kube, fleet)
         wait_until(f"the fleet's {fleet.nodes_total} nodes to be Ready",
-                   lambda: self._ready_nodes(kube, fleet.name) == fleet.nodes_total,
+                   lambda: clusterinfo.ready_nodes_and_gpus(kube, f"{FLEET_LABEL}={fleet.name}")[0]
+                   == fleet.nodes_total,
                    timeout="nodes-ready", lab=lab, component="kwok",
                    hint="kwok marks nodes Ready through its stages; see its log")
         self._wait_serviceaccount(kube, "default", lab)
@@ -273,14 +274,6 @@ class BinaryRuntime(Runtime):
         with ThreadPoolExecutor(max_workers=16) as pool:
             list(pool.map(one, fleet.node_manifests()))
 
-    @staticmethod
-    def _ready_nodes(kube: Kube, fleet_name: str) -> int:
-        ready = 0
-        for node in kube.core.list_node(label_selector=f"{FLEET_LABEL}={fleet_name}").items:
-            if any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or []):
-                ready += 1
-        return ready
-
     def _wait_serviceaccount(self, kube: Kube, namespace: str, lab: Path) -> None:
         wait_until(f"ServiceAccount {namespace}/default (made by kube-controller-manager)",
                    lambda: kube.core.read_namespaced_service_account("default", namespace),
@@ -342,18 +335,12 @@ class BinaryRuntime(Runtime):
         if api_ok:
             kube = Kube(rec.kubeconfig)
             try:
-                for node in kube.core.list_node(label_selector=f"{FLEET_LABEL}={rec.fleet}").items:
-                    if any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or []):
-                        nodes += 1
-                        gpus += int((node.status.allocatable or {}).get("nvidia.com/gpu", "0"))
+                nodes, gpus = clusterinfo.ready_nodes_and_gpus(kube, f"{FLEET_LABEL}={rec.fleet}")
             finally:
                 kube.close()
         healthy = api_ok and all(c["state"] == "running" for c in components.values())
-        return {"name": rec.name, "runtime": rec.runtime, "state": rec.state if healthy else "broken",
-                "kai_version": rec.kai_version, "fleet": rec.fleet, "nodes": nodes, "gpus": gpus,
-                "expected_nodes": rec.nodes, "expected_gpus": rec.gpus, "components": components,
-                "kubeconfig": rec.kubeconfig,
-                "api_server": f"https://127.0.0.1:{rec.ports.get('kube-apiserver')}"}
+        return status_report(rec, healthy, nodes, gpus, components,
+                             f"https://127.0.0.1:{rec.ports.get('kube-apiserver')}")
 
     def down(self, name: str) -> list[str]:
         with lab_lock(name):

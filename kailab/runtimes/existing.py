@@ -22,7 +22,7 @@ from ..kube import Kube
 from ..paths import lab_dir, state_dir
 from ..waits import wait_until
 from . import clusterinfo, processes
-from .base import LabRecord, LabSpec, Runtime
+from .base import LabRecord, LabSpec, Runtime, status_report
 from .binary import BinaryRuntime, lab_lock
 
 REQUIRED_CRDS = ("queues.scheduling.run.ai", "podgroups.scheduling.run.ai")
@@ -151,10 +151,7 @@ class ExistingRuntime(Runtime):
             finally:
                 kube.close()
         healthy = api_ok and gpus > 0 and all(c["state"] == "running" for c in components.values())
-        return {"name": rec.name, "runtime": rec.runtime, "state": rec.state if healthy else "broken",
-                "kai_version": rec.kai_version, "fleet": rec.fleet, "nodes": nodes, "gpus": gpus,
-                "expected_nodes": rec.nodes, "expected_gpus": rec.gpus, "components": components,
-                "kubeconfig": rec.kubeconfig, "api_server": clusterinfo.api_server(rec.kubeconfig)}
+        return status_report(rec, healthy, nodes, gpus, components, clusterinfo.api_server(rec.kubeconfig))
 
     def down(self, name: str) -> list[str]:
         """Forget the lab: remove kailab's record and kubeconfig copy. The cluster is not touched."""

@@ -34,7 +34,7 @@ from ..kube import FIELD_MANAGER, Kube
 from ..paths import lab_dir
 from ..waits import wait_until
 from . import clusterinfo
-from .base import LabRecord, LabSpec, Runtime, docker_answers
+from .base import LabRecord, LabSpec, Runtime, status_report, docker_answers
 from .binary import PROBE_NAMESPACE, kwok_config_text, lab_lock
 
 # Where tools come from: these variables first, then PATH
@@ -470,10 +470,7 @@ class KindRuntime(Runtime):
             finally:
                 kube.close()
         healthy = api_ok and all(c["state"] == "running" for c in components.values())
-        return {"name": rec.name, "runtime": rec.runtime, "state": rec.state if healthy else "broken",
-                "kai_version": rec.kai_version, "fleet": rec.fleet, "nodes": nodes, "gpus": gpus,
-                "expected_nodes": rec.nodes, "expected_gpus": rec.gpus, "components": components,
-                "kubeconfig": rec.kubeconfig, "api_server": clusterinfo.api_server(rec.kubeconfig)}
+        return status_report(rec, healthy, nodes, gpus, components, clusterinfo.api_server(rec.kubeconfig))
 
     @staticmethod
     def _refresh_kubeconfig(rec: LabRecord) -> None:

@@ -1,0 +1,296 @@
+"""The evidence report: one self-contained HTML page per run (or trial), checked as text, in a
+real browser (headless Chromium) and on the evidence of a real exercise run."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kailab.report import render_report, write_report
+
+CHROMIUM = Path("/usr/bin/chromium")
+PREFIX = "x7f3a"
+QUEUES = {"lab": f"{PREFIX}-lab", "research": f"{PREFIX}-research", "prod": f"{PREFIX}-prod"}
+
+EXPECTATIONS = [
+    {"step": "prod borrows research's idle share", "kind": "expect", "what": "queue prod bound GPUs",
+     "expected": "8", "observed": "8", "passed": True, "offending": [], "at": 1.42},
+    {"step": "research comes back", "kind": "expect", "what": "queue research bound GPUs",
+     "expected": ">= 4 & <= 8", "observed": "4 <of 4 requested>", "passed": True, "offending": [], "at": 5.611},
+    {"step": "research comes back", "kind": "expect", "what": "workload prod-train evicted",
+     "expected": "4", "observed": "4", "passed": True,
+     "offending": ["prod-train-4", "prod-train-5", "prod-train-6", "prod-train-7"], "at": 5.611},
+    {"step": "research comes back", "kind": "stays", "what": "queue prod bound GPUs for 3s",
+     "expected": "at least 4", "observed": "4 throughout", "passed": True, "offending": [], "at": 8.75},
+    {"step": "whole run", "kind": "invariant", "what": "no-gpu-overcommit", "expected": "never violated",
+     "observed": "never violated", "passed": True, "offending": [], "at": None},
+]
+FIGURES = {"binds": 10, "evictions": 4, "gang_bind_spread_s.research-train": 0.012}
+
+
+def _pod(name: str, queue: str, gpus: int, node: str | None, workload: str) -> dict:
+    return {"namespace": "kx-reclaim-7f3a", "name": name, "uid": f"uid-{name}", "workload": workload,
+            "queue": QUEUES[queue], "gpus": gpus, "node": node, "phase": "Running" if node else "Pending",
+            "deleting": False, "priority": 50, "preemptibility_label": None, "podgroup": f"pg-{workload}"}
+
+
+def _queue(logical: str, quota: int, limit: int, parent: str | None) -> dict:
+    spec = {"resources": {"gpu": {"quota": quota, "limit": limit, "overQuotaWeight": 1}}}
+    if parent:
+        spec["parentQueue"] = QUEUES[parent]
+    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": QUEUES[logical]},
+            "spec": spec, "status": {}}
+
+
+def make_evidence(root: Path) -> Path:
+    """A passed reclaim-like run on a 2 x 4 GPU fleet: prod borrows 8 GPUs, research returns and
+    takes its 4 back through 4 evictions; research's pods use 2 GPUs each."""
+    d = root / "20250101T120000.00Z-reclaim-lite"
+    d.mkdir(parents=True)
+    exercise = {"exercise": "reclaim-lite", "title": "The owner comes back", "fleet": "tiny",
+                "queues": {"lab": {"gpu": {"quota": -1, "limit": -1}, "children": {
+                    "research": {"gpu": {"quota": 4, "limit": -1}},
+                    "prod": {"gpu": {"quota": 4, "limit": 8}}}}},
+                "steps": [{"name": "prod borrows research's idle share"}, {"name": "research comes back"}]}
+    (d / "exercise.yaml").write_text(yaml.safe_dump(exercise, sort_keys=False))
+    (d / "run.json").write_text(json.dumps({
+        "exercise": "reclaim-lite", "lab": "pytest-1-tiny", "runtime": "binary", "kai_version": "v0.17.0",
+        "fleet": "tiny", "namespace": "kx-reclaim-7f3a", "queues": QUEUES, "started": "2025-01-01T12:00:00Z"}))
+    (d / "verdict.json").write_text(json.dumps({
+        "exercise": "reclaim-lite", "verdict": "passed", "error": "", "kai_version": "v0.17.0",
+        "lab": "pytest-1-tiny", "runtime": "binary", "expectations": EXPECTATIONS, "figures": FIGURES,
+        "observer_errors": [], "evidence_notes": []}, indent=2))
+    tl = []
+
+    def add(t, what, pod, workload, queue, node=None, detail=""):
+        tl.append({"t": t, "what": what, "pod": pod, "workload": workload, "queue": QUEUES[queue],
+                   "node": node, "detail": detail})
+
+    for i in range(8):
+        node = f"n-{i // 4}"
+        add(0.2, "created", f"prod-train-{i}", "prod-train", "prod")
+        add(round(0.5 + i * 0.1, 3), "bound", f"prod-train-{i}", "prod-train", "prod", node)
+        add(round(0.9 + i * 0.1, 3), "running", f"prod-train-{i}", "prod-train", "prod", node)
+    for i in range(2):
+        add(2.0, "created", f"research-train-{i}", "research-train", "research")
+    for i in range(4, 8):
+        add(3.25, "evicted", f"prod-train-{i}", "prod-train", "prod", "n-1",
+            "deleted while bound: KAI eviction/preemption or a controller")
+    for i in range(2):
+        add(3.5 + i * 0.012, "bound", f"research-train-{i}", "research-train", "research", "n-1")
+    (d / "timeline.jsonl").write_text("".join(json.dumps(e) + "\n" for e in tl))
+
+    prod_all = [_pod(f"prod-train-{i}", "prod", 1, f"n-{i // 4}", "prod-train") for i in range(8)]
+    research_pending = [_pod(f"research-train-{i}", "research", 2, None, "research-train") for i in range(2)]
+    research = [_pod(f"research-train-{i}", "research", 2, "n-1", "research-train") for i in range(2)]
+    queues = [_queue("lab", -1, -1, None), _queue("research", 4, -1, "lab"), _queue("prod", 4, 8, "lab")]
+    over_quota = {"name": "pg-inference-0", "labels": {},
+                  "spec": {"queue": QUEUES["research"], "minMember": 1},
+                  "status": {"schedulingConditions": [{
+                      "type": "UnschedulableOnNodePool", "nodePool": "default", "status": "True",
+                      "reasons": [{"reason": "NonPreemptibleOverQuota",
+                                   "message": "Non-preemptible workload is over quota in queue research"}]}]}}
+    snaps = {
+        "steps/01-prod-borrows-research-s-idle-share": (
+            prod_all, {"n-0": {"allocatable": 4, "used": 4, "pods": [f"prod-train-{i}" for i in range(4)]},
+                       "n-1": {"allocatable": 4, "used": 4, "pods": [f"prod-train-{i}" for i in range(4, 8)]}},
+            [{"name": "pg-prod-train", "labels": {}, "spec": {"queue": QUEUES["prod"]}, "status": {}}]),
+        "steps/02-research-comes-back": (
+            prod_all[:4] + research,
+            {"n-0": {"allocatable": 4, "used": 4, "pods": [f"prod-train-{i}" for i in range(4)]},
+             "n-1": {"allocatable": 4, "used": 4, "pods": ["research-train-0", "research-train-1"]}},
+            [{"name": "pg-prod-train", "labels": {}, "spec": {"queue": QUEUES["prod"]}, "status": {}},
+             over_quota]),
+        "final": (prod_all[:4] + research,
+                  {"n-0": {"allocatable": 4, "used": 4, "pods": [f"prod-train-{i}" for i in range(4)]},
+                   "n-1": {"allocatable": 4, "used": 4, "pods": ["research-train-0", "research-train-1"]}},
+                  []),
+    }
+    del research_pending
+    for rel, (pods, nodes, pgs) in snaps.items():
+        s = d / rel
+        s.mkdir(parents=True)
+        for name, data in (("queues", queues), ("podgroups", pgs), ("pods", pods), ("nodes", nodes),
+                           ("events", [{"time": "2025-01-01T12:00:03Z", "type": "Normal", "reason": "Evict",
+                                        "object": "PodGroup/pg-prod-train", "count": 4, "source": "kai-scheduler",
+                                        "message": "evicted 4 pods"}])):
+            (s / f"{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return d
+
+
+def _chart(page: str) -> str:
+    m = re.search(r'<svg class="chart timeline".*?</svg>', page, re.S)
+    assert m, "no timeline chart in the page"
+    return m.group(0)
+
+
+def _assert_self_contained(page: str) -> None:
+    lower = page.lower()
+    assert "http://" not in lower and "https://" not in lower  # allow-list: none
+    assert "<script" not in lower
+    assert "@import" not in lower and "url(" not in lower
+    assert "<link" not in lower and "<img" not in lower and "<iframe" not in lower
+    assert "file://" not in lower
+
+
+def test_report_page_from_synthetic_evidence(tmp_path):
+    d = make_evidence(tmp_path)
+    page = render_report([d])
+    verdict = json.loads((d / "verdict.json").read_text())
+    _assert_self_contained(page)
+
+    # every exercise, with the verdict from verdict.json
+    sections = re.findall(r'<section class="run" id="run-\d+" data-exercise="([^"]*)" data-verdict="([^"]*)">', page)
+    assert sections == [("reclaim-lite", verdict["verdict"])]
+    assert '<span class="badge v-passed">passed</span>' in page
+
+    # expectations: expected and observed strings verbatim (escaped only), numbers as written
+    for r in verdict["expectations"]:
+        assert html.escape(r["expected"]) in page, r["expected"]
+        assert html.escape(r["observed"]) in page, r["observed"]
+        assert html.escape(r["what"]) in page
+        if r["at"] is not None:
+            assert f'{json.dumps(r["at"])}s' in page
+    assert "&gt;= 4 &amp; &lt;= 8" in page and "4 &lt;of 4 requested&gt;" in page
+    assert "prod-train-4, prod-train-5, prod-train-6, prod-train-7" in page
+    assert ">0.012 s<" in page and "gang research-train: bind spread" in page  # figures verbatim
+
+    # the timeline chart: one series per (leaf) queue, by logical name; quota and limit lines
+    chart = _chart(page)
+    series = re.findall(r'<polyline class="series" data-queue="([^"]+)"', chart)
+    assert sorted(series) == ["prod", "research"]
+    quota = re.findall(r'<polyline class="quota" data-queue="([^"]+)"', chart)
+    assert sorted(quota) == ["prod", "research"]
+    assert re.findall(r'<polyline class="limit" data-queue="([^"]+)"', chart) == ["prod"]  # research: unlimited
+    assert PREFIX not in "".join(series + quota)
+    assert chart.count('class="tick tick-bind"') >= 2 and chart.count('class="tick tick-evict"') == 1
+    assert "4 evicted: prod-train-4, prod-train-5, prod-train-6, prod-train-7" in chart
+    # prod peaks at 8 GPUs, then 4; research holds 2 x 2 GPUs (from pods.yaml) = 4
+    assert "prod: GPUs held (peak 8, at the end 4)" in chart
+    assert "research: GPUs held (peak 4, at the end 4)" in chart
+
+    # node occupancy: a bar per node per snapshot (2 steps + final)
+    assert len(re.findall(r'<rect class="node-bar" data-node="n-[01]"', page)) == 6
+    assert ">4/4<" in page
+
+    # podgroup conditions with KAI's reason
+    assert "NonPreemptibleOverQuota" in page and "pg-inference-0" in page
+    # raw files linked relatively
+    assert 'href="steps/02-research-comes-back/podgroups.yaml"' in page
+    assert 'href="timeline.jsonl"' in page and 'href="verdict.json"' in page
+    # header
+    for text in ("v0.17.0", "pytest-1-tiny", "binary", "tiny"):
+        assert f"<dd>{text}</dd>" in page
+
+
+def test_write_report_places_the_page(tmp_path):
+    one = make_evidence(tmp_path / "a")
+    two = make_evidence(tmp_path / "b")
+    assert write_report([one]) == one / "report.html"
+    several = write_report([one, two])
+    assert several == tmp_path / "report.html"
+    page = several.read_text()
+    assert page.count('data-exercise="reclaim-lite"') == 2
+    assert 'href="a/20250101T120000.00Z-reclaim-lite/verdict.json"' in page
+
+
+def test_report_copes_with_an_early_error_run(tmp_path):
+    d = tmp_path / "20250101T120000.00Z-quota"
+    d.mkdir()
+    (d / "exercise.yaml").write_text("exercise: quota\nfleet: small\n")
+    (d / "run.json").write_text(json.dumps({"exercise": "quota", "lab": "l", "runtime": "binary",
+                                            "kai_version": "v0.17.0", "fleet": "small", "queues": {}}))
+    error = "lab 'l' has no KAI (CRD queues.scheduling.run.ai is missing): bring up a lab with KAI (`kailab up`)"
+    (d / "verdict.json").write_text(json.dumps({"exercise": "quota", "verdict": "error", "error": error,
+                                                "expectations": [], "figures": {}}))
+    page = render_report([d])
+    _assert_self_contained(page)
+    assert 'data-verdict="error"' in page
+    assert html.escape(error) in page
+    assert "timeline.jsonl: missing" in page
+
+
+def test_trial_matrix_comes_first_with_differing_cells(tmp_path):
+    trial = tmp_path / "trial-20250101T120000Z"
+    run_a = make_evidence(trial / "v0.16.8")
+    run_b = make_evidence(trial / "v0.17.0")
+    verdict = json.loads((run_b / "verdict.json").read_text())
+    verdict["verdict"] = "failed"
+    (run_b / "verdict.json").write_text(json.dumps(verdict))
+    cells = {"reclaim-lite": {"v0.16.8": {"verdict": "passed", "figures": FIGURES,
+                                          "evidence": str(run_a.relative_to(trial))},
+                              "v0.17.0": {"verdict": "failed", "figures": FIGURES,
+                                          "evidence": str(run_b.relative_to(trial))}},
+             "gang": {"v0.16.8": {"verdict": "passed", "figures": {"binds": 10}, "evidence": ""},
+                      "v0.17.0": {"verdict": "passed", "figures": {"binds": 10}, "evidence": ""}}}
+    (trial / "matrix.json").write_text(json.dumps({"versions": ["v0.16.8", "v0.17.0"], "exercises": cells}))
+    out = write_report([trial])
+    assert out == trial / "report.html"
+    page = out.read_text()
+    _assert_self_contained(page)
+    assert page.index('<section class="matrix">') < page.index('<section class="summary">')
+    matrix = page[page.index('<section class="matrix">'):page.index('<section class="summary">')]
+    assert matrix.index("reclaim-lite") < matrix.index("gang")  # differing row first
+    assert matrix.count('<td class="differs">') == 2
+    assert sorted(re.findall(r'data-verdict="([a-z]+)"', page)) == ["failed", "passed"]
+
+
+def _chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--disable-dev-shm-usage", f"--user-data-dir={tmp}", "--host-resolver-rules=MAP * ~NOTFOUND"]
+    return subprocess.run([str(CHROMIUM), *flags, *args], capture_output=True, text=True, timeout=180)
+
+
+def test_report_renders_in_a_real_browser(tmp_path):
+    if not CHROMIUM.exists():
+        pytest.fail("this test needs a real browser: /usr/bin/chromium is missing; install it with "
+                    "`apt-get install -y chromium` (CI installs it)", pytrace=False)
+    d = make_evidence(tmp_path / "evidence")
+    report = write_report([d])
+    shot = d / "report.png"  # kept with the evidence
+    shown = _chromium(f"--screenshot={shot}", "--window-size=1280,2000", f"file://{report}",
+                      tmp=tmp_path / "profile-shot")
+    assert shot.exists(), f"no screenshot; chromium said:\n{shown.stderr[-3000:]}"
+    assert shot.stat().st_size > 10_000, f"screenshot is {shot.stat().st_size} bytes: blank page?"
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    dom = _chromium("--enable-logging=stderr", "--v=0", "--dump-dom", f"file://{report}",
+                    tmp=tmp_path / "profile-dom")
+    assert dom.returncode == 0, dom.stderr[-3000:]
+    console = [ln for ln in dom.stderr.splitlines()
+               if "CONSOLE" in ln or "Uncaught" in ln or "Failed to load resource" in ln]
+    assert not console, "browser console reported:\n" + "\n".join(console)
+    assert '<svg class="chart timeline"' in dom.stdout
+    assert len(re.findall(r'<polyline class="series"', dom.stdout)) == 2
+    assert len(re.findall(r'<rect class="node-bar"', dom.stdout)) == 6
+    assert 'data-verdict="passed"' in dom.stdout
+
+
+@pytest.mark.lab
+def test_report_from_a_real_run_that_ended_in_error(infra_lab, tmp_path):
+    from kailab.exercise.runner import ExerciseRun
+    from kailab.exercise.spec import load_exercise
+    from kailab.paths import exercises_dir
+
+    path = exercises_dir() / "reclaim.yaml"
+    outcome = ExerciseRun(load_exercise(path), path, infra_lab, tmp_path).run()
+    run_dir = Path(outcome.evidence)
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    # the session lab is the tiny fleet (and may lack KAI): reclaim (small fleet) stops at preflight
+    assert verdict["verdict"] == "error" and verdict["error"], verdict
+
+    out = write_report([run_dir])
+    assert out == run_dir / "report.html"
+    page = out.read_text()
+    _assert_self_contained(page)
+    assert re.findall(r'data-verdict="([^"]*)"', page) == [verdict["verdict"]]
+    assert verdict["error"] in html.unescape(page)
+    run = json.loads((run_dir / "run.json").read_text())
+    assert html.escape(run["lab"]) in page and "reclaim" in page
