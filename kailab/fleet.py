@@ -26,8 +26,9 @@ MAX_NODES = 5000
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                        r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-RESERVED_LABEL_PREFIXES = ("kailab.io/", "nvidia.com/gpu.")
-RESERVED_LABELS = {"kubernetes.io/hostname", "type", "run.ai/simulated-gpu-node-pool"}
+RESERVED_LABEL_PREFIXES = ("nvidia.com/gpu.",)
+RESERVED_LABELS = {"kubernetes.io/hostname", "type", "run.ai/simulated-gpu-node-pool",
+                   "kailab.io/fleet", "kailab.io/pool"}
 
 
 class Taint(BaseModel):
@@ -49,6 +50,27 @@ class Pool(BaseModel):
     max_pods: int = Field(110, ge=1, le=10000, alias="maxPods")
     labels: dict[str, str] = {}
     taints: list[Taint] = []
+    # topology levels: label key -> domain names; the pool's nodes are split into contiguous
+    # blocks, one per domain (e.g. 4 nodes, racks [r1, r2] -> r1, r1, r2, r2)
+    topology: dict[str, list[str]] = {}
+
+    @field_validator("topology")
+    @classmethod
+    def _topology(cls, v: dict[str, list[str]], info) -> dict[str, list[str]]:
+        count = info.data.get("count", 0)
+        for key, domains in v.items():
+            if not domains:
+                raise ValueError(f"topology level {key!r} needs at least one domain")
+            if len(set(domains)) != len(domains):
+                raise ValueError(f"topology level {key!r} lists a domain twice")
+            for d in domains:
+                cls._labels({key: d})
+            if count and len(domains) > count:
+                raise ValueError(f"topology level {key!r} has {len(domains)} domains for {count} nodes")
+        return v
+
+    def topology_labels(self, index: int) -> dict[str, str]:
+        return {key: domains[index * len(domains) // self.count] for key, domains in self.topology.items()}
 
     @field_validator("name")
     @classmethod
@@ -130,6 +152,7 @@ def _pool_nodes(fleet: str, pool: Pool) -> list[dict]:
             POOL_LABEL: pool.name,
             SIMULATED_POOL_LABEL: pool.name,
             **pool.labels,
+            **pool.topology_labels(i),
         }
         if pool.gpus:
             labels.update({

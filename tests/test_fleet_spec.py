@@ -225,3 +225,24 @@ def test_a_valid_custom_fleet_loads(tmp_path):
     assert isinstance(fleet, Fleet)
     assert (fleet.nodes_total, fleet.gpus_total, fleet.max_gpus_per_node) == (4, 26, 8)
     assert fleet.pools[1].memory_gib == 32
+
+
+def test_topology_splits_a_pool_into_contiguous_domains():
+    fleet = load_fleet("racks")
+    racks = [(n["metadata"]["name"], n["metadata"]["labels"]["kailab.io/rack"]) for n in fleet.node_manifests()]
+    assert racks == [("h100-0", "rack-a"), ("h100-1", "rack-a"), ("h100-2", "rack-b"), ("h100-3", "rack-b")]
+    assert {n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in fleet.node_manifests()} == {"zone-1"}
+
+
+@pytest.mark.parametrize("topology, fragment", [
+    ("{kailab.io/rack: []}", "needs at least one domain"),
+    ("{kailab.io/rack: [r1, r1]}", "lists a domain twice"),
+    ("{kailab.io/rack: [r1, r2, r3]}", "3 domains for 2 nodes"),
+    ("{'bad key!': [r1]}", "not a valid label key"),
+    ("{kailab.io/fleet: [x]}", "is set by kailab itself"),
+    ("{kailab.io/rack: ['a b']}", "not a valid label value"),
+])
+def test_bad_topology_is_one_clear_line(tmp_path, topology, fragment):
+    path = tmp_path / "topo.yaml"
+    path.write_text(f"name: topo\npools:\n  - name: a\n    count: 2\n    gpus: 8\n    topology: {topology}\n")
+    one_line_error(path, "pools[0].topology", fragment)

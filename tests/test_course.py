@@ -1,0 +1,407 @@
+"""The training course: docs/course is generated from the exercise files and must be current; the
+course and exercises/ agree; lessons carry each step's question and its answer from the
+expectations; the capstone's static check refuses bad queue trees with one line each; and the
+kubectl commands the pages tell a learner to type (extracted from their ```bash lab blocks) run
+against a real lab - the ones about KAI's resources only where KAI runs (marked `kai`)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kailab import course
+from kailab.errors import InputError
+from kailab.exercise.checks import Result
+from kailab.exercise.runner import Outcome
+from kailab.exercise.spec import load_exercise
+from kailab.paths import PROJECT_ROOT
+
+DOCS = PROJECT_ROOT / "docs" / "course"
+EXERCISES = PROJECT_ROOT / "exercises"
+# resources that exist only where KAI's CRDs are installed
+KAI_RESOURCES = {"queue", "queues", "podgroup", "podgroups", "pg", "bindrequest", "bindrequests"}
+
+
+@pytest.fixture(autouse=True)
+def _shipped_files(monkeypatch):
+    monkeypatch.delenv("KAILAB_FLEETS", raising=False)
+    monkeypatch.delenv("KAILAB_EXERCISES", raising=False)
+
+
+def kailab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real entry point, as the console script runs it."""
+    full = {k: v for k, v in os.environ.items() if k not in ("KAILAB_LAB", "KAILAB_FLEETS", "KAILAB_EXERCISES")}
+    full.update(env or {}, NO_COLOR="1", COLUMNS="200")
+    return subprocess.run([sys.executable, "-c", "from kailab.cli import main; main()", *args],
+                          capture_output=True, text=True, env=full, timeout=120, stdin=subprocess.DEVNULL)
+
+
+# ----------------------------------------------------------------------------- (a) the docs are current
+def test_committed_docs_course_equal_a_fresh_render(tmp_path):
+    course.render_all(tmp_path)
+    fresh = {p.name: p.read_bytes() for p in sorted(tmp_path.iterdir())}
+    committed = {p.name: p.read_bytes() for p in sorted(DOCS.iterdir())} if DOCS.is_dir() else {}
+    hint = "docs/course is stale: regenerate it with `kailab course --render`"
+    assert sorted(committed) == sorted(fresh), hint
+    stale = [name for name in fresh if fresh[name] != committed[name]]
+    assert not stale, f"{hint} (differs: {', '.join(stale)})"
+
+
+def test_render_is_deterministic_and_drops_pages_of_removed_lessons(tmp_path):
+    (tmp_path / "42-old-lesson.md").write_text("a lesson that no longer exists\n")
+    first = {p.name: p.read_bytes() for p in course.render_all(tmp_path)}
+    second = {p.name: p.read_bytes() for p in course.render_all(tmp_path)}
+    assert first == second
+    assert not (tmp_path / "42-old-lesson.md").exists()
+    assert set(first) == {"README.md", "99-capstone.md", *(f"{i:02d}-{n}.md" for i, n in
+                                                         enumerate(course.load_course().lessons, 1))}
+
+
+# ----------------------------------------------------------------------------- (b) course <-> exercises
+def test_every_lesson_is_an_exercise_and_every_exercise_is_a_lesson():
+    spec = course.load_course()
+    exercises = sorted(p.stem for p in EXERCISES.glob("*.yaml"))
+    assert [n for n in spec.lessons if n not in exercises] == [], "lessons without exercises/NAME.yaml"
+    assert [n for n in exercises if n not in spec.lessons] == [], \
+        "exercises missing from the course: add them to kailab/data/course.yaml"
+    assert len(spec.lessons) == len(set(spec.lessons))
+    assert spec.capstone.name not in exercises
+
+
+def test_index_lists_the_lessons_in_course_order():
+    index = (DOCS / "README.md").read_text()
+    positions = [index.index(f"]({i:02d}-{name}.md)") for i, name in enumerate(course.load_course().lessons, 1)]
+    assert positions == sorted(positions)
+    assert "](99-capstone.md)" in index
+
+
+# ----------------------------------------------------------------------------- lessons come from the exercises
+@pytest.mark.parametrize("lesson", course.lessons(), ids=lambda lesson: lesson.name)
+def test_lesson_page_carries_the_exercise_text_and_hides_answers(lesson):
+    page = (DOCS / lesson.page).read_text()
+    ex = load_exercise(EXERCISES / f"{lesson.name}.yaml")
+    assert ex.concept.strip() in page
+    for cmd in course.WATCH_COMMANDS:
+        assert cmd in course.lab_commands(page)
+    assert f"kailab lesson {lesson.name}" in course.lab_commands(page)
+    assert f"`kailab run {lesson.name}`" in page
+    for step in ex.steps:
+        section = page.split(f"## Step {ex.steps.index(step) + 1}: {step.name}\n", 1)[1].split("\n## ", 1)[0]
+        if step.explain:
+            assert step.explain.strip() in section
+        if step.predict:
+            assert f"**Predict.** {step.predict.strip()}" in section
+        answer = section.split("<details>", 1)[1].split("</details>", 1)[0]  # hidden until opened
+        assert len(answer.strip().splitlines()) >= 3
+    assert f"**Proves:** {ex.proves.strip()}" in page
+    assert f"**Does not prove:** {ex.does_not_prove.strip()}" in page
+
+
+def test_answers_are_derived_from_the_expectations():
+    reclaim = {lesson.name: lesson for lesson in course.lessons()}["reclaim"]
+    assert reclaim.steps[1].answer == [
+        "queue research: 16 bound",
+        "queue prod: 16 bound",
+        "workload prod-train: 16 evicted",
+        "workload prod-train: at least 1 Evict event(s) (KAI records evictions on the PodGroups; "
+        "one event may cover several pods)",
+        "for the whole 10s: queue prod: at least 16 bound",
+    ]
+    borrow = {lesson.name: lesson for lesson in course.lessons()}["borrow"]
+    assert "PodGroups of prod-more carry the reason OverLimit" in borrow.steps[1].answer
+    assert "kubectl get pods -A -l kailab.io/workload=prod-more -o wide" in borrow.steps[1].commands
+
+
+def test_results_per_step_match_what_the_runner_records():
+    """split_results relies on result_count: one Result per metric of a count, one per other check."""
+    lesson = {lesson.name: lesson for lesson in course.lessons()}["reclaim"]
+    assert [s.results for s in lesson.steps] == [1, 5]
+
+
+# ----------------------------------------------------------------------------- the walkthrough after a run
+def _result(step: str, what: str, passed: bool, kind: str = "expect") -> Result:
+    return Result(step, kind, what, "16", "16" if passed else "12", passed)
+
+
+def test_walkthrough_shows_prediction_expectation_observation_and_unreached_steps(tmp_path):
+    """Presentation only: an Outcome as the runner returns it for a run that stopped in step 2."""
+    lesson = {lesson.name: lesson for lesson in course.lessons()}["reclaim"]
+    s1, s2 = lesson.steps
+    (tmp_path / s1.evidence).mkdir(parents=True)
+    outcome = Outcome("reclaim", "error", [_result(s1.name, "queue prod bound", True)], str(tmp_path),
+                      error="KAI component died: scheduler")
+    text = "\n".join(course.walkthrough(lesson, outcome, {2: "16 stay, 16 evicted"}))
+    assert "PASS  queue prod bound: expected 16, observed 16" in text
+    assert f"evidence:       {tmp_path / s1.evidence}/" in text
+    assert "you predicted:  16 stay, 16 evicted" in text
+    assert "KAI must:       queue research: 16 bound" in text
+    assert "not reached: the run ended before this step" in text
+    assert "verdict: ERROR" in text and "KAI component died: scheduler" in text
+
+    (tmp_path / s2.evidence).mkdir(parents=True)
+    failed = Outcome("reclaim", "failed", [_result(s1.name, "queue prod bound", True)]
+                     + [_result(s2.name, f"check {i}", i != 2) for i in range(5)]
+                     + [_result("whole run", "no-gpu-overcommit", True, "invariant")], str(tmp_path))
+    text = "\n".join(course.walkthrough(lesson, failed, {}))
+    assert "FAIL  check 2: expected 16, observed 12" in text
+    assert "you predicted:  (no prediction)" in text
+    assert "-- The whole run" in text and "PASS  no-gpu-overcommit" in text
+    assert "not reached" not in text
+
+
+# ----------------------------------------------------------------------------- progress
+def test_course_lists_lessons_in_order_and_marks_done(tmp_path, monkeypatch):
+    monkeypatch.setenv("KAILAB_STATE", str(tmp_path / "state"))
+    spec = course.load_course()
+    rows = course.course_rows(spec)
+    assert [r[1] for r in rows] == [*spec.lessons, spec.capstone.name]
+    assert {r[3] for r in rows} == {"not started"}
+    course.mark_done("borrow", "/evidence/x")
+    assert course.status_path() == tmp_path / "state" / "course.json"
+    assert {r[1]: r[3] for r in course.course_rows(spec)}["borrow"] == "done"
+    out = kailab("course", env={"KAILAB_STATE": str(tmp_path / "state")})
+    assert out.returncode == 0, out.stderr
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in out.stdout.splitlines()]
+    table = {c[1]: c for c in cells if len(c) == 4 and c[1]}  # (#, lesson, title, status) rows
+    assert list(table) == [*spec.lessons, spec.capstone.name]
+    assert table["borrow"][3] == "done" and table["quota"][3] == "not started"
+
+
+def test_course_file_is_corrupt_proof(tmp_path, monkeypatch):
+    monkeypatch.setenv("KAILAB_STATE", str(tmp_path / "state"))
+    course.status_path().parent.mkdir(parents=True)
+    course.status_path().write_text("{not json")
+    assert {r[3] for r in course.course_rows()} == {"not started"}
+    course.mark_done("quota", "/e")
+    assert {r[1]: r[3] for r in course.course_rows()}["quota"] == "done"
+
+
+def test_lesson_refuses_unknown_names_misplaced_check_and_a_missing_lab(tmp_path):
+    env = {"KAILAB_STATE": str(tmp_path / "state")}
+    out = kailab("lesson", "nosuch", env=env)
+    assert out.returncode != 0 and "kailab: error: no lesson 'nosuch'" in out.stderr
+    out = kailab("lesson", "quota", "--check", "x.yaml", env=env)
+    assert out.returncode != 0 and "--check is for `kailab lesson capstone` only" in out.stderr
+    out = kailab("lesson", "quota", "--no-pause", "--name", "nolab", env=env)
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines() == [
+        "kailab: error: no lab named 'nolab' is up: bring one up with `kailab up --fleet small`"]
+    assert not (tmp_path / "state" / "course.json").exists()
+
+
+def test_capstone_without_check_prints_the_brief():
+    out = kailab("lesson", "capstone")
+    assert out.returncode == 0, out.stderr
+    assert "32 GPUs" in out.stdout and "kailab lesson capstone --check org-queues.yaml" in out.stdout
+
+
+# ----------------------------------------------------------------------------- (c) the capstone's static check
+def good_tree() -> dict:
+    return {"org": {"gpu": {"quota": -1, "limit": -1}, "children": {
+        "training": {"gpu": {"quota": 16, "limit": -1, "overQuotaWeight": 1}},
+        "research": {"gpu": {"quota": 8, "limit": -1, "overQuotaWeight": 1}},
+        "inference": {"gpu": {"quota": 8, "limit": -1, "overQuotaWeight": 1}}}}}
+
+
+def write_tree(tmp_path: Path, tree: dict, name: str = "org-queues.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(tree, sort_keys=False))
+    return path
+
+
+def check(tmp_path: Path, tree: dict) -> list[str]:
+    return course.check_tree(course.load_tree(write_tree(tmp_path, tree)))
+
+
+def test_capstone_accepts_a_good_tree_bare_or_under_queues(tmp_path):
+    assert check(tmp_path, good_tree()) == []
+    assert check(tmp_path, {"queues": good_tree()}) == []
+    nested = good_tree()
+    kids = nested["org"]["children"]
+    nested["org"]["children"] = {"batch": {"gpu": {"quota": 24, "limit": -1}, "children": {
+        "training": kids["training"], "research": kids["research"]}}, "inference": kids["inference"]}
+    assert check(tmp_path, nested) == []
+
+
+def _edit(path: str, value) -> dict:
+    tree = good_tree()
+    node = tree
+    keys = path.split(".")
+    for k in keys[:-1]:
+        node = node[k]
+    node[keys[-1]] = value
+    return tree
+
+
+BAD_TREES = {
+    "quotas over 32": (_edit("org.children.training.gpu.quota", 24),
+                       "leaf queue quotas add up to 40 GPUs, more than the fleet's 32"),
+    "parent limit 0": (_edit("org.gpu.limit", 0), "queue org: limit 0 blocks every queue below it"),
+    "borrower weight 0": (_edit("org.children.research.gpu.overQuotaWeight", 0),
+                          "queue research: overQuotaWeight 0 gives research no share of idle GPUs"),
+    "parent weight 0": (_edit("org.gpu.overQuotaWeight", 0),
+                        "queue org: overQuotaWeight 0 gives research no share of idle GPUs"),
+    "inference under its need": (_edit("org.children.inference.gpu.quota", 4),
+                                 "queue inference: quota 4 is below the 8 GPUs production inference needs"),
+    "guarantee not honoured": (_edit("org.children.training.gpu.quota", 12),
+                               "queue training: quota 12 is below the team's guarantee of 16 GPUs"),
+    "unlimited team quota": (_edit("org.children.training.gpu.quota", -1),
+                             "queue training: quota -1 (unlimited) guarantees nothing"),
+    "borrower capped at quota": (_edit("org.children.research.gpu.limit", 8),
+                                 "queue research: limit 8 leaves no room to borrow above its quota 8"),
+    "limit under guarantee": (_edit("org.children.inference.gpu.limit", 4),
+                              "queue inference: limit 4 is below its guarantee of 8 GPUs"),
+    "parent limit under guarantees": (_edit("org.gpu.limit", 24),
+                                      "queue org: limit 24 is below the 32 GPUs guaranteed"),
+    "team missing": (_edit("org.children", {"training": {"gpu": {"quota": 16}},
+                                            "inference": {"gpu": {"quota": 8}}}),
+                     "team research: no queue named research"),
+    "team not a leaf": (_edit("org.children.research.children", {"r1": {"gpu": {"quota": 8}}}),
+                        "queue research: has child queues"),
+    "children above parent quota": (_edit("org.gpu.quota", 16),
+                                    "queue org: its children's quotas add up to 32 GPUs, above its own quota 16"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_TREES, ids=list(BAD_TREES))
+def test_capstone_rejects_bad_trees_with_one_line_each(tmp_path, case):
+    tree, expected = BAD_TREES[case]
+    problems = check(tmp_path, tree)
+    assert problems, f"{case}: accepted"
+    assert all("\n" not in p and p.strip() == p for p in problems)
+    assert any(expected in p for p in problems), problems
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("org: {gpu: {quota: 16, weight: 1}}\n", "org-queues.yaml: queues.org.gpu.weight: unknown field"),
+    ("org: {gpu: {quota: many}}\n", "org-queues.yaml: queues.org.gpu.quota:"),
+    ("- org\n", "expected a mapping of queue names"),
+    ("org: {gpu: [\n", "not valid YAML"),
+    ("queues: {}\n", "queues: "),
+])
+def test_capstone_refuses_malformed_files_with_one_line(tmp_path, content, expected):
+    path = tmp_path / "org-queues.yaml"
+    path.write_text(content)
+    with pytest.raises(InputError) as err:
+        course.load_tree(path)
+    assert "\n" not in str(err.value) and expected in str(err.value)
+
+
+def test_capstone_cli_static_check_reports_every_problem_before_any_lab_work(tmp_path):
+    tree = _edit("org.gpu.limit", 0)
+    tree["org"]["children"]["research"]["gpu"]["overQuotaWeight"] = 0
+    path = write_tree(tmp_path, tree)
+    out = kailab("lesson", "capstone", "--check", str(path), "--name", "nolab",
+                 env={"KAILAB_STATE": str(tmp_path / "state")})
+    assert out.returncode == 1, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert f"{path}: queue org: limit 0 blocks every queue below it (use -1 for no limit)" in lines
+    assert any(line.startswith(f"{path}: queue research: overQuotaWeight 0") for line in lines)
+    assert lines[-1].startswith("static check: 2 problems; nothing was run")
+    assert "no lab" not in out.stderr  # stopped before looking for a lab
+
+
+def test_capstone_cli_good_tree_passes_statically_then_needs_a_lab(tmp_path):
+    path = write_tree(tmp_path, good_tree())
+    out = kailab("lesson", "capstone", "--check", str(path), "--name", "nolab",
+                 env={"KAILAB_STATE": str(tmp_path / "state")})
+    assert out.returncode != 0
+    assert f"{path}: static check passed" in out.stdout
+    assert "kailab: error: no lab named 'nolab' is up" in out.stderr
+
+
+def test_capstone_hidden_exercise_is_a_valid_exercise_built_from_the_tree(tmp_path):
+    tree = course.load_tree(write_tree(tmp_path, good_tree()))
+    doc = course.capstone_exercise(tree, course.load_course().capstone)
+    (tmp_path / "capstone.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    ex = load_exercise(tmp_path / "capstone.yaml")
+    assert [s.name for s in ex.steps] == [name for name, _ in course.CAPSTONE_STEPS]
+    assert ex.leaf_queues() == {"training", "research", "inference"}
+    lent, honoured, kept = ex.steps
+    assert lent.expect[0].queue == "research" and lent.expect[0].bound.min == 9  # above its quota of 8
+    assert {(e.workload, e.bound) for e in honoured.expect if e.workload == "inference-serve"} == {
+        ("inference-serve", 8)}
+    assert any(e.workload == "research-train" and e.evicted.min == 1 for e in honoured.expect)
+    assert any(e.workload == "inference-serve" and e.evicted == 0 for e in kept.expect)
+    assert kept.stays.that[0].workload == "inference-serve"
+    assert "nonpreemptible-within-quota" in ex.invariants
+
+
+# ----------------------------------------------------------------------------- (d) the pages' commands on a lab
+def page_commands() -> list[tuple[str, str]]:
+    """(page, kubectl command) from the ```bash lab blocks of every course page, first page that has it."""
+    seen: dict[str, str] = {}
+    for page in sorted(DOCS.glob("*.md")):
+        for cmd in course.lab_commands(page.read_text()):
+            if cmd.startswith("kubectl ") and cmd not in seen:
+                seen[cmd] = page.name
+    return [(page, cmd) for cmd, page in seen.items()]
+
+
+def involves_kai(cmd: str) -> bool:
+    args = shlex.split(cmd)
+    if len(args) < 3 or args[1] not in ("get", "describe"):
+        return True  # anything but a plain read is treated as needing KAI: never run without it
+    return any(r.split(".")[0] in KAI_RESOURCES for r in args[2].split(","))
+
+
+def test_pages_have_kubectl_commands_of_both_kinds():
+    cmds = [c for _, c in page_commands()]
+    assert {c for c in cmds if not involves_kai(c)} >= {"kubectl get nodes -L nvidia.com/gpu.count",
+                                                       "kubectl get pods -A -o wide",
+                                                       "kubectl get events -A --sort-by=.lastTimestamp"}
+    assert {"kubectl get queues", "kubectl get podgroups -A"} <= {c for c in cmds if involves_kai(c)}
+
+
+@pytest.fixture(scope="module")
+def kubectl() -> str:
+    path = shutil.which("kubectl")
+    if path is None:
+        pytest.fail("kubectl is not on PATH: the course tells learners to type kubectl commands, and this "
+                    "test runs them; install kubectl (https://kubernetes.io/docs/tasks/tools/)", pytrace=False)
+    return path
+
+
+def run_commands(kubectl: str, kubeconfig: str, commands: list[tuple[str, str]]) -> list[str]:
+    env = {**os.environ, "KUBECONFIG": kubeconfig}
+    failures = []
+    for page, cmd in commands:
+        out = subprocess.run([kubectl, *shlex.split(cmd)[1:]], capture_output=True, text=True, env=env,
+                             timeout=60, stdin=subprocess.DEVNULL)
+        if out.returncode != 0:
+            failures.append(f"{page}: `{cmd}` exited {out.returncode}: {out.stderr.strip()[-300:]}")
+    return failures
+
+
+@pytest.mark.lab
+def test_course_kubectl_commands_without_kai_resources_run_on_a_lab(infra_lab, kubectl):
+    commands = [(p, c) for p, c in page_commands() if not involves_kai(c)]
+    assert len(commands) >= 5
+    failures = run_commands(kubectl, infra_lab.kubeconfig, commands)
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.lab
+@pytest.mark.kai
+def test_every_course_kubectl_command_runs_on_a_lab_with_kai(infra_lab, kubectl):
+    assert infra_lab.with_kai, f"lab {infra_lab.name} has no KAI"
+    failures = run_commands(kubectl, infra_lab.kubeconfig, page_commands())
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.lab
+def test_lesson_on_a_lab_that_cannot_run_it_fails_with_one_line_and_marks_nothing(infra_lab):
+    """The session's tiny lab is either without KAI or the wrong size for the small-fleet lessons."""
+    before = course.load_status()["done"].get("quota")
+    out = kailab("lesson", "quota", "--no-pause", "--name", infra_lab.name)
+    assert out.returncode != 0
+    assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith("kailab: error: ")
+    assert ("runs without KAI" in out.stderr) if not infra_lab.with_kai else ("sized for fleet small" in out.stderr)
+    assert course.load_status()["done"].get("quota") == before
