@@ -11,7 +11,7 @@ BIN          = $(VENV)/bin
 KAILAB       = $(BIN)/kailab
 UP_FLAGS     = --runtime $(RUNTIME) --fleet $(FLEET) --kai-version $(KAI_VERSION) --name $(NAME)
 
-.PHONY: setup tools lab-up lab-down lab-status test exercises bench clean
+.PHONY: setup tools lab-up lab-down lab-status test exercises bench course-docs clean
 
 setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -40,6 +40,9 @@ exercises: lab-up       ## run every exercise on the running lab
 
 bench: setup
 	$(KAILAB) bench
+
+course-docs: setup      ## regenerate docs/course from the exercise files
+	$(KAILAB) course --render
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -156,6 +156,27 @@ def test_walkthrough_shows_prediction_expectation_observation_and_unreached_step
     assert "not reached" not in text
 
 
+def test_predictions_are_asked_only_for_steps_with_a_question_and_stop_at_end_of_input():
+    lesson = {lesson.name: lesson for lesson in course.lessons()}["gang"]
+    asked, shown = [], []
+
+    def ask(prompt: str) -> str:
+        asked.append(prompt)
+        return "  none of them  "
+
+    got = course.ask_predictions(lesson, True, shown.append, ask)
+    with_question = [s.number for s in lesson.steps if s.predict]
+    assert list(got) == with_question and set(got.values()) == {"none of them"}
+    assert len(asked) == len(with_question)
+    assert any(line.startswith("   ? How many of the gang's 10 pods") for line in shown)
+
+    def closed(prompt: str) -> str:
+        raise EOFError
+
+    assert course.ask_predictions(lesson, True, shown.append, closed) == {}
+    assert course.ask_predictions(lesson, False, shown.append, ask) == {} and len(asked) == len(with_question)
+
+
 # ----------------------------------------------------------------------------- progress
 def test_course_lists_lessons_in_order_and_marks_done(tmp_path, monkeypatch):
     monkeypatch.setenv("KAILAB_STATE", str(tmp_path / "state"))
@@ -405,3 +426,18 @@ def test_lesson_on_a_lab_that_cannot_run_it_fails_with_one_line_and_marks_nothin
     assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith("kailab: error: ")
     assert ("runs without KAI" in out.stderr) if not infra_lab.with_kai else ("sized for fleet small" in out.stderr)
     assert course.load_status()["done"].get("quota") == before
+
+
+@pytest.mark.lab
+def test_walkthrough_of_a_real_run_that_stopped_at_preflight(infra_lab, tmp_path):
+    """The runner's own Outcome on a lab that cannot run the lesson: verdict error, no step reached."""
+    from kailab.exercise.runner import ExerciseRun
+
+    lesson = {lesson.name: lesson for lesson in course.lessons()}["quota"]
+    outcome = ExerciseRun(lesson.exercise, lesson.source, infra_lab, tmp_path).run()
+    assert outcome.verdict == "error"
+    text = "\n".join(course.walkthrough(lesson, outcome, {1: "16"}))
+    assert "you predicted:  16" in text
+    assert text.count("not reached: the run ended before this step") == len(lesson.steps)
+    assert f"verdict: ERROR\n   {outcome.error}" in text
+    assert f"evidence: {outcome.evidence}/" in text
