@@ -275,14 +275,28 @@ def _terminate(signum, frame):  # noqa: ARG001
               help="Comma-separated exercise names or paths.")
 @click.option("--fleet", default="small", show_default=True)
 @click.option("--parallel", type=int, default=None, help="Labs at once (default: cores/2, at least 1).")
-def trial(version_text, exercises, fleet, parallel) -> None:
+@click.option("--runtime", type=click.Choice(["binary", "kind"]), default="binary", show_default=True,
+              help="binary: one local lab per version; kind: one vCluster per version on one kind host (Docker).")
+@click.option("--dry-run", is_flag=True, help="With --runtime kind: print every command and file, run nothing.")
+def trial(version_text, exercises, fleet, parallel, runtime, dry_run) -> None:
     """Run the same exercises against several KAI versions side by side; write a matrix."""
     from . import trial as trial_mod
 
     version_list = trial_mod.parse_versions(version_text)  # fails before any lab starts
     names = [e.strip() for e in exercises.split(",") if e.strip()]
-    trial_mod.plan(version_list, names, fleet)
-    trial_dir = trial_mod.run_trial(version_list, names, fleet, parallel, console=console)
+    if runtime == "kind":
+        from .runtimes import vcluster
+
+        result = vcluster.trial_command(version_list, names, fleet, dry_run)
+        if dry_run:
+            out.print(result, markup=False, highlight=False)
+            return
+        trial_dir = result
+    else:
+        if dry_run:
+            raise KailabError("--dry-run needs --runtime kind (the binary runtime has no plan to print)")
+        trial_mod.plan(version_list, names, fleet)
+        trial_dir = trial_mod.run_trial(version_list, names, fleet, parallel, console=console)
     matrix = json.loads((trial_dir / "matrix.json").read_text())
     out.print(trial_mod.matrix_markdown(matrix), markup=False, highlight=False)
     out.print(f"trial evidence: {trial_dir}")
