@@ -265,33 +265,36 @@ class ExerciseRun:
 
     def _stays(self, step: Step, since: float) -> None:
         """Every condition must hold at every change for the whole window; stop at the first breach."""
-        window = seconds(step.stays.for_)
-        end = time.time() + window
-        extremes: dict[str, list[int]] = {}
-        breach: Result | None = None
+        assert step.stays is not None
+        start = time.time()
+        end = start + seconds(step.stays.for_)
+        seen: dict[str, dict] = {}  # what -> lowest/highest value observed, expected, first breach
+        breach_at: float | None = None
         with self.observer.state.cond:
             while True:
                 for e in step.stays.that:
                     for r in evaluate_count(self.observer.state, e, self.names, since, step.name, kind="stays"):
-                        seen = extremes.setdefault(r.what, [int(r.observed), int(r.observed)])
-                        seen[0], seen[1] = min(seen[0], int(r.observed)), max(seen[1], int(r.observed))
-                        if not r.passed and breach is None:
-                            breach = r
-                if breach is not None or time.time() >= end:
+                        value = int(r.observed)
+                        s = seen.setdefault(r.what, {"lo": value, "hi": value, "expected": r.expected, "breach": None})
+                        s["lo"], s["hi"] = min(s["lo"], value), max(s["hi"], value)
+                        if not r.passed and s["breach"] is None:
+                            s["breach"] = r
+                            breach_at = r.at if breach_at is None else breach_at
+                if breach_at is not None or time.time() >= end:
                     break
                 self.observer.state.cond.wait(timeout=min(0.5, max(0.01, end - time.time())))
-        for e in step.stays.that:
-            for r in evaluate_count(self.observer.state, e, self.names, since, step.name, kind="stays"):
-                lo, hi = extremes.get(r.what, [r.observed, r.observed])
-                if breach is not None and breach.what == r.what:
-                    breach.what += f" for {step.stays.for_}"
-                    breach.observed = f"{breach.observed} at t={breach.at}s (window broken)"
-                    self.outcome.results.append(breach)
-                else:
-                    ok = breach is None or breach.what != r.what
-                    observed = f"{lo}" if lo == hi else f"between {lo} and {hi}"
-                    self.outcome.results.append(Result(step.name, "stays", f"{r.what} for {step.stays.for_}",
-                                                       r.expected, observed + " throughout", ok and r.passed, [], r.at))
+        into = round(time.time() - start, 1)
+        for what, s in seen.items():
+            span = str(s["lo"]) if s["lo"] == s["hi"] else f"between {s['lo']} and {s['hi']}"
+            r = s["breach"]
+            if r is not None:
+                observed, offending = f"{r.observed} at t={r.at}s, {into}s into the window", r.offending
+            elif breach_at is not None:
+                observed, offending = f"{span} until the window was broken at t={breach_at}s", []
+            else:
+                observed, offending = f"{span} throughout", []
+            self.outcome.results.append(Result(step.name, "stays", f"{what} for {step.stays.for_}", s["expected"],
+                                               observed, r is None, offending, breach_at))
 
     def _finish_invariants(self) -> None:
         for inv in self.ex.invariants:
