@@ -318,6 +318,9 @@ def bench(quick, repeats) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
+    # a shell starting us in the background may have set SIGINT to 'ignore'; Ctrl-C must still
+    # take the clean path (interrupt, stop what started, keep evidence)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         cli(standalone_mode=False)
     except click.exceptions.Abort:
