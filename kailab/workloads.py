@@ -85,6 +85,10 @@ def job(name: str, namespace: str, queue_name: str, parallelism: int, gpus: int 
     pod_spec["restartPolicy"] = "Never"
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
             "spec": {"parallelism": parallelism, "completions": parallelism, "backoffLimit": 0,
+                     # a pod lost with its node (or otherwise disrupted) is replaced, not counted as
+                     # the job failing - as training jobs are usually set up
+                     "podFailurePolicy": {"rules": [{"action": "Ignore",
+                                                     "onPodConditions": [{"type": "DisruptionTarget"}]}]},
                      "template": {"metadata": template_meta, "spec": pod_spec}}}
 
 

@@ -77,3 +77,39 @@ def test_expect_waits_until_true_and_reports_expected_vs_observed(run):
     run._expect(step, 0, time.time(), 20)
     (result,) = run.outcome.results
     assert result.passed and (result.expected, result.observed) == ("2", "2")
+
+
+def test_node_down_fault_orphans_pods_that_the_pod_gc_removes_and_node_up_restores_it(infra_lab, tmp_path):
+    """A fleet node disappears under a running pod: kube-controller-manager's pod GC marks the pod
+    Failed and deletes it (not an eviction); the exercise's end brings the node back."""
+    from kailab.exercise.spec import Step
+
+    doc = {"exercise": "nodefail", "title": "t", "concept": "c", "fleet": "tiny",
+           "queues": {"q": {"gpu": {"quota": 8}}}, "steps": [{"name": "s"}]}
+    r = ExerciseRun(Exercise.model_validate(doc), tmp_path / "nodefail.yaml", infra_lab, tmp_path / "ev")
+    r.kube.apply(workloads.namespace(r.names.namespace))
+    wait_until("ServiceAccount", lambda: r.kube.core.read_namespaced_service_account("default", r.names.namespace),
+               timeout=60)
+    r.observer.start()
+    try:
+        place(r, "on-doomed-node", node="a100-1")
+        assert r.observer.wait_for(lambda s: any(p.running for p in s.pods.values() if p.name == "on-doomed-node"), 30)
+        r._faults(Step.model_validate({"name": "node dies", "faults": [{"nodeDown": "a100-1"}]}))
+        assert r.kube.get("v1", "Node", "a100-1") is None
+        gone = r.observer.wait_for(lambda s: not any(p.name == "on-doomed-node" for p in s.pods.values()), 150)
+        with r.observer.state.cond:
+            seen = [e.what for e in r.observer.state.timeline if e.pod == "on-doomed-node"]
+        assert gone, f"pod GC never removed the orphaned pod; timeline: {seen}"
+        assert "failed" in seen and "deleted" in seen and "evicted" not in seen, seen
+        r._restore_faults()
+        wait_until("node a100-1 Ready again", lambda: any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in (r.kube.get("v1", "Node", "a100-1") or {}).get("status", {}).get("conditions", [])), timeout=60)
+        assert r.kube.get("v1", "Node", "a100-1")["status"]["allocatable"]["nvidia.com/gpu"] == "4"
+        with r.observer.state.cond:
+            notes = [e.detail for e in r.observer.state.timeline if e.what == "fault"]
+        assert notes == ["fault: node a100-1 gone"]
+    finally:
+        r.observer.stop()
+        r.kube.delete("v1", "Namespace", r.names.namespace)
+        r.kube.close()

@@ -75,6 +75,7 @@ class ExerciseRun:
         self.log_offsets: dict[str, int] = {}
         self.applied: dict[str, str] = {}  # workload -> kind
         self.killed: set[str] = set()  # processes the exercise's faults stopped on purpose
+        self.downed: set[str] = set()  # fleet nodes the exercise's faults took away
 
     # ------------------------------------------------------------------ top level
     def run(self) -> Outcome:
@@ -213,14 +214,15 @@ class ExerciseRun:
                                         content_type="application/merge-patch+json")
 
     def _faults(self, step: Step) -> None:
-        """Kill / restart lab processes on purpose (binary runtime): what does KAI do then?"""
+        """Kill / restart lab processes, take nodes away: what do KAI and the controllers do then?"""
         if not step.faults:
             return
-        if self.lab.runtime != "binary":
-            raise LabError(f"step {step.name!r} injects faults, which need the binary runtime "
-                           f"(this lab is {self.lab.runtime})")
+        if self.lab.runtime != "binary" and any(f.kill or f.restart for f in step.faults):
+            raise LabError(f"step {step.name!r} kills or restarts lab processes, which needs the binary "
+                           f"runtime (this lab is {self.lab.runtime})")
         from ..runtimes.binary import BinaryRuntime
 
+        fleet_nodes = {n["metadata"]["name"]: n for n in load_fleet(self.ex.fleet).node_manifests()}
         for fault in step.faults:
             recs = processes.records(self.lab.dir)
             if fault.kill:
@@ -231,8 +233,20 @@ class ExerciseRun:
                 BinaryRuntime().restart(self.lab, fault.restart)
                 self.killed.discard(fault.restart)
                 self.observer.note(f"fault: restarted {fault.restart}")
+            elif fault.node_down:
+                self.kube.delete("v1", "Node", fault.node_down)
+                self.downed.add(fault.node_down)
+                self.observer.note(f"fault: node {fault.node_down} gone")
+            elif fault.node_up:
+                self._node_up(fleet_nodes[fault.node_up])
+                self.observer.note(f"fault: node {fault.node_up} back")
             elif fault.pause:
                 time.sleep(seconds(fault.pause))
+
+    def _node_up(self, node: dict) -> None:
+        self.kube.apply({k: v for k, v in node.items() if k != "status"})
+        self.kube.apply_status(node)
+        self.downed.discard(node["metadata"]["name"])
 
     def _expect(self, step: Step, since: float, since_wall: float, timeout: float) -> None:
         counts = [e for e in step.expect if isinstance(e, CountExpect)]
@@ -340,7 +354,7 @@ class ExerciseRun:
             ("scheduler snapshot", lambda: self.lab.runtime == "binary" and "scheduler.plugins" in self.lab.ports
              and self.evidence.scheduler_snapshot(kai.snapshot_url(self.lab.ports))),
         ]
-        parts.append(("restart what faults killed", self._restore_killed))
+        parts.append(("restore what faults took away", self._restore_faults))
         notes = []
         for label, fn in parts:
             try:
@@ -359,13 +373,17 @@ class ExerciseRun:
             self._write_verdict(notes)
         self.kube.close()
 
-    def _restore_killed(self) -> None:
+    def _restore_faults(self) -> None:
         """The lab outlives the exercise: bring back what its faults stopped."""
         from ..runtimes.binary import BinaryRuntime
 
         for name in sorted(self.killed):
             BinaryRuntime().restart(self.lab, name)
         self.killed.clear()
+        if self.downed:
+            fleet_nodes = {n["metadata"]["name"]: n for n in load_fleet(self.ex.fleet).node_manifests()}
+            for name in sorted(self.downed):
+                self._node_up(fleet_nodes[name])
 
     def _write_verdict(self, notes: list[str]) -> None:
         self.evidence.write("verdict.json", {

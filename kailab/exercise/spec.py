@@ -168,16 +168,19 @@ FAULT_TARGETS = ("scheduler", "binder", "podgrouper", "queuecontroller", "podgro
 
 
 class FaultItem(Strict):
-    """Binary runtime only, in order after the step's apply: kill a process, restart it, or pause."""
+    """In order, after the step's apply: kill or restart a lab process (binary runtime), take a
+    fleet node away (its Node object is deleted, as when a machine dies) or bring it back, pause."""
 
     kill: Literal[FAULT_TARGETS] | None = None  # type: ignore[valid-type]
     restart: Literal[FAULT_TARGETS] | None = None  # type: ignore[valid-type]
+    node_down: str | None = Field(None, alias="nodeDown")
+    node_up: str | None = Field(None, alias="nodeUp")
     pause: Duration | None = None
 
     @model_validator(mode="after")
     def _one(self) -> "FaultItem":
-        if sum(x is not None for x in (self.kill, self.restart, self.pause)) != 1:
-            raise ValueError("each fault is exactly one of: kill, restart, pause")
+        if sum(x is not None for x in (self.kill, self.restart, self.node_down, self.node_up, self.pause)) != 1:
+            raise ValueError("each fault is exactly one of: kill, restart, nodeDown, nodeUp, pause")
         return self
 
 
@@ -330,6 +333,12 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
             if p.deployment is not None and workloads.get(p.deployment) != "deployment":
                 raise InputError(path, f"{where}.patch[{pi}].deployment",
                                  f"no deployment {p.deployment!r} was applied before this step")
+        nodes = {n["metadata"]["name"] for n in fleet.node_manifests()}
+        for fi, f in enumerate(step.faults):
+            node = f.node_down or f.node_up
+            if node is not None and node not in nodes:
+                raise InputError(path, f"{where}.faults[{fi}]", f"node {node!r} is not in fleet {fleet.name!r}",
+                                 f"nodes: {', '.join(sorted(nodes)[:6])}...")
         for di, d in enumerate(step.delete):
             if d.workload not in workloads:
                 raise InputError(path, f"{where}.delete[{di}].workload",
