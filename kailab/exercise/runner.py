@@ -328,6 +328,7 @@ class ExerciseRun:
 
     # ------------------------------------------------------------------ evidence and clean-up
     def _mark_logs(self) -> None:
+        self.started_wall = time.time()
         if self.lab.runtime != "binary":
             return
         for comp in KAI_COMPONENTS:
@@ -335,6 +336,16 @@ class ExerciseRun:
             self.log_offsets[comp] = path.stat().st_size if path.exists() else 0
 
     def _copy_logs(self) -> None:
+        """KAI's log lines for the run's window: from the lab's log files (binary runtime) or
+        from the KAI pods' logs (kind / existing clusters)."""
+        if self.lab.runtime != "binary":
+            since = max(1, int(time.time() - getattr(self, "started_wall", time.time())) + 5)
+            for pod in self.kube.core.list_namespaced_pod(kai.KAI_NAMESPACE).items:
+                for c in pod.spec.containers:
+                    text = self.kube.core.read_namespaced_pod_log(pod.metadata.name, kai.KAI_NAMESPACE,
+                                                                  container=c.name, since_seconds=since)
+                    self.evidence.write(f"logs/{pod.metadata.name}.{c.name}.log", text or "")
+            return
         for comp, offset in self.log_offsets.items():
             path = processes.logs_dir(self.lab.dir) / f"{comp}.log"
             if path.exists():
