@@ -35,7 +35,7 @@ lab-status: setup
 test: setup             ## unit tests and real-cluster tests, one pytest run
 	$(BIN)/pytest
 
-exercises: lab-up       ## run every exercise on the running lab
+exercises: lab-up       ## run every exercise on the running lab (writes evidence/report.html too)
 	$(BIN)/pytest exercises/ --kailab-lab $(NAME)
 
 bench: setup

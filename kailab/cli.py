@@ -196,6 +196,17 @@ def summary_table(outcomes) -> Table:
 
 
 @cli.command()
+@click.argument("evidence_dirs", nargs=-1, type=click.Path(exists=True, file_okay=False), metavar="[EVIDENCE_DIR]...")
+def report(evidence_dirs) -> None:
+    """Write report.html (one self-contained page) for run or trial directories (default: the newest run)."""
+    from .paths import evidence_dir
+    from .report import newest_run, write_report
+
+    dirs = [Path(d) for d in evidence_dirs] or [newest_run(evidence_dir())]
+    click.echo(str(write_report(dirs)))
+
+
+@cli.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 def validate(paths) -> None:
     """Validate exercise files (default: every file in exercises/) without touching a cluster."""

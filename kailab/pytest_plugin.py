@@ -96,8 +96,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
         from .cli import summary_table
 
+        from .report import write_report
+
         terminalreporter.write_sep("=", "kailab exercises")
         Console(file=terminalreporter._tw._file, soft_wrap=True).print(summary_table(outcomes))
+        try:
+            page = write_report([Path(o.evidence) for o in outcomes])
+            terminalreporter.write_line(f"report: {page}")
+        except Exception as err:  # noqa: BLE001 - the verdicts above stand; say why there is no page
+            terminalreporter.write_line(f"report: not written ({type(err).__name__}: {err})")
     info = getattr(config, "_kailab_no_kai", None)
     if info:
         n, reason = info

@@ -182,7 +182,9 @@ def load_run(path: Path) -> Run:
 def _snapshot(d: Path, index: int, name: str, rel: str, problems: list[str]) -> Snapshot:
     snap = Snapshot(index, name, rel)
     for attr, kind in (("queues", list), ("podgroups", list), ("pods", list), ("nodes", dict)):
-        data = _read(d / f"{attr}.yaml", "yaml", [], required=False)
+        found: list[str] = []
+        data = _read(d / f"{attr}.yaml", "yaml", found, required=False)
+        problems += [f"{rel}/{x}" for x in found]
         if data is not None and not isinstance(data, kind):
             problems.append(f"{rel}/{attr}.yaml: unexpected shape, ignored")
             data = None
@@ -407,9 +409,10 @@ def timeline_svg(run: Run) -> str:
     top_val = max([v for pts in series.values() for _, v in pts]
                   + [s[2] for q in queues for segs in lines.get(q, {}).values() for s in segs] + [1])
     y_top, y_step = nice_max(top_val * 1.05)
-    W, left, right, top, plot_h = 1040, 56, 16, 22, 280
+    W, right, top, plot_h = 1040, 16, 22, 280
+    left = min(170, max(56, 7 * max([len(q) for q in queues] + [0]) + 16))  # room for lane labels
     plot_w = W - left - right
-    lane_h, lane_gap = 16, 26
+    lane_h, lane_gap = 18, 36
     lanes_top = top + plot_h + lane_gap + 10
     H = lanes_top + lane_h * max(1, len(queues)) + 24
 
@@ -427,7 +430,7 @@ def timeline_svg(run: Run) -> str:
         parts.append(f'<line class="grid" x1="{left}" x2="{left + plot_w}" y1="{num(y(v))}" y2="{num(y(v))}"/>'
                      f'<text class="axis" x="{left - 6}" y="{num(y(v) + 4)}" text-anchor="end">{num(v)}</text>')
         v += y_step
-    t_top, t_step = nice_max(t_end)
+    _, t_step = nice_max(t_end)
     t = 0.0
     while t <= t_end + 1e-9:
         parts.append(f'<line class="grid" x1="{num(x(t))}" x2="{num(x(t))}" y1="{top}" y2="{top + plot_h}"/>'
@@ -436,7 +439,8 @@ def timeline_svg(run: Run) -> str:
     parts.append(f'<rect class="frame" x="{left}" y="{top}" width="{plot_w}" height="{plot_h}"/>')
     parts.append(f'<text class="axis" x="12" y="{top + plot_h / 2}" transform="rotate(-90 12 {top + plot_h / 2})" '
                  'text-anchor="middle">GPUs held</text>')
-    # quota and limit lines
+    # quota and limit lines (their labels at the right end, moved apart where they would overlap)
+    labels: list[list] = []
     for q in queues:
         for kind, dash in (("quota", "7 4"), ("limit", "2 3")):
             segs = lines.get(q, {}).get(kind) or []
@@ -450,10 +454,17 @@ def timeline_svg(run: Run) -> str:
                          f'stroke-width="1.6" stroke-dasharray="{dash}" points="'
                          + " ".join(f"{num(a)},{num(b)}" for a, b in pts)
                          + f'"><title>{esc(q)} {kind}: {esc(vals)} GPUs</title></polyline>')
-            parts.append(f'<text class="linelabel" x="{num(pts[-1][0] - 4)}" y="{num(pts[-1][1] - 4)}" '
-                         f'text-anchor="end" fill="{col[q]}">{esc(q)} {kind} {esc(fmt(segs[-1][2]))}</text>')
+            labels.append([pts[-1][0] - 4, pts[-1][1] - 4, col[q], f"{q} {kind} {fmt(segs[-1][2])}"])
+    labels.sort(key=lambda lb: (round(lb[0]), -lb[1]))
+    for i in range(1, len(labels)):
+        prev = labels[i - 1]
+        if abs(labels[i][0] - prev[0]) < 1 and prev[1] - labels[i][1] < 13:
+            labels[i][1] = prev[1] - 13
+    for lx, ly, c, text in labels:
+        parts.append(f'<text class="linelabel" x="{num(lx)}" y="{num(max(ly, top + 10))}" text-anchor="end" '
+                     f'fill="{c}">{esc(text)}</text>')
     # held series
-    for q in queues:
+    for i, q in enumerate(queues):  # earlier series wider, underneath: lines at equal levels stay visible
         pts_data = series.get(q, [])
         pts, level = [(x(0), y(0))], 0
         for t, v in pts_data:
@@ -462,7 +473,7 @@ def timeline_svg(run: Run) -> str:
         pts.append((x(t_end), y(level)))
         peak = max([v for _, v in pts_data] + [0])
         parts.append(f'<polyline class="series" data-queue="{esc(q)}" fill="none" stroke="{col[q]}" '
-                     'stroke-width="2.4" stroke-linejoin="round" points="'
+                     f'stroke-width="{num(max(2.0, 5.0 - 1.4 * i))}" stroke-linejoin="round" points="'
                      + " ".join(f"{num(a)},{num(b)}" for a, b in pts)
                      + f'"><title>{esc(q)}: GPUs held (peak {peak}, at the end {level})</title></polyline>')
     # expectation decisions on the top edge
@@ -480,7 +491,7 @@ def timeline_svg(run: Run) -> str:
             parts.append(f'<line class="violation" x1="{num(vx)}" x2="{num(vx)}" y1="{top}" y2="{top + plot_h}">'
                          f'<title>violation at t={esc(fmt(e["t"]))}s: {esc(fmt(e.get("detail", "")))}</title></line>')
     # bind / eviction lanes
-    parts.append(f'<text class="axis" x="{left}" y="{lanes_top - 8}">binds (up) and evictions (red, down) '
+    parts.append(f'<text class="axis" x="{left}" y="{lanes_top - 6}">binds (up) and evictions (red, down) '
                  'per queue; other releases grey</text>')
     marks: dict[tuple[str, float, str], list[str]] = {}
     for e in run.timeline:
@@ -498,7 +509,7 @@ def timeline_svg(run: Run) -> str:
             if mq != q:
                 continue
             mx = x(t)
-            y1, y2, stroke = {"bind": (mid - 7, mid, col[q]), "evict": (mid, mid + 7, EVICT),
+            y1, y2, stroke = {"bind": (mid - 8, mid, col[q]), "evict": (mid, mid + 8, EVICT),
                               "release": (mid - 3, mid + 3, "#999")}[kind]
             shown = ", ".join(pods[:5]) + (f" and {len(pods) - 5} more" if len(pods) > 5 else "")
             label = {"bind": "bound", "evict": "evicted", "release": "released"}[kind]
@@ -647,6 +658,11 @@ def matrix_html(trial_dir: Path, matrix: dict, base: Path) -> str:
     return "".join(out)
 
 
+def _shown_path(path: Path, base: Path) -> str:
+    rel = os.path.relpath(Path(path).resolve(), base.resolve())
+    return (path.name if rel == "." or rel.startswith("..") else rel.replace(os.sep, "/")) + "/"
+
+
 def summary_html(runs: list[Run], base: Path) -> str:
     out = ['<section class="summary"><h2>Exercises</h2><table><thead><tr><th>exercise</th><th>verdict</th>'
            '<th>key figures</th><th>KAI</th><th>evidence</th></tr></thead><tbody>']
@@ -654,7 +670,7 @@ def summary_html(runs: list[Run], base: Path) -> str:
         figs = (r.verdict or {}).get("figures")
         out.append(f'<tr><td><a href="#run-{i + 1}">{esc(r.name)}</a></td><td>{verdict_badge(r.verdict_text)}</td>'
                    f'<td class="figs">{esc(figures_text(figs))}</td><td>{esc(fmt(r.info("kai_version") or "-"))}</td>'
-                   f'<td>{link(r.path, base, r.path.name + "/")}</td></tr>')
+                   f'<td>{link(r.path, base, _shown_path(r.path, base))}</td></tr>')
     out.append("</tbody></table></section>")
     return "".join(out)
 
@@ -829,7 +845,7 @@ dl.header dt{color:#667}dl.header dd{margin:0;word-break:break-all}
 .chartbox{overflow-x:auto}svg.chart{max-width:100%;height:auto;font-family:inherit}
 svg .grid{stroke:#e8eaed;stroke-width:1}svg .frame{fill:none;stroke:#b8bec6}svg .axis{font-size:11px;fill:#556}
 svg .lane{stroke:#eceef1}svg .lanelabel,svg .linelabel{font-size:11px;font-weight:600}
-svg .tick{stroke-width:1.6}svg .violation{stroke:#d62728;stroke-width:1.5;stroke-dasharray:4 2}
+svg .tick{stroke-width:2}svg .tick-evict{stroke-width:2.6}svg .violation{stroke:#d62728;stroke-width:1.5;stroke-dasharray:4 2}
 svg .decision.pass{fill:#2e7d32}svg .decision.fail{fill:#c62828}
 svg .node-bar{fill:#eef0f3;stroke:#c3c8cf}svg .nodelabel,svg .nodevalue{font-size:11px;fill:#334}svg .nodevalue.over{fill:#d62728;font-weight:700}
 .legend{display:flex;flex-wrap:wrap;gap:4px 18px;font-size:12px;margin:4px 0 0}
@@ -838,7 +854,7 @@ svg .node-bar{fill:#eef0f3;stroke:#c3c8cf}svg .nodelabel,svg .nodevalue{font-siz
 .nodegrid{display:flex;flex-wrap:wrap;gap:10px 26px}figure{margin:0}figcaption{font-size:12px;font-weight:600;margin-bottom:2px}
 .reason{color:#8a1c1c}td.differs{background:#fff4d6;outline:2px solid #e0a800}.neq{color:#c77c00;font-weight:700}
 .figs{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12px}
-ul.files{font-size:12px;margin:0;padding-left:18px}ul.files li{margin:2px 0}
+table.figures{width:auto;min-width:420px}ul.files{font-size:12px;margin:0;padding-left:18px}ul.files li{margin:2px 0}
 a{color:#1f5fa8}
 """
 

@@ -77,6 +77,9 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
     matrix = build_matrix(trial_dir)
     (trial_dir / "matrix.json").write_text(json.dumps(matrix, indent=2))
     (trial_dir / "matrix.md").write_text(matrix_markdown(matrix))
+    from .report import write_report
+
+    write_report([trial_dir])  # report.html beside the matrix, with every run's evidence
     return trial_dir
 
 

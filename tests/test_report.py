@@ -87,7 +87,6 @@ def make_evidence(root: Path) -> Path:
     (d / "timeline.jsonl").write_text("".join(json.dumps(e) + "\n" for e in tl))
 
     prod_all = [_pod(f"prod-train-{i}", "prod", 1, f"n-{i // 4}", "prod-train") for i in range(8)]
-    research_pending = [_pod(f"research-train-{i}", "research", 2, None, "research-train") for i in range(2)]
     research = [_pod(f"research-train-{i}", "research", 2, "n-1", "research-train") for i in range(2)]
     queues = [_queue("lab", -1, -1, None), _queue("research", 4, -1, "lab"), _queue("prod", 4, 8, "lab")]
     over_quota = {"name": "pg-inference-0", "labels": {},
@@ -112,7 +111,6 @@ def make_evidence(root: Path) -> Path:
                    "n-1": {"allocatable": 4, "used": 4, "pods": ["research-train-0", "research-train-1"]}},
                   []),
     }
-    del research_pending
     for rel, (pods, nodes, pgs) in snaps.items():
         s = d / rel
         s.mkdir(parents=True)
@@ -239,6 +237,43 @@ def test_trial_matrix_comes_first_with_differing_cells(tmp_path):
     assert matrix.index("reclaim-lite") < matrix.index("gang")  # differing row first
     assert matrix.count('<td class="differs">') == 2
     assert sorted(re.findall(r'data-verdict="([a-z]+)"', page)) == ["failed", "passed"]
+
+
+def test_cli_report_defaults_to_the_newest_run(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from kailab.cli import cli
+
+    older = make_evidence(tmp_path / "tmp-a")
+    older = older.rename(tmp_path / older.name)
+    newer = make_evidence(tmp_path / "tmp-b")
+    newer = newer.rename(tmp_path / "20250102T090000.12Z-reclaim-lite")
+    monkeypatch.setenv("KAILAB_EVIDENCE", str(tmp_path))
+    res = CliRunner().invoke(cli, ["report"])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == str(newer.resolve() / "report.html")
+    assert not (older / "report.html").exists()
+    res = CliRunner().invoke(cli, ["report", str(older)])
+    assert res.exit_code == 0 and res.output.strip() == str(older.resolve() / "report.html")
+
+
+def test_report_survives_damaged_files_and_a_large_fleet(tmp_path):
+    d = make_evidence(tmp_path)
+    (d / "timeline.jsonl").write_text((d / "timeline.jsonl").read_text() + "{not json\n[1, 2]\n")
+    (d / "steps/01-prod-borrows-research-s-idle-share/podgroups.yaml").write_text("key: [unclosed\n")
+    (d / "steps/02-research-comes-back/pods.yaml").write_text("just a string\n")
+    (d / "exercise.yaml").write_text("- a list, not a mapping\n")
+    nodes = {f"h100-{i}": {"allocatable": 8, "used": 8 if i % 3 else 0, "pods": []} for i in range(1000)}
+    (d / "final/nodes.yaml").write_text(yaml.safe_dump(nodes))
+    page = render_report([d])
+    _assert_self_contained(page)
+    assert 'data-verdict="passed"' in page
+    assert "timeline.jsonl: 2 unreadable lines skipped" in page
+    assert "exercise: not a mapping" in page
+    assert page.count('class="node-bar"') >= 1000  # a grid of cells for 1000 nodes
+    assert "1000 nodes, 5328/8000 GPUs used" in page
+    assert "steps/01-prod-borrows-research-s-idle-share/podgroups.yaml: unreadable" in page
+    assert "steps/02-research-comes-back/pods.yaml: unexpected shape, ignored" in page
 
 
 def _chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
