@@ -52,7 +52,6 @@ def recipes_for(kai_version: str) -> list[Recipe]:
     """Everything a binary-runtime lab with KAI `kai_version` needs."""
     release = versions.kai_release(kai_version)
     k8s = release.kubernetes
-    kai_mod = release.module
     return [
         Recipe("etcd", versions.ETCD_VERSION, "go.etcd.io/etcd/server/v3",
                {"etcd": "go.etcd.io/etcd/server/v3"}),

@@ -11,7 +11,6 @@ import pytest
 from helpers import assert_one_line_input_error
 import yaml
 
-from kailab.errors import InputError
 from kailab.exercise.spec import Exercise, json_schema, load_exercise
 from kailab.paths import PROJECT_ROOT
 

@@ -183,6 +183,27 @@ class KindPlan:
     kubeconfig: str = ""
 
 
+def kai_install_steps(version: str, kubeconfig: str, values: str, where: str = "") -> list[tuple[str, list[str]]]:
+    """helm-install KAI `version` into the cluster behind `kubeconfig`, then wait for its
+    Deployments; `where` completes the step descriptions (e.g. " in the vCluster")."""
+    p = pins()
+    kai, t = p["kai"], p["timeouts"]
+    kubectl = ["kubectl", "--kubeconfig", kubeconfig]
+    steps = [(f"Install KAI {version} from its OCI chart{where}",
+              ["helm", "upgrade", "--install", kai["release"], kai_chart_ref(version), "--version", version,
+               "--namespace", kai["namespace"], "--create-namespace", "--values", values, "--wait",
+               "--timeout", t["helm"], "--kubeconfig", kubeconfig])]
+    for dep in kai["deployments"]:
+        # the operator creates most of these after helm returns: wait for them to exist first
+        steps.append((f"Wait for KAI's {dep} Deployment to exist{where}",
+                      [*kubectl, "-n", kai["namespace"], "wait", "--for=create", f"deployment/{dep}",
+                       f"--timeout={t['rollout']}"]))
+        steps.append((f"Wait for KAI's {dep} to roll out{where}",
+                      [*kubectl, "-n", kai["namespace"], "rollout", "status", f"deployment/{dep}",
+                       f"--timeout={t['rollout']}"]))
+    return steps
+
+
 def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str) -> KindPlan:
     """Everything `up` does, in order, as data. Pure: reads only kailab's own data files."""
     release = versions.kai_release(kai_version)
@@ -226,24 +247,12 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str) -> KindPlan:
     add("Wait for kwok-controller to roll out",
         [*kubectl, "-n", kwok_ns, "rollout", "status", f"deployment/{kwok_dep}", f"--timeout={t['rollout']}"])
 
-    kai = p["kai"]
     if spec.with_kai:
         # KAI before fake-gpu-operator: KAI's chart creates the reservation namespace, and
         # fake-gpu-operator grants its status-updater access there only if it exists at install
         files["kai-values.yaml"] = dump(kai_values())
-        add(f"Install KAI {release.version} from its OCI chart",
-            ["helm", "upgrade", "--install", kai["release"], kai_chart_ref(release.version),
-             "--version", release.version, "--namespace", kai["namespace"], "--create-namespace",
-             "--values", path("kai-values.yaml"), "--wait", "--timeout", t["helm"],
-             "--kubeconfig", kubeconfig])
-        for dep in kai["deployments"]:
-            # the operator creates most of these after helm returns: wait for them to exist first
-            add(f"Wait for KAI's {dep} Deployment to exist",
-                [*kubectl, "-n", kai["namespace"], "wait", "--for=create", f"deployment/{dep}",
-                 f"--timeout={t['rollout']}"])
-            add(f"Wait for KAI's {dep} to roll out",
-                [*kubectl, "-n", kai["namespace"], "rollout", "status", f"deployment/{dep}",
-                 f"--timeout={t['rollout']}"])
+        for what, argv in kai_install_steps(release.version, kubeconfig, path("kai-values.yaml")):
+            add(what, argv)
 
     fgo = p["fake_gpu_operator"]
     add(f"Install fake-gpu-operator {fgo['version']}: one topology pool per fleet pool",

@@ -215,7 +215,7 @@ def version_plan(version: str, fleet: Fleet, host: kind.KindPlan, host_name: str
     name, ns = vcluster_name(s), vcluster_namespace(s)
     lab_name = f"{host_name}-{s}"
     p = kind.pins()
-    t, kai, vc = p["timeouts"], p["kai"], p["vcluster"]
+    t, vc = p["timeouts"], p["vcluster"]
     lab = Path(host.lab_dir)
     path = lambda rel: str(lab / s / rel)  # noqa: E731
     kubeconfig = path("kubeconfig")
@@ -268,17 +268,9 @@ def version_plan(version: str, fleet: Fleet, host: kind.KindPlan, host_name: str
     stdout_files[len(steps)] = kubeconfig
     add("Its kubeconfig (stdout to a file; on Linux the CLI serves it through a background proxy container)",
         [*vcluster, "connect", name, "-n", ns, "--print"])
-    add(f"Install KAI {release.version} from its OCI chart INTO the vCluster",
-        ["helm", "upgrade", "--install", kai["release"], kind.kai_chart_ref(release.version),
-         "--version", release.version, "--namespace", kai["namespace"], "--create-namespace",
-         "--values", path("kai-values.yaml"), "--wait", "--timeout", t["helm"], "--kubeconfig", kubeconfig])
-    for dep in kai["deployments"]:
-        add(f"Wait for KAI's {dep} Deployment to exist in the vCluster",
-            [*v_kubectl, "-n", kai["namespace"], "wait", "--for=create", f"deployment/{dep}",
-             f"--timeout={t['rollout']}"])
-        add(f"Wait for KAI's {dep} to roll out",
-            [*v_kubectl, "-n", kai["namespace"], "rollout", "status", f"deployment/{dep}",
-             f"--timeout={t['rollout']}"])
+    for what, argv in kind.kai_install_steps(release.version, kubeconfig, path("kai-values.yaml"),
+                                             where=" INTO the vCluster"):
+        add(what, argv)
     add("The vCluster sees this version's nodes, Ready",
         [*v_kubectl, "wait", "--for=condition=Ready", "node", "-l", trial_node_selector(s),
          f"--timeout={t['nodes_ready']}"])
