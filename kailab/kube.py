@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import cached_property
 from pathlib import Path
 
@@ -10,7 +11,22 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
+from .errors import KailabError
+
 FIELD_MANAGER = "kailab"
+
+
+class ApiRefused(KailabError):
+    """The API server (or an admission webhook) refused an object: its own message, one line."""
+
+
+def server_message(err: ApiException) -> str:
+    """The API server's own words from an error response, on one line."""
+    try:
+        message = json.loads(err.body or "{}").get("message") or ""
+    except (ValueError, AttributeError):
+        message = ""
+    return " ".join((message or f"{err.status} {err.reason}").split())
 
 
 class Kube:
@@ -36,12 +52,19 @@ class Kube:
         return self.dynamic.resources.get(api_version=api_version, kind=kind)
 
     def apply(self, obj: dict) -> dict:
-        """Server-side apply: create or update, idempotent."""
+        """Server-side apply: create or update, idempotent. A refusal raises ApiRefused."""
         res = self.resource(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]
-        out = self.dynamic.server_side_apply(res, body=obj, name=meta["name"],
-                                             namespace=meta.get("namespace"),
-                                             field_manager=FIELD_MANAGER, force_conflicts=True)
+        try:
+            out = self.dynamic.server_side_apply(res, body=obj, name=meta["name"],
+                                                 namespace=meta.get("namespace"),
+                                                 field_manager=FIELD_MANAGER, force_conflicts=True)
+        except ApiException as err:
+            if err.status and 400 <= err.status < 500 and err.status not in (404, 409, 429):
+                where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+                raise ApiRefused(f"the API server refused {obj['kind']} {where}{meta['name']}: "
+                                 f"{server_message(err)}") from None
+            raise
         return out.to_dict()
 
     def apply_status(self, obj: dict) -> None:

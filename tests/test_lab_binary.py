@@ -187,3 +187,16 @@ def test_pod_larger_than_any_node_stays_pending_with_kai_reason(kai_lab):
     assert "gpu" in events[0].message.lower()
     assert kube.core.read_namespaced_pod("too-big-0", ns).spec.node_name is None
     kube.delete("v1", "Namespace", ns)
+
+
+def test_an_object_the_api_refuses_surfaces_with_the_servers_message(kube):
+    from kailab.kube import ApiRefused
+
+    bad = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "refused", "namespace": "default"},
+           "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "-1"}}}]}}
+    with pytest.raises(ApiRefused) as err:
+        kube.apply(bad)
+    text = str(err.value)
+    assert "\n" not in text
+    assert text.startswith("the API server refused Pod default/refused: ")
+    assert 'Invalid value: "-1": must be greater than or equal to 0' in text
