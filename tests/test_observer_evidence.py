@@ -8,10 +8,12 @@ prove what kailab *observes*; what KAI *decides* is proven by the exercises.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 import time
 import uuid
 
 import pytest
+from helpers import place_pod
 
 from kailab import workloads
 from kailab.evidence import EvidenceDir
@@ -37,20 +39,22 @@ def env(infra_lab):
 
 
 def place(kube: Kube, ns: str, name: str, node: str | None, gpus: int = 1, workload: str = "w") -> None:
-    pod = workloads.pods(name, ns, "x0000-q", 1, gpus=gpus, priority_class=None)[0]
-    pod["metadata"]["name"] = name
-    pod["metadata"]["labels"][workloads.OWNER_LABEL] = workload
-    pod["spec"]["schedulerName"] = "kailab-test-placer"  # nobody else will touch it
-    if node:
-        pod["spec"]["nodeName"] = node
-    kube.apply(pod)
+    place_pod(kube, ns, name, node, "x0000-q", workload, gpus)
+
+
+@contextmanager
+def observing(kube: Kube, names: Names, invariants: list[str]):
+    obs = Observer(kube, names, invariants)
+    obs.start()
+    try:
+        yield obs
+    finally:
+        obs.stop()
 
 
 def test_timeline_records_bind_run_and_eviction_from_the_watch(env):
     kube, ns, names = env
-    obs = Observer(kube, names, [])
-    obs.start()
-    try:
+    with observing(kube, names, []) as obs:
         place(kube, ns, "p0", "a100-0")
         place(kube, ns, "p1", "a100-0")
         place(kube, ns, "waiting", None)
@@ -69,16 +73,12 @@ def test_timeline_records_bind_run_and_eviction_from_the_watch(env):
         assert ("deleted", "p1") in kinds and ("evicted", "p1") not in kinds
         assert ("bound", "waiting") not in kinds
         assert obs.state.evicted_since(0, workload="w") == 1
-    finally:
-        obs.stop()
 
 
 def test_gpu_overcommit_is_caught_on_the_watch_stream(env):
     """The API lets anyone set nodeName: 5 one-GPU pods on a 4-GPU node is an overcommit."""
     kube, ns, names = env
-    obs = Observer(kube, names, ["no-gpu-overcommit"])
-    obs.start()
-    try:
+    with observing(kube, names, ["no-gpu-overcommit"]) as obs:
         for i in range(5):
             place(kube, ns, f"over-{i}", "a100-1")
         assert obs.wait_for(lambda s: "no-gpu-overcommit" in obs.violations, 30)
@@ -86,15 +86,11 @@ def test_gpu_overcommit_is_caught_on_the_watch_stream(env):
         assert details == ["node a100-1 holds 5 GPUs of 4"]
         for i in range(5):
             kube.delete("v1", "Pod", f"over-{i}", ns, grace=0)
-    finally:
-        obs.stop()
 
 
 def test_count_expectation_sees_bound_and_pending(env):
     kube, ns, names = env
-    obs = Observer(kube, names, [])
-    obs.start()
-    try:
+    with observing(kube, names, []) as obs:
         place(kube, ns, "b0", "a100-0", workload="mix")
         place(kube, ns, "b1", None, workload="mix")
         exp = CountExpect(workload="mix", bound=1, pending=1)
@@ -105,25 +101,19 @@ def test_count_expectation_sees_bound_and_pending(env):
         assert not result.passed
         assert (result.expected, result.observed) == ("2", "1")
         assert result.offending == ["b0@a100-0"]
-    finally:
-        obs.stop()
 
 
 def test_evidence_snapshot_and_namespace_dump_never_hold_secrets(env, tmp_path):
     kube, ns, names = env
     kube.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": ns},
                 "stringData": {"token": "TOPSECRET-VALUE"}})
-    obs = Observer(kube, names, [])
-    obs.start()
-    try:
+    with observing(kube, names, []) as obs:
         place(kube, ns, "e0", "a100-0")
         assert obs.wait_for(lambda s: any(p.name == "e0" and p.running for p in s.pods.values()), 30)
         ev = EvidenceDir(tmp_path, "harness")
         ev.snapshot("steps/01-x", kube, ns, [], obs.state)
         ev.dump_namespace(kube, ns)
         ev.timeline(obs.state.timeline)
-    finally:
-        obs.stop()
     files = {p.relative_to(ev.path).as_posix() for p in ev.path.rglob("*") if p.is_file()}
     assert {"steps/01-x/pods.yaml", "steps/01-x/nodes.yaml", "steps/01-x/events.yaml",
             "steps/01-x/queues.yaml", "steps/01-x/podgroups.yaml", "timeline.jsonl", "dump/Pod.core.yaml"} <= files
@@ -138,12 +128,8 @@ def test_evidence_snapshot_and_namespace_dump_never_hold_secrets(env, tmp_path):
 
 def test_wait_settled_returns_after_a_quiet_period(env):
     kube, ns, names = env
-    obs = Observer(kube, names, [])
-    obs.start()
-    try:
+    with observing(kube, names, []) as obs:
         place(kube, ns, "s0", "a100-0")
         start = time.time()
         assert obs.wait_settled(quiet=1.0, timeout=30)
         assert time.time() - start >= 1.0
-    finally:
-        obs.stop()

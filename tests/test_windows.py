@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from helpers import place_pod
 import yaml
 
 from kailab import workloads
@@ -39,13 +40,7 @@ def run(infra_lab, tmp_path):
 
 
 def place(r: ExerciseRun, name: str, node: str | None = "a100-0") -> None:
-    pod = workloads.pods(name, r.names.namespace, r.names.queue("q"), 1, priority_class=None)[0]
-    pod["metadata"]["name"] = name
-    pod["metadata"]["labels"][workloads.OWNER_LABEL] = "w"
-    pod["spec"]["schedulerName"] = "kailab-test-placer"
-    if node:
-        pod["spec"]["nodeName"] = node
-    r.kube.apply(pod)
+    place_pod(r.kube, r.names.namespace, name, node, r.names.queue("q"))
 
 
 def test_stays_window_passes_when_the_condition_holds_throughout(run):
