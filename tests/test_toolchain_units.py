@@ -1,0 +1,74 @@
+"""Pure pieces of the toolchain and the KAI install: wrapper go.mod text, recipes, CRD patching,
+process flags. (The builds themselves run for real in every lab test.)"""
+
+from __future__ import annotations
+
+import yaml
+
+from kailab import kai, toolchain, versions
+
+
+def test_wrapper_gomod_repeats_replaces_and_pins_local_ones():
+    upstream = {"Go": "1.25.0", "Replace": [
+        {"Old": {"Path": "k8s.io/api"}, "New": {"Path": "./staging/src/k8s.io/api"}},
+        {"Old": {"Path": "go.etcd.io/etcd"}, "New": {"Path": "./FORBIDDEN_DEPENDENCY"}},
+        {"Old": {"Path": "golang.org/x/oauth2"}, "New": {"Path": "golang.org/x/oauth2", "Version": "v0.28.0"}},
+        {"Old": {"Path": "example.com/x", "Version": "v1.0.0"}, "New": {"Path": "example.com/y", "Version": "v1.2.0"}},
+    ]}
+    k8s = next(r for r in toolchain.recipes_for("v0.17.0") if r.component == "kubernetes")
+    text = toolchain.wrapper_gomod(k8s, upstream)
+    lines = text.splitlines()
+    assert "go 1.25.0" in lines
+    assert "require k8s.io/kubernetes v1.35.4" in lines
+    assert "replace k8s.io/api => k8s.io/api v0.35.4" in lines  # staging module at the matching v0
+    assert "replace golang.org/x/oauth2 => golang.org/x/oauth2 v0.28.0" in lines
+    assert "replace example.com/x v1.0.0 => example.com/y v1.2.0" in lines
+    assert not any("FORBIDDEN" in line for line in lines)
+
+
+def test_etcd_local_replaces_take_the_same_version():
+    etcd = next(r for r in toolchain.recipes_for("v0.17.0") if r.component == "etcd")
+    upstream = {"Replace": [{"Old": {"Path": "go.etcd.io/etcd/api/v3"}, "New": {"Path": "../api"}}]}
+    assert f"replace go.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 {versions.ETCD_VERSION}" in \
+        toolchain.wrapper_gomod(etcd, upstream)
+
+
+def test_recipes_pin_kubernetes_by_kai_release_and_key_local_kai_builds_apart(monkeypatch, tmp_path):
+    keys = {r.component: r.version for r in toolchain.recipes_for("v0.15.2")}
+    assert keys == {"etcd": versions.ETCD_VERSION, "kubernetes": "v1.34.4", "kwok": versions.KWOK_VERSION,
+                    "kai": "v0.15.2"}
+    kai_recipe = toolchain.kai_recipe(versions.kai_release("v0.17.0"))
+    assert kai_recipe.module == "github.com/kai-scheduler/KAI-scheduler"
+    assert set(kai_recipe.binaries) == set(versions.KAI_COMPONENTS)
+    monkeypatch.setenv("KAILAB_KAI_SOURCE", str(tmp_path))
+    local = toolchain.kai_recipe(versions.kai_release("v0.17.0"))
+    assert local.version.startswith("v0.17.0-src-") and local.source == tmp_path.resolve()
+
+
+def test_crds_lose_conversion_webhooks_and_queues_store_v2(monkeypatch, tmp_path):
+    crds = tmp_path / "deployments" / "kai-scheduler" / "crds"
+    crds.mkdir(parents=True)
+    (crds / "scheduling.run.ai_queues.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "queues.scheduling.run.ai"},
+        "spec": {"conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {}}},
+                 "versions": [{"name": "v1", "storage": True}, {"name": "v2", "storage": False}]}}))
+    monkeypatch.setenv("KAILAB_KAI_SOURCE", str(tmp_path))
+    (doc,) = kai.crd_documents("v0.17.0")
+    assert doc["spec"]["conversion"] == {"strategy": "None"}
+    assert {v["name"]: v["storage"] for v in doc["spec"]["versions"]} == {"v1": False, "v2": True}
+
+
+def test_every_kai_process_gets_its_own_loopback_ports():
+    names = [f"{c}.{p}" for c, ps in kai.component_ports().items() for p in ps]
+    ports = {n: 20000 + i for i, n in enumerate(names)}
+    seen = set()
+    for comp in versions.KAI_COMPONENTS:
+        argv = kai.component_argv(comp, toolchain.binary_path("kai", "v0.17.0", comp), ports)
+        addrs = [a.split("=", 1)[1] for a in argv if a.startswith("--") and "127.0.0.1:" in a]
+        assert addrs, comp
+        for a in addrs:
+            assert a.startswith("127.0.0.1:") and a not in seen
+            seen.add(a)
+        assert kai.health_url(comp, ports).startswith("http://127.0.0.1:")
+    assert kai.snapshot_url(ports) == f"http://127.0.0.1:{ports['scheduler.plugins']}/get-snapshot"
