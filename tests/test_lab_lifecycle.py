@@ -85,10 +85,14 @@ def test_interrupted_up_leaves_nothing_behind(sig):
     proc = _start_up(name)
     _wait_for_process(name, "kube-apiserver", proc)
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode != 0
-    assert "interrupted" in err
-    assert_nothing_left(name)
+    try:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode != 0
+        assert "interrupted" in err
+        assert_nothing_left(name)
+    finally:
+        run("down", "--name", name)  # also removes the logs a failed `up` keeps
+    assert not (lab_dir(name).parent / f"{name}.failed-logs").exists()
 
 
 def test_down_after_a_crashed_up_reaps_its_processes():
