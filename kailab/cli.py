@@ -171,6 +171,9 @@ def run(exercises, evidence_root, name) -> None:
     rec = LabRecord.load(name)
     if rec is None or rec.state != "up":
         raise KailabError(f"no lab named {name!r} is up: bring one up with `kailab up`")
+    if not rec.with_kai:
+        raise KailabError(f"lab {name!r} runs without KAI (--without-kai): exercises need KAI "
+                          f"(`kailab down --name {name}` then `kailab up --fleet ...`)")
     paths = [resolve_exercise(e) for e in exercises]
     for p in paths:  # every file is validated before anything is applied
         load_exercise(p)

@@ -9,7 +9,7 @@ from pathlib import Path
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from .errors import KailabError
 
@@ -99,7 +99,7 @@ class Kube:
                 body["gracePeriodSeconds"] = grace
             self.resource(api_version, kind).delete(name=name, namespace=namespace, body=body)
             return True
-        except NotFoundError:
+        except (NotFoundError, ResourceNotFoundError):  # no such object, or the kind is not served
             return False
 
     def readyz(self) -> bool:
