@@ -200,3 +200,12 @@ def test_an_object_the_api_refuses_surfaces_with_the_servers_message(kube):
     assert "\n" not in text
     assert text.startswith("the API server refused Pod default/refused: ")
     assert 'Invalid value: "-1": must be greater than or equal to 0' in text
+
+
+def test_run_refuses_a_lab_without_kai_before_applying_anything(kailab_labs):
+    bare = kailab_labs.get("tiny", with_kai=False)
+    out = kailab("run", "reclaim", "--name", bare.name, check=False)
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"kailab: error: lab {bare.name!r} runs without KAI (--without-kai): exercises need KAI "
+        f"(`kailab down --name {bare.name}` then `kailab up --fleet ...`)")
