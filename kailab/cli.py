@@ -168,12 +168,9 @@ def run(exercises, evidence_root, name) -> None:
     from .exercise.runner import resolve_exercise, run_exercise
     from .exercise.spec import load_exercise
 
-    rec = LabRecord.load(name)
-    if rec is None or rec.state != "up":
-        raise KailabError(f"no lab named {name!r} is up: bring one up with `kailab up`")
-    if not rec.with_kai:
-        raise KailabError(f"lab {name!r} runs without KAI (--without-kai): exercises need KAI "
-                          f"(`kailab down --name {name}` then `kailab up --fleet ...`)")
+    from .runtimes.base import kai_lab
+
+    rec = kai_lab(name, "exercises")  # each exercise's fleet size is checked by its preflight
     paths = [resolve_exercise(e) for e in exercises]
     for p in paths:  # every file is validated before anything is applied
         load_exercise(p)

@@ -42,6 +42,7 @@ from .exercise.spec import (
     load_exercise,
 )
 from .fleet import load_fleet
+from .runtimes.base import kai_lab
 from .paths import PROJECT_ROOT, exercises_dir, state_dir
 from .specs import read_yaml, validate
 from .workloads import OWNER_LABEL, QUEUE_LABEL
@@ -528,23 +529,6 @@ def course_rows(course: CourseSpec | None = None) -> list[tuple[str, str, str, s
 Echo = Callable[[str], None]
 
 
-def lab_for(name: str, fleet: str):
-    """The running lab `name`, if it can run an exercise sized for `fleet`; else one clear error."""
-    from .runtimes.base import LabRecord
-
-    rec = LabRecord.load(name)
-    if rec is None or rec.state != "up":
-        raise KailabError(f"no lab named {name!r} is up: bring one up with `kailab up --fleet {fleet}`")
-    if not rec.with_kai:
-        raise KailabError(f"lab {name!r} runs without KAI (--without-kai): lessons need KAI "
-                          f"(`kailab down --name {name}` then `kailab up --fleet {fleet}`)")
-    need = load_fleet(fleet).gpus_total
-    if rec.gpus != need:
-        raise KailabError(f"this lesson is sized for fleet {fleet} ({need} GPUs) but lab {name!r} has "
-                          f"{rec.gpus} GPUs (fleet {rec.fleet}): use a `kailab up --fleet {fleet}` lab")
-    return rec
-
-
 def interactive() -> bool:
     try:
         return sys.stdin.isatty()
@@ -646,7 +630,7 @@ def run_lesson(lesson: Lesson, lab_name: str, pause: bool, echo: Echo, ask: Call
     """The guided lesson; returns the exit code (0 only when the run passed)."""
     from .exercise.runner import ExerciseRun
 
-    lab = lab_for(lab_name, lesson.exercise.fleet)  # before any question: no lab, no lesson
+    lab = kai_lab(lab_name, "lessons", lesson.exercise.fleet)  # before any question: no lab, no lesson
     for line in intro(lesson):
         echo(line)
     predictions = ask_predictions(lesson, pause, echo, ask)
@@ -863,7 +847,7 @@ def run_capstone(path: Path | str, lab_name: str, echo: Echo, evidence_root: Pat
         echo(f"static check: {len(problems)} problem{'s' if len(problems) != 1 else ''}; nothing was run")
         return 1
     echo(f"{path}: static check passed")
-    lab = lab_for(lab_name, cap.fleet)
+    lab = kai_lab(lab_name, "lessons", cap.fleet)
     with tempfile.TemporaryDirectory(prefix="kailab-capstone-") as tmp:
         source = Path(tmp) / f"{cap.name}.yaml"
         source.write_text(yaml.safe_dump(capstone_exercise(tree, cap), sort_keys=False))

@@ -72,6 +72,28 @@ def status_report(rec: LabRecord, healthy: bool, nodes: int, gpus: int, componen
             "kubeconfig": rec.kubeconfig, "api_server": api_server}
 
 
+def kai_lab(name: str, purpose: str, fleet: str | None = None) -> LabRecord:
+    """The running lab `name`, if it can run `purpose` (exercises, lessons): up, with KAI, and
+    (when `fleet` is given) with that fleet's GPU count. Otherwise one clear error."""
+    from ..errors import KailabError
+
+    up_cmd = f"kailab up --fleet {fleet}" if fleet else "kailab up"
+    rec = LabRecord.load(name)
+    if rec is None or rec.state != "up":
+        raise KailabError(f"no lab named {name!r} is up: bring one up with `{up_cmd}`")
+    if not rec.with_kai:
+        raise KailabError(f"lab {name!r} runs without KAI (--without-kai): {purpose} need KAI "
+                          f"(`kailab down --name {name}` then `kailab up --fleet {fleet or '...'}`)")
+    if fleet is not None:
+        from ..fleet import load_fleet
+
+        need = load_fleet(fleet).gpus_total
+        if rec.gpus != need:
+            raise KailabError(f"this lesson is sized for fleet {fleet} ({need} GPUs) but lab {name!r} has "
+                              f"{rec.gpus} GPUs (fleet {rec.fleet}): use a `{up_cmd}` lab")
+    return rec
+
+
 class Runtime(ABC):
     """One way of running a lab. `up` returns only when the lab is usable."""
 
