@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -59,8 +60,9 @@ def reap_dead_sessions() -> list[str]:
     return reaped
 
 
+@functools.lru_cache(maxsize=1)
 def kai_unavailable_reason() -> str | None:
-    """None when KAI's binaries are cached or can be built; else why not (checked once)."""
+    """None when KAI's binaries are cached or can be built; else why not (asked once a session)."""
     from . import toolchain, versions
 
     release = versions.kai_release(os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI)
