@@ -134,8 +134,9 @@ def tools() -> None:
 def tools_build(kai_version, without_kai) -> None:
     """Build whatever is missing from the cache (never rebuilds a cached binary).
 
-    KAI is built from its Go module through the module proxy; to build from a local checkout
-    instead (an air-gapped mirror, a patched KAI), set KAILAB_KAI_SOURCE=/path/to/KAI-scheduler.
+    KAI's source, first that applies: KAILAB_KAI_SOURCE (a work tree, e.g. a patched KAI: cached
+    apart), the Go module proxy where it serves KAI, else the repository registered with
+    `kailab tools kai-source PATH` (exactly the tag --kai-version names).
     """
     recipes = toolchain.recipes_for(versions.normalise(kai_version))
     if without_kai:
@@ -145,16 +146,43 @@ def tools_build(kai_version, without_kai) -> None:
         out.print(f"{key}: {path}")
 
 
+@tools.command("kai-source")
+@click.argument("path", required=False)
+def tools_kai_source(path) -> None:
+    """Register a KAI git repository (a clone or bare mirror) to build KAI from.
+
+    It is copied into kailab's cache as a bare mirror, so it outlives PATH; every release tag it
+    holds can then be built (`kailab tools build --kai-version vX.Y.Z`). Without PATH: show the
+    registered one. Use this where the Go module proxy does not serve KAI's module.
+    """
+    from . import kai_source
+
+    record = kai_source.register(path) if path else kai_source.registered()
+    if record is None:
+        raise KailabError("no KAI repository is registered: `kailab tools kai-source PATH`")
+    out.print(f"KAI repository: {record['origin']} ({record['tags']} release tags, {record['oldest']} … "
+              f"{record['newest']}), mirrored at {kai_source.mirror()}", markup=False, highlight=False)
+
+
+def _source_text(entry: dict) -> str:
+    src = entry.get("source") or {"kind": "module-proxy"}
+    if src["kind"] == "repository":
+        return f"repository {src['origin']} @ {src['commit'][:12]}"
+    if src["kind"] == "work-tree":
+        return f"work tree {src['tree']}"
+    return "module proxy"
+
+
 @tools.command("list")
 def tools_list() -> None:
-    """Show what the binary cache holds."""
+    """Show what the binary cache holds, and where each build's source came from."""
     entries = toolchain.cached()
     table = Table(title=f"binary cache {toolchain.cache_dir() / 'bin'}")
-    for col in ("component", "version", "binaries", "built", "seconds"):
+    for col in ("component", "version", "binaries", "source", "built", "seconds"):
         table.add_column(col)
     for e in entries:
-        table.add_row(e["component"], e["version"], ", ".join(e["binaries"]), e["built_at"],
-                      str(e.get("build_seconds", "")))
+        table.add_row(e["component"], e["version"], ", ".join(e["binaries"]), _source_text(e),
+                      e["built_at"], str(e.get("build_seconds", "")))
     out.print(table if entries else "the binary cache is empty: run `kailab tools build`")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -19,18 +20,25 @@ from .errors import BuildError
 KAI_NAMESPACE = "kai-scheduler"
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 SCHEDULER_NAME = "kai-scheduler"
-# KAI's chart installs these; >= 100 means non-preemptible (docs/priority in KAI's repo)
-PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+# where KAI's podgroupcontroller really listens for metrics, whatever its flag says
+PODGROUPCONTROLLER_METRICS_PORT = 8080
 # how often the scheduler runs a cycle; KAI's default is 1s, labs want decisions sooner
 SCHEDULE_PERIOD = "500ms"
 
 
-def source_dir(version: str) -> Path:
-    """KAI's module source: KAILAB_KAI_SOURCE (a checkout), else the Go module cache."""
-    local = os.environ.get("KAILAB_KAI_SOURCE")
-    if local:
-        return Path(local)
-    release = versions.kai_release(version)
+def source_dir(recipe: toolchain.Recipe) -> Path:
+    """The source tree KAI's cached binaries were built from (its manifest says), so the lab's
+    CRDs match its binaries; for a module-proxy build, the module cache's copy."""
+    if recipe.source is not None:
+        return recipe.source
+    tree = ((toolchain.manifest(recipe.component, recipe.version) or {}).get("source") or {}).get("tree")
+    if tree and Path(tree, "go.mod").is_file():
+        return Path(tree)
+    if tree:  # the exported tree was removed from the cache: export it again
+        from . import kai_source
+
+        return kai_source.export_tree(recipe.version)
+    release = versions.kai_release(recipe.version)
     probe = toolchain.cache_dir() / "build" / "probe"
     probe.mkdir(parents=True, exist_ok=True)
     (probe / "go.mod").write_text("module kailab.local/probe\n\ngo 1.25\n")
@@ -39,18 +47,19 @@ def source_dir(version: str) -> Path:
                          text=True, env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"})
     info = json.loads(out.stdout or "{}")
     if out.returncode != 0 or "Dir" not in info:
-        raise BuildError(f"cannot fetch KAI {version} source ({info.get('Error', out.stderr.strip())}); "
-                         "set KAILAB_KAI_SOURCE to a KAI checkout at that version")
+        raise BuildError(f"cannot fetch KAI {recipe.version} source ({info.get('Error', out.stderr.strip())}); "
+                         "register a KAI repository with `kailab tools kai-source PATH`")
     return Path(info["Dir"])
 
 
-def crd_documents(version: str) -> list[dict]:
-    folder = source_dir(version) / "deployments" / "kai-scheduler" / "crds"
+def crd_documents(tree: Path) -> list[dict]:
+    """KAI's CRDs from a source tree, patched for a lab without webhooks."""
+    folder = tree / "deployments" / "kai-scheduler" / "crds"
     docs = []
     for f in sorted(folder.glob("*.yaml")):
         docs.extend(d for d in yaml.safe_load_all(f.read_text()) if d)
     if not docs:
-        raise BuildError(f"no CRDs found in {folder}: is this KAI {version}'s source?")
+        raise BuildError(f"no CRDs found in {folder}: is this a KAI source tree?")
     for doc in docs:
         # a binary lab runs no webhooks: no conversion webhook either (clients use one version)
         doc["spec"]["conversion"] = {"strategy": "None"}
@@ -62,16 +71,32 @@ def crd_documents(version: str) -> list[dict]:
 
 
 def base_objects() -> list[dict]:
-    """Namespaces and priority classes KAI's helm chart would create."""
-    objs: list[dict] = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-        for ns in (KAI_NAMESPACE, RESERVATION_NAMESPACE)
-    ]
-    for name, value in PRIORITY_CLASSES.items():
-        objs.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                     "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "kailab"}},
-                     "value": value, "globalDefault": False, "preemptionPolicy": "PreemptLowerPriority",
-                     "description": f"KAI default priority class ({'non-' if value >= 100 else ''}preemptible)"})
+    """The namespaces KAI's processes use."""
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+            for ns in (KAI_NAMESPACE, RESERVATION_NAMESPACE)]
+
+
+def chart_objects(tree: Path) -> list[dict]:
+    """What KAI's helm chart creates by default, read from the chart in the source tree (so it
+    follows the version): its priority classes and its default queue pair, as its values say."""
+    chart = tree / "deployments" / "kai-scheduler"
+    values = yaml.safe_load((chart / "values.yaml").read_text()) or {}
+    objs: list[dict] = []
+    if (values.get("defaultPriorityClasses") or {"enabled": True}).get("enabled", True):
+        for f in sorted((chart / "templates" / "priorityclasses").glob("*.yaml")):
+            # the templates are plain manifests inside one {{- if }} … {{- end }}
+            text = "\n".join(line for line in f.read_text().splitlines() if not line.lstrip().startswith("{{"))
+            for doc in yaml.safe_load_all(text):
+                if doc:
+                    doc["metadata"].setdefault("labels", {})["app.kubernetes.io/managed-by"] = "kailab"
+                    objs.append(doc)
+    queues = values.get("defaultQueue") or {}
+    if queues.get("createDefaultQueue"):
+        parent, child = queues["parentName"], queues["childName"]
+        objs.append({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": parent},
+                     "spec": {"resources": queues["parentResources"]}})
+        objs.append({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": child},
+                     "spec": {"parentQueue": parent, "resources": queues["childResources"]}})
     return objs
 
 
@@ -108,9 +133,14 @@ def component_argv(name: str, binary: Path, ports: dict[str, int]) -> list[str]:
         return common + [f"--metrics-listen-address={addr('queuecontroller.metrics')}",
                          "--enable-webhook=false"]
     if name == "podgroupcontroller":
-        return common + [f"--metrics-bind-address={addr('podgroupcontroller.metrics')}",
-                         f"--health-probe-bind-address={addr('podgroupcontroller.probe')}",
-                         "--enable-podgroup-webhook=false", f"--scheduler-name={SCHEDULER_NAME}"]
+        # it ignores --metrics-bind-address and listens on :8080, all interfaces: run it in a
+        # network namespace of its own, bridged to the API server, its probe and its metrics
+        probe, metrics = ports["podgroupcontroller.probe"], ports["podgroupcontroller.metrics"]
+        shim = [sys.executable, "-m", "kailab.runtimes.netns", f"--connect={ports['kube-apiserver']}",
+                f"--expose={probe}={probe}", f"--expose={metrics}={PODGROUPCONTROLLER_METRICS_PORT}", "--"]
+        return shim + common + [f"--metrics-bind-address={addr('podgroupcontroller.metrics')}",
+                                f"--health-probe-bind-address={addr('podgroupcontroller.probe')}",
+                                "--enable-podgroup-webhook=false", f"--scheduler-name={SCHEDULER_NAME}"]
     raise ValueError(name)
 
 

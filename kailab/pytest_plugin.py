@@ -67,10 +67,10 @@ def kai_unavailable_reason() -> str | None:
 
     release = versions.kai_release(os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI)
     recipe = toolchain.kai_recipe(release)
-    if toolchain.is_cached(recipe) or recipe.source:
+    if toolchain.is_cached(recipe):
         return None
     try:
-        toolchain.check_module_available(recipe.module, recipe.version)
+        toolchain.kai_origin(recipe)  # a work tree, the module proxy or a registered repository
     except KailabError as err:
         return str(err)
     return None
@@ -107,6 +107,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             terminalreporter.write_line(f"report: {page}")
         except Exception as err:  # noqa: BLE001 - the verdicts above stand; say why there is no page
             terminalreporter.write_line(f"report: not written ({type(err).__name__}: {err})")
+    kai_reports = [r for key in ("passed", "failed", "error")
+                   for r in terminalreporter.stats.get(key, [])
+                   if getattr(r, "when", "call") == "call" and "kai" in getattr(r, "keywords", {})]
+    if kai_reports or config._kailab_no_kai is None:
+        outcome = {k: sum(1 for r in kai_reports if r.outcome == k) for k in ("passed", "failed")}
+        terminalreporter.write_line(f"kailab: {len(kai_reports)} tests marked `kai` ran against KAI "
+                                    f"({outcome['passed']} passed, {outcome['failed']} failed)")
     info = getattr(config, "_kailab_no_kai", None)
     if info:
         n, reason = info

@@ -5,10 +5,16 @@ module and repeats its `replace` directives: `go install pkg@version` refuses mo
 has replaces (k8s.io/kubernetes, etcd's server, KAI >= v0.17.0). Local-path replaces such as
 `k8s.io/api => ./staging/src/k8s.io/api` become the published module at the matching version.
 Only the Go module proxy is contacted; nothing is downloaded from anywhere else.
+
+KAI is the exception where the proxy refuses it: then it is built from a registered KAI git
+repository (see kai_source), inside KAI's own module with its own go.sum. Every KAI build's
+manifest says where its source came from (module proxy / repository + commit / work tree) and
+where that source tree is, so a lab's CRDs always come from the same tree as its binaries.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -36,7 +42,7 @@ class Recipe:
     binaries: dict[str, str]  # binary name -> package import path
     # maps a local-path replace target (module path) to the version to require instead
     local_replace_version: Callable[[str, str], str] = field(default=lambda mod, ver: ver)
-    source: Path | None = None  # a local checkout of `module` to build instead of the proxy's copy
+    source: Path | None = None  # a local work tree of `module` to build instead of the proxy's copy
 
     @property
     def key(self) -> str:
@@ -69,11 +75,35 @@ def kai_recipe(release: versions.KaiRelease) -> Recipe:
     binaries = {name: f"{release.module}/cmd/{name}" for name in versions.KAI_COMPONENTS}
     local = os.environ.get("KAILAB_KAI_SOURCE")
     if local:
-        # a checkout (air-gapped mirror, a patched KAI): cached apart from the released build
+        # a work tree (a patched KAI): cached apart from the released build of the same version
         src = Path(local).resolve()
         tag = hashlib.sha256(str(src).encode()).hexdigest()[:8]
         return Recipe("kai", f"{release.version}-src-{tag}", release.module, binaries, source=src)
     return Recipe("kai", release.version, release.module, binaries)
+
+
+def kai_origin(recipe: Recipe) -> str:
+    """Where an uncached KAI recipe's source will come from: 'work-tree', 'module-proxy' or
+    'repository'. BuildError naming every way to fix it when there is none."""
+    if recipe.source is not None:
+        return "work-tree"
+    try:
+        check_module_available(recipe.module, recipe.version)
+        return "module-proxy"
+    except BuildError as refused:
+        from . import kai_source
+
+        if kai_source.registered() is None:
+            raise BuildError(f"{kai_source.no_source_message(recipe.version)} (the proxy said: {refused})") from None
+        kai_source.commit_of(recipe.version)  # a tag the repository lacks: its own one-line error
+        return "repository"
+
+
+def manifest(component: str, version: str) -> dict | None:
+    try:
+        return json.loads((cache_dir() / "bin" / component / version / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def binary_path(component: str, version: str, binary: str) -> Path:
@@ -109,17 +139,19 @@ def go_binary() -> str:
     return go
 
 
-def _go_env(go_dir: Path) -> dict[str, str]:
+def _go_env(go_dir: Path, readonly: bool = False) -> dict[str, str]:
     env = dict(os.environ)
-    # never let Go fetch another toolchain, and never read a user's GOFLAGS like -mod=vendor
-    env.update({"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0",
-                "GOWORK": "off"})
+    # never let Go fetch another toolchain, and never read a user's GOFLAGS like -mod=vendor;
+    # inside a source's own module, its go.mod/go.sum are the truth and are never rewritten
+    env.update({"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly" if readonly else "-mod=mod",
+                "CGO_ENABLED": "0", "GOWORK": "off"})
     return env
 
 
-def _run_go(args: list[str], cwd: Path, log, on_line: Callable[[str], None] | None = None) -> None:
+def _run_go(args: list[str], cwd: Path, log, on_line: Callable[[str], None] | None = None,
+            readonly: bool = False) -> None:
     go = go_binary()
-    proc = subprocess.Popen([go, *args], cwd=cwd, env=_go_env(cwd), stdout=subprocess.PIPE,
+    proc = subprocess.Popen([go, *args], cwd=cwd, env=_go_env(cwd, readonly), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1)
     tail: list[str] = []
     assert proc.stdout is not None
@@ -133,7 +165,7 @@ def _run_go(args: list[str], cwd: Path, log, on_line: Callable[[str], None] | No
         if "403 Forbidden" in text or "not available" in text or "410 Gone" in text:
             raise BuildError(f"the Go module proxy refused a module needed by `go {' '.join(args[:2])}`: "
                              f"{_first_error(tail)} (set GOPROXY to a proxy that serves it, "
-                             "or see `kailab tools build --help` for a local source checkout)")
+                             "or register a KAI repository: `kailab tools kai-source --help`)")
         raise BuildError(f"`go {' '.join(args)}` failed in {cwd}: {_first_error(tail)} "
                          f"(full log: {log.name})")
 
@@ -171,7 +203,7 @@ def module_gomod(module: str, version: str, work: Path, log) -> dict:
         except json.JSONDecodeError:
             err = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["unknown error"]
             err = err[0]
-        hint = ("set GOPROXY to a proxy that serves it, or KAILAB_KAI_SOURCE to a KAI checkout"
+        hint = ("set GOPROXY to a proxy that serves it, or register a KAI repository with `kailab tools kai-source PATH`"
                 if "KAI-scheduler" in module else "the Go module proxy must serve it; check GOPROXY")
         raise BuildError(f"cannot download Go module {module}@{version}: {' '.join(err.split())} ({hint})")
     gomod = json.loads(out.stdout)["GoMod"]
@@ -179,14 +211,6 @@ def module_gomod(module: str, version: str, work: Path, log) -> dict:
                             env=_go_env(probe), capture_output=True, text=True, check=True)
     return json.loads(parsed.stdout)
 
-
-def _local_gomod(source: Path) -> dict:
-    gomod = source / "go.mod"
-    if not gomod.is_file():
-        raise BuildError(f"KAILAB_KAI_SOURCE={source}: no go.mod there (point it at a KAI checkout)")
-    out = subprocess.run([go_binary(), "mod", "edit", "-json", str(gomod)], capture_output=True,
-                         text=True, check=True)
-    return json.loads(out.stdout)
 
 
 def wrapper_gomod(recipe: Recipe, upstream: dict) -> str:
@@ -206,6 +230,55 @@ def wrapper_gomod(recipe: Recipe, upstream: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _version_ldflags(recipe: Recipe, commit: str) -> str:
+    """Stamp the version KAI's own Makefile stamps, so `scheduler --version` tells the truth."""
+    if recipe.component != "kai":
+        return "-s -w"
+    pkg = f"{recipe.module}/pkg/scheduler/version"
+    return (f"-s -w -X {pkg}.gitVersion={recipe.version.split('-src-')[0]} -X {pkg}.gitCommit={commit} "
+            f"-X {pkg}.gitTreeState=clean -X {pkg}.buildDate={time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+
+
+def _build_wrapped(recipe: Recipe, work: Path, out: Path, log, on_phase) -> None:
+    """Build through a generated wrapper module requiring the published module."""
+    on_phase("reading upstream go.mod")
+    upstream = module_gomod(recipe.module, recipe.version, work, log)
+    (work / "go.mod").write_text(wrapper_gomod(recipe, upstream))
+    imports = "\n".join(f'\t_ "{pkg}"' for pkg in recipe.binaries.values())
+    (work / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
+    on_phase("resolving modules")
+    _run_go(["mod", "tidy"], work, log, lambda l: on_phase(l[:70]) if l.startswith("go: downloading") else None)
+    for name, pkg in recipe.binaries.items():
+        on_phase(f"compiling {name}")
+        _run_go(["build", "-trimpath", f"-ldflags={_version_ldflags(recipe, 'module-proxy')}",
+                 "-o", str(out / name), pkg], work, log)
+
+
+def _build_in_module(recipe: Recipe, tree: Path, commit: str, out: Path, log, on_phase) -> None:
+    """Build inside the source tree's own module, trusting its go.sum (never rewriting it)."""
+    if not (tree / "go.mod").is_file():
+        raise BuildError(f"{tree}: no go.mod there (point KAILAB_KAI_SOURCE at a KAI work tree)")
+    pkgs = ["./" + pkg.removeprefix(recipe.module + "/") for pkg in recipe.binaries.values()]
+    on_phase("compiling " + ", ".join(recipe.binaries) + " (downloads what go.sum names first)")
+    # one `go build` for all five: they share most packages, compiled once
+    _run_go(["build", "-trimpath", f"-ldflags={_version_ldflags(recipe, commit)}", "-o", str(out) + "/",
+             *pkgs], tree, log, readonly=True)
+
+
+def _kai_source(recipe: Recipe) -> tuple[Path | None, dict]:
+    """(tree to build in, or None for the proxy's module; the manifest's 'source' record)."""
+    origin = kai_origin(recipe)
+    if origin == "work-tree":
+        return recipe.source, {"kind": origin, "tree": str(recipe.source)}
+    if origin == "repository":
+        from . import kai_source
+
+        tree = kai_source.export_tree(recipe.version)
+        return tree, {"kind": origin, "origin": kai_source.registered()["origin"],
+                      "commit": kai_source.commit_of(recipe.version), "tree": str(tree)}
+    return None, {"kind": origin, "module": f"{recipe.module}@{recipe.version}"}
+
+
 def build(recipe: Recipe, on_phase: Callable[[str], None] = lambda s: None) -> Path:
     """Build one recipe into the cache unless it is already there. Returns its folder."""
     dest = cache_dir() / "bin" / recipe.component / recipe.version
@@ -213,41 +286,52 @@ def build(recipe: Recipe, on_phase: Callable[[str], None] = lambda s: None) -> P
         return dest
     work = cache_dir() / "build" / f"{recipe.component}-{recipe.version}"
     work.mkdir(parents=True, exist_ok=True)
-    log_path = work / "build.log"
+    with open(work.with_name(work.name + ".lock"), "w") as lock:
+        if not _try_lock(lock):  # another kailab builds the same thing: wait for it, then reuse
+            on_phase("waiting for another kailab building this")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if is_cached(recipe):
+            return dest
+        return _build_locked(recipe, work, dest, on_phase)
+
+
+def _try_lock(f) -> bool:
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def _build_locked(recipe: Recipe, work: Path, dest: Path, on_phase: Callable[[str], None]) -> Path:
     started = time.time()
-    with open(log_path, "a") as log:
-        on_phase("reading upstream go.mod")
-        if recipe.source:
-            upstream = _local_gomod(recipe.source)
-        else:
-            upstream = module_gomod(recipe.module, recipe.version, work, log)
-        text = wrapper_gomod(recipe, upstream)
-        if recipe.source:
-            text = text.replace(f"require {recipe.module} {recipe.version}",
-                                f"require {recipe.module} v0.0.0\nreplace {recipe.module} => {recipe.source}")
-        (work / "go.mod").write_text(text)
-        imports = "\n".join(f'\t_ "{pkg}"' for pkg in recipe.binaries.values())
-        (work / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
-        on_phase("resolving modules")
-        _run_go(["mod", "tidy"], work, log, lambda l: on_phase(l[:70]) if l.startswith("go: downloading") else None)
-        on_phase("compiling " + ", ".join(recipe.binaries))
+    with open(work / "build.log", "a") as log:
+        source = {"kind": "module-proxy", "module": f"{recipe.module}@{recipe.version}"}
+        tree = None
+        if recipe.component == "kai":
+            on_phase("finding KAI's source")
+            tree, source = _kai_source(recipe)
         tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=work))
-        for name, pkg in recipe.binaries.items():
-            on_phase(f"compiling {name}")
-            _run_go(["build", "-trimpath", "-ldflags=-s -w", "-o", str(tmp / name), pkg], work, log)
-        dest.mkdir(parents=True, exist_ok=True)
-        for name in recipe.binaries:
-            os.replace(tmp / name, dest / name)  # same filesystem: atomic
-        shutil.rmtree(tmp, ignore_errors=True)
-        manifest = {
+        try:
+            if tree is None:
+                _build_wrapped(recipe, work, tmp, log, on_phase)
+            else:
+                _build_in_module(recipe, tree, source.get("commit", "work-tree"), tmp, log, on_phase)
+            dest.mkdir(parents=True, exist_ok=True)
+            for name in recipe.binaries:
+                os.replace(tmp / name, dest / name)  # same filesystem: atomic
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        record = {
             "component": recipe.component, "version": recipe.version, "module": recipe.module,
+            "source": source,
             "binaries": {n: _sha256(dest / n) for n in recipe.binaries},
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "build_seconds": round(time.time() - started, 1),
             "go": subprocess.run([go_binary(), "env", "GOVERSION"], capture_output=True,
                                  text=True).stdout.strip(),
         }
-        (dest / "manifest.json").write_text(json.dumps(manifest, indent=2))
+        (dest / "manifest.json").write_text(json.dumps(record, indent=2))
     return dest
 
 

@@ -33,6 +33,11 @@ def parse_versions(text: str) -> list[str]:
         out.append(v)
     if len(out) < 2:
         raise KailabError("a trial compares at least two KAI versions: --versions vA,vB")
+    if os.environ.get("KAILAB_KAI_SOURCE"):
+        # one work tree is one version: it would build every version from the same code
+        raise KailabError(f"KAILAB_KAI_SOURCE={os.environ['KAILAB_KAI_SOURCE']} is one KAI work tree and "
+                          "cannot serve several versions: unset it and register the repository "
+                          "(`kailab tools kai-source PATH`) to build each tag")
     return out
 
 

@@ -34,6 +34,7 @@ def test_etcd_local_replaces_take_the_same_version():
 
 
 def test_recipes_pin_kubernetes_by_kai_release_and_key_local_kai_builds_apart(monkeypatch, tmp_path):
+    monkeypatch.delenv("KAILAB_KAI_SOURCE", raising=False)  # the user's own setting must not leak in
     keys = {r.component: r.version for r in toolchain.recipes_for("v0.15.2")}
     assert keys == {"etcd": versions.ETCD_VERSION, "kubernetes": "v1.34.4", "kwok": versions.KWOK_VERSION,
                     "kai": "v0.15.2"}
@@ -53,8 +54,7 @@ def test_crds_lose_conversion_webhooks_and_queues_store_v2(monkeypatch, tmp_path
         "metadata": {"name": "queues.scheduling.run.ai"},
         "spec": {"conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {}}},
                  "versions": [{"name": "v1", "storage": True}, {"name": "v2", "storage": False}]}}))
-    monkeypatch.setenv("KAILAB_KAI_SOURCE", str(tmp_path))
-    (doc,) = kai.crd_documents("v0.17.0")
+    (doc,) = kai.crd_documents(tmp_path)
     assert doc["spec"]["conversion"] == {"strategy": "None"}
     assert {v["name"]: v["storage"] for v in doc["spec"]["versions"]} == {"v1": False, "v2": True}
 
@@ -62,6 +62,7 @@ def test_crds_lose_conversion_webhooks_and_queues_store_v2(monkeypatch, tmp_path
 def test_every_kai_process_gets_its_own_loopback_ports():
     names = [f"{c}.{p}" for c, ps in kai.component_ports().items() for p in ps]
     ports = {n: 20000 + i for i, n in enumerate(names)}
+    ports["kube-apiserver"] = 6443
     seen = set()
     for comp in versions.KAI_COMPONENTS:
         argv = kai.component_argv(comp, toolchain.binary_path("kai", "v0.17.0", comp), ports)
@@ -72,3 +73,39 @@ def test_every_kai_process_gets_its_own_loopback_ports():
             seen.add(a)
         assert kai.health_url(comp, ports).startswith("http://127.0.0.1:")
     assert kai.snapshot_url(ports) == f"http://127.0.0.1:{ports['scheduler.plugins']}/get-snapshot"
+
+
+def test_podgroupcontroller_runs_in_its_own_network_namespace_bridged_to_the_lab():
+    """It listens on :8080 whatever its flag says: the shim keeps that private (see netns.py)."""
+    ports = {"podgroupcontroller.metrics": 20001, "podgroupcontroller.probe": 20002, "kube-apiserver": 6443}
+    argv = kai.component_argv("podgroupcontroller", toolchain.binary_path("kai", "v0.17.0", "podgroupcontroller"),
+                              ports)
+    sep = argv.index("--")
+    assert argv[1:3] == ["-m", "kailab.runtimes.netns"]
+    assert set(argv[3:sep]) == {"--connect=6443", "--expose=20002=20002",
+                                f"--expose=20001={kai.PODGROUPCONTROLLER_METRICS_PORT}"}
+    assert argv[sep + 1].endswith("/podgroupcontroller")
+
+
+def _chart_tree(tmp_path, values: dict):
+    chart = tmp_path / "deployments" / "kai-scheduler"
+    (chart / "templates" / "priorityclasses").mkdir(parents=True)
+    (chart / "values.yaml").write_text(yaml.safe_dump(values))
+    (chart / "templates" / "priorityclasses" / "train.yaml").write_text(
+        "{{- if .Values.defaultPriorityClasses.enabled }}\napiVersion: scheduling.k8s.io/v1\n"
+        "kind: PriorityClass\nmetadata:\n  name: train\nvalue: 50\n{{- end }}\n")
+    return tmp_path
+
+
+def test_chart_objects_follow_the_charts_values(tmp_path):
+    res = {"gpu": {"quota": 0, "limit": -1, "overQuotaWeight": 1}}
+    tree = _chart_tree(tmp_path, {"defaultPriorityClasses": {"enabled": True}, "defaultQueue": {
+        "createDefaultQueue": True, "parentName": "p", "childName": "c",
+        "parentResources": res, "childResources": res}})
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in kai.chart_objects(tree)}
+    assert set(objs) == {("PriorityClass", "train"), ("Queue", "p"), ("Queue", "c")}
+    assert objs[("PriorityClass", "train")]["value"] == 50
+    assert objs[("Queue", "c")]["spec"] == {"parentQueue": "p", "resources": res}
+    off = _chart_tree(tmp_path / "off", {"defaultPriorityClasses": {"enabled": False},
+                                         "defaultQueue": {"createDefaultQueue": False}})
+    assert kai.chart_objects(off) == []

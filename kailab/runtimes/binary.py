@@ -149,7 +149,8 @@ class BinaryRuntime(Runtime):
                    hint="kwok marks nodes Ready through its stages; see its log")
         self._wait_serviceaccount(kube, "default", lab)
         if spec.with_kai:
-            self._install_kai(lab, kube, release.version, bins, ports, kubeconfig)
+            kai_recipe = next(r for r in recipes if r.component == "kai")
+            self._install_kai(lab, kube, kai.source_dir(kai_recipe), bins, ports, kubeconfig)
             self._probe(kube, lab)
         rec.state = "up"
         rec.save()
@@ -279,15 +280,16 @@ class BinaryRuntime(Runtime):
                    lambda: kube.core.read_namespaced_service_account("default", namespace),
                    timeout="namespace-serviceaccount", lab=lab, component="kube-controller-manager")
 
-    def _install_kai(self, lab: Path, kube: Kube, version: str, bins: dict[str, Path],
+    def _install_kai(self, lab: Path, kube: Kube, tree: Path, bins: dict[str, Path],
                      ports: dict[str, int], kubeconfig: Path) -> None:
-        for crd in kai.crd_documents(version):
+        crds = kai.crd_documents(tree)
+        for crd in crds:
             kube.apply(crd)
-        for crd in kai.crd_documents(version):
+        for crd in crds:
             name = crd["metadata"]["name"]
             wait_until(f"CRD {name} to be Established", lambda n=name: _crd_established(kube, n),
                        timeout="crd-established", lab=lab, component="kube-apiserver")
-        for obj in kai.base_objects():
+        for obj in kai.base_objects() + kai.chart_objects(tree):
             kube.apply(obj)
         for comp in versions.KAI_COMPONENTS:
             processes.start(lab, comp, kai.component_argv(comp, bins[comp], ports),
