@@ -164,7 +164,7 @@ def _why(c: int | Range) -> str:
 def describe_count(e: CountExpect) -> str:
     subject = f"queue {e.queue}" if e.queue is not None else f"workload {e.workload}"
     parts = [f"{count_words(v)} {m}{_why(v)}" for m in METRICS if (v := getattr(e, m)) is not None]
-    return f"{subject}: {', '.join(parts)}"
+    return f"{subject}: {', '.join(parts)}" + (f" - why: {e.why}" if e.why else "")
 
 
 def describe_expect(e: CountExpect | ConditionExpect | EventExpect) -> str:
@@ -172,7 +172,8 @@ def describe_expect(e: CountExpect | ConditionExpect | EventExpect) -> str:
         return describe_count(e)
     if isinstance(e, ConditionExpect):
         verb = "carry" if e.present else "do not carry"
-        return f"PodGroups of {e.podgroup_of} {verb} the reason {e.reason}"
+        who = "every PodGroup" if e.every else "PodGroups"
+        return f"{who} of {e.podgroup_of} {verb} the reason {e.reason}" + (f" - why: {e.why}" if e.why else "")
     return f"workload {e.workload}: {count_words(e.count)} {e.event_reason} event(s){_why(e.count)}"
 
 

@@ -116,15 +116,46 @@ def test_queue_limit_counts_the_whole_subtree():
     assert check_invariant("queue-within-limit", s, NAMES) == ["queue root holds 3 GPUs, above 2"]
 
 
-def test_gang_counts_bind_requests_as_allocated():
-    s = ClusterState(gangs={"g": 3})
-    for i in range(3):
+def _gang_state(size: int, grace: float = 5.0) -> ClusterState:
+    s = ClusterState(gangs={"g": size}, gang_grace=grace)
+    for i in range(size):
         s.update_pod(pod(f"g-{i}", workload="g"))
-    assert check_invariant("gang-never-partial", s, NAMES) == []
-    s.update_pod(pod("g-0", workload="g", node="n1"))
-    assert check_invariant("gang-never-partial", s, NAMES) == ["gang g: 1 of 3 pods allocated"]
-    s.bind_requests |= {(NS, "g-1"), (NS, "g-2")}  # KAI decided all three in one cycle
-    assert check_invariant("gang-never-partial", s, NAMES) == []
+    return s
+
+
+def test_gang_commit_spread_is_not_a_violation():
+    """KAI commits a decided gang one BindRequest per pod: every partial instant is normal."""
+    s = _gang_state(3)
+    for i in range(3):
+        s.bind_requests.add((NS, f"g-{i}"))
+        s.track_gangs(NS)
+        assert check_invariant("gang-never-partial", s, NAMES) == []
+    assert s.gang_allocation(NS)["g"] == (3, 3) and s.gang_partial_since == {}
+
+
+def test_gang_resting_partial_beyond_the_grace_is_a_violation(monkeypatch):
+    s = _gang_state(3, grace=5.0)
+    s.update_pod(pod("g-0", workload="g", node="n1"))  # one member bound, the rest never decided
+    s.track_gangs(NS)
+    assert check_invariant("gang-never-partial", s, NAMES) == []  # could still be a commit
+    monkeypatch.setattr(s, "now", lambda: s.gang_partial_since["g"] + 5.5)
+    (violation,) = check_invariant("gang-never-partial", s, NAMES)
+    assert violation.startswith("gang g: 1 of 3 pods allocated for 5.5 s")
+
+
+def test_a_whole_gang_that_loses_a_member_becomes_partial_and_recovering_clears_it():
+    s = _gang_state(2)
+    for i in range(2):
+        s.update_pod(pod(f"g-{i}", workload="g", node="n1"))
+    s.track_gangs(NS)
+    assert s.gang_partial_since == {}
+    s.update_pod(pod("g-1", workload="g", node="n1", deleting=True))  # evicted, or its node died
+    s.track_gangs(NS)
+    assert "g" in s.gang_partial_since
+    s.update_pod(pod("g-1", workload="g", node="n1"), deleted=True)
+    s.update_pod(pod("g-1b", workload="g", node="n2"))  # the Job's replacement, placed again
+    s.track_gangs(NS)
+    assert s.gang_partial_since == {}
 
 
 def test_no_gpu_overcommit_counts_deleting_pods_until_they_are_gone():

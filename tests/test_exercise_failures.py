@@ -31,21 +31,38 @@ def _first_expect(doc, step_index, **changes):
     doc["steps"][step_index]["expect"][0].update(changes)
 
 
+def _drop_faults(doc, step_index):
+    doc["steps"][step_index].pop("faults")
+
+
 BROKEN = {
-    # exercise: (how it is broken, the check that must fail)
-    "quota": (lambda d: _set_workload(d, "serve", priorityClass="train"), "serving bound"),
-    "borrow": (lambda d: d["queues"]["lab"]["children"]["prod"]["gpu"].update(limit=16), "queue prod bound"),
-    "reclaim": (lambda d: d["steps"][1]["expect"][1].update(bound=20), "queue prod bound"),
-    "gang": (lambda d: _set_workload(d, "gang-job", gang=None), "workload gang-job bound"),
-    "starvation": (lambda d: d["queues"]["lab"]["children"]["starved"]["gpu"].update(quota=4), "queue starved bound"),
-    "preemption": (lambda d: _set_workload(d, "a-urgent", priorityClass="train"), "workload a-urgent bound"),
-    "pitfall-deployment-borrow": (lambda d: _set_workload(d, "web", priorityClass="train"), "workload web bound"),
+    # exercise: (how it is broken, the step that must fail, the check in it that must fail)
+    "quota": (lambda d: _set_workload(d, "serve", priorityClass="train"),
+              "non-preemptible work stops at its quota", "queue serving bound"),
+    "borrow": (lambda d: d["queues"]["lab"]["children"]["prod"]["gpu"].update(limit=16),
+               "prod borrows research's idle share", "queue prod bound"),
+    "reclaim": (lambda d: d["steps"][1]["expect"][1].update(bound=20),
+                "research comes back", "queue prod bound"),
+    "gang": (lambda d: _set_workload(d, "gang-job", gang=None),
+             "a 10-pod gang meets 8 free GPUs", "workload gang-job bound"),
+    "starvation": (lambda d: d["queues"]["lab"]["children"]["starved"]["gpu"].update(quota=4),
+                   "the starved queue asks", "queue starved bound"),
+    "preemption": (lambda d: _set_workload(d, "a-urgent", priorityClass="train"),
+                   "a higher-priority job arrives in team-a", "workload a-urgent bound"),
+    "pitfall-deployment-borrow": (lambda d: _set_workload(d, "web", priorityClass="train"),
+                                  "the Deployment stops at quota", "workload web bound"),
+    # the node dies without taking anything with it: nothing lost, nothing replaced
+    "node-failure": (lambda d: _drop_faults(d, 1), "h100-0 dies", "workload train bound"),
 }
+
+
+def test_every_exercise_has_a_broken_variant():
+    assert set(BROKEN) == {p.stem for p in exercises_dir().glob("*.yaml")}
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_exercise_fails_when_its_key_condition_is_broken(name, kailab_labs, tmp_path):
-    breaker, failing_check = BROKEN[name]
+    breaker, failing_step, failing_check = BROKEN[name]
     doc = yaml.safe_load((exercises_dir() / f"{name}.yaml").read_text())
     breaker(doc)
     path = tmp_path / f"{name}.yaml"
@@ -55,7 +72,8 @@ def test_exercise_fails_when_its_key_condition_is_broken(name, kailab_labs, tmp_
     outcome = ExerciseRun(ex, path, lab, tmp_path / "evidence").run()
     assert outcome.verdict == "failed", outcome.report()
     failed = [r for r in outcome.results if not r.passed]
-    assert any(failing_check in r.what for r in failed), outcome.report()
+    # the first failure is the one the breakage causes, not an unrelated one
+    assert failed[0].step == failing_step and failing_check in failed[0].what, outcome.report()
     report = outcome.report()
     assert "expected" in report and "observed" in report
     verdict = json.loads((Path(outcome.evidence) / "verdict.json").read_text())

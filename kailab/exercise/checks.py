@@ -98,12 +98,18 @@ def evaluate_condition(state: ClusterState, exp: ConditionExpect, names: Names, 
     groups = podgroup_reasons(state, exp.podgroup_of, names.namespace)
     having = sorted(g for g, reasons in groups.items() if exp.reason in reasons)
     seen = sorted({r for reasons in groups.values() for r in reasons})
-    passed = bool(having) == exp.present
+    if exp.every:
+        pods = [p for p in state.workload_pods(exp.podgroup_of) if p.namespace == names.namespace]
+        without = [p.name for p in pods if p.podgroup not in having]
+        passed = bool(pods) and not without if exp.present else not having
+    else:
+        passed = bool(having) == exp.present
     observed = (f"{len(having)} of {len(groups)} podgroups have it" if groups else "no podgroups yet")
     if seen:
         observed += f"; reasons seen: {', '.join(seen)}"
     return Result(step, "expect", f"podgroup condition of {exp.podgroup_of}",
-                  f"{exp.reason} {'present' if exp.present else 'absent'}", observed, passed,
+                  f"{exp.reason} {'present' if exp.present else 'absent'}{' on every pod' if exp.every else ''}",
+                  observed, passed,
                   having or sorted(groups), state.now())
 
 
@@ -155,15 +161,15 @@ def check_invariant(name: str, state: ClusterState, names: Names) -> list[str]:
         return [f"node {n} holds {g} GPUs of {state.node_gpus.get(n, 0)}"
                 for n, g in sorted(used.items()) if g > state.node_gpus.get(n, 0)]
     if name == "gang-never-partial":
+        # partial while KAI commits (or evicts) a gang is normal; resting partial is not
         out = []
-        for workload, min_member in state.gangs.items():
-            pods = [p for p in state.workload_pods(workload) if p.namespace == names.namespace]
-            # a gang pod counts as allocated once KAI issued its BindRequest: binding is sequential,
-            # allocation is the all-or-nothing decision
-            allocated = [p for p in pods if p.bound or ((p.namespace, p.name) in state.bind_requests
-                                                        and not p.deleting)]
-            if 0 < len(allocated) < min_member:
-                out.append(f"gang {workload}: {len(allocated)} of {min_member} pods allocated")
+        allocation = state.gang_allocation(names.namespace)
+        for workload, since in sorted(state.gang_partial_since.items()):
+            held = state.now() - since
+            if held >= state.gang_grace:
+                allocated, min_member = allocation[workload]
+                out.append(f"gang {workload}: {allocated} of {min_member} pods allocated for {held:.1f} s "
+                           f"(since t={since:.3f}s; a commit takes one scheduling cycle)")
         return out
     if name in ("nonpreemptible-within-quota", "queue-within-limit"):
         out = []

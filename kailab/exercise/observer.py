@@ -55,6 +55,16 @@ class Observer:
             ready.append(event)
         for e in ready:  # every feed has listed once: the state is complete
             e.wait(timeout=30)
+        if self.state.gangs and "gang-never-partial" in self.invariants:
+            tick = threading.Thread(target=self._tick, name="invariant-tick", daemon=True)
+            tick.start()
+            self._threads.append(tick)
+
+    def _tick(self) -> None:
+        """Re-check invariants that depend on how long a state lasts, between watch events."""
+        while not self._stop.wait(0.5):
+            with self.state.cond:
+                self._after_change()
 
     def stop(self) -> None:
         self._stop.set()
@@ -131,14 +141,21 @@ class Observer:
             self.state.podgroups[key] = pg
 
     def _on_bindrequest(self, kind: str, br: dict) -> None:
-        key = (br["metadata"]["namespace"], (br.get("spec") or {}).get("podName", ""))
+        spec = br.get("spec") or {}
+        key = (br["metadata"]["namespace"], spec.get("podName", ""))
         if kind == "DELETED":
             self.state.bind_requests.discard(key)
-        else:
+        elif key not in self.state.bind_requests:
             self.state.bind_requests.add(key)
+            # the scheduler's decision for this pod; the bind that follows is the binder's
+            pod = self.state.pods.get(key)
+            self.state.timeline.append(TimelineEntry(
+                self.state.now(), "decided", key[1], pod.workload if pod else "", pod.queue if pod else "",
+                spec.get("selectedNode"), "BindRequest created"))
 
     def _after_change(self) -> None:
         self.state.version += 1
+        self.state.track_gangs(self.names.namespace)
         for inv in self.invariants:
             if inv in self.violations:
                 continue

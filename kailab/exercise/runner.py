@@ -429,6 +429,9 @@ def figures(state, ex: Exercise) -> dict:
         times = [e.t for e in state.timeline if e.what == "bound" and e.workload == workload]
         if times:
             out[f"gang_bind_spread_s.{workload}"] = round(max(times) - min(times), 3)
+        decided = [e.t for e in state.timeline if e.what == "decided" and e.workload == workload]
+        if decided and times:  # KAI's decision (first BindRequest) to the last pod bound
+            out[f"gang_decision_to_bound_s.{workload}"] = round(max(times) - min(decided), 3)
     return out
 
 

@@ -198,6 +198,7 @@ class CountExpect(Strict):
     running: Count | None = None
     pending: Count | None = None
     evicted: Count | None = Field(None, description="pods of it deleted by KAI since the step began")
+    why: str = Field("", description="one line: the KAI arithmetic behind the numbers, for a trainer")
 
     @model_validator(mode="after")
     def _shape(self) -> "CountExpect":
@@ -214,6 +215,10 @@ class ConditionExpect(Strict):
     podgroup_of: str = Field(alias="podgroupOf", description="workload name")
     reason: str
     present: bool = True
+    every: bool = Field(False, description="every pod of the workload has a PodGroup carrying the "
+                        "reason (default: at least one PodGroup does) - proof that the scheduler has "
+                        "seen all of them")
+    why: str = Field("", description="one line: why KAI gives this reason here")
 
 
 class EventExpect(Strict):

@@ -16,6 +16,11 @@ GPU = "nvidia.com/gpu"
 # KAI: priority >= 100 is non-preemptible unless the preemptibility label says otherwise
 NON_PREEMPTIBLE_FROM = 100
 PODGROUP_ANNOTATION = "pod-group-name"
+# KAI decides a gang in one scheduling cycle, then commits it one BindRequest per pod (10 pods in
+# ~0.2 s): any instant of that commit shows a partial gang. A gang may pass through partial states
+# while being committed or evicted; resting partial this long (10 of the lab's 500 ms scheduling
+# periods) means it was allocated across cycles or left below its minimum.
+GANG_COMMIT_GRACE = 5.0
 
 
 def _gpus(pod: dict) -> int:
@@ -102,6 +107,9 @@ class ClusterState:
     workload_podgroups: dict[str, set[str]] = field(default_factory=dict)  # kept after pods are gone
     timeline: list[TimelineEntry] = field(default_factory=list)
     our_deletions: set[str] = field(default_factory=set)  # pod uids kailab itself deleted
+    # workload -> when its gang last became partial (some but fewer than min allocated)
+    gang_partial_since: dict[str, float] = field(default_factory=dict)
+    gang_grace: float = GANG_COMMIT_GRACE
     version: int = 0
     cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
@@ -145,7 +153,26 @@ class ClusterState:
         self.timeline.extend(entries)
         return entries
 
+    def track_gangs(self, namespace: str) -> None:
+        """Note when each gang became partial (and forget gangs that are whole or empty again)."""
+        for workload, (allocated, min_member) in self.gang_allocation(namespace).items():
+            if 0 < allocated < min_member:
+                self.gang_partial_since.setdefault(workload, self.now())
+            else:
+                self.gang_partial_since.pop(workload, None)
+
     # ------------------------------------------------------------------ queries (pure)
+    def gang_allocation(self, namespace: str) -> dict[str, tuple[int, int]]:
+        """workload -> (pods allocated, min member). A pod counts as allocated once KAI created
+        its BindRequest (the decision) or it is bound, until it is deleted or finished."""
+        out = {}
+        for workload, min_member in self.gangs.items():
+            pods = [p for p in self.workload_pods(workload) if p.namespace == namespace]
+            allocated = [p for p in pods if p.bound or (p.key in self.bind_requests
+                                                        and not p.deleting and not p.finished)]
+            out[workload] = (len(allocated), min_member)
+        return out
+
     def preemptible(self, pod: PodView) -> bool:
         """KAI's view: the pod's label, else its PodGroup's priority class (the podgrouper gives
         Deployments 'inference' even when the pod names none), else the pod's own priority."""
