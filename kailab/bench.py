@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from . import toolchain, versions
+from .errors import KailabError
 from .paths import PROJECT_ROOT
 from .runtimes.base import LabSpec
 from .runtimes.binary import BinaryRuntime
@@ -84,6 +85,78 @@ def run(quick: bool = False, repeats: int | None = None, out_dir: Path | None = 
     (out_dir / f"{stem}.md").write_text(markdown(results))
     results["written"] = str(out_dir / f"{stem}.json")
     return results
+
+
+def repeatability(runs: int, names: list[str] | None = None, lab_name: str | None = None,
+                  out_dir: Path | None = None, echo=print) -> dict:
+    """Every exercise `runs` times in a row against one lab: passes per exercise, wall time per
+    run, and the failing checks of any run that did not pass (a flake is a bug to find)."""
+    from .exercise.runner import resolve_exercise, run_exercise
+    from .exercise.spec import load_exercise
+    from .paths import evidence_dir, exercises_dir
+    from .runtimes.base import kai_lab
+
+    paths = [resolve_exercise(n) for n in names] if names else sorted(exercises_dir().glob("*.yaml"))
+    fleets = {load_exercise(p).fleet for p in paths}  # validated before any lab work
+    own = lab_name is None
+    if own:
+        if len(fleets) != 1:
+            raise KailabError(f"exercises for several fleets ({', '.join(sorted(fleets))}): pass --lab")
+        lab_name = f"bench-{os.getpid()}-repeat"
+        BinaryRuntime().up(LabSpec(name=lab_name, runtime="binary", fleet=fleets.pop()))
+    lab = kai_lab(lab_name, "repeatability runs")
+    records: list[dict] = []
+    evidence = evidence_dir() / f"repeat-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    try:
+        for i in range(1, runs + 1):
+            for p in paths:
+                start = time.perf_counter()
+                outcome = run_exercise(p, lab, evidence)
+                rec = {"exercise": outcome.exercise, "run": i, "verdict": outcome.verdict,
+                       "seconds": round(time.perf_counter() - start, 1), "evidence": outcome.evidence,
+                       "failed": [r.line() for r in outcome.results if not r.passed][:3]}
+                records.append(rec)
+                echo(f"run {i}/{runs} {rec['exercise']}: {rec['verdict']} in {rec['seconds']} s")
+    finally:
+        if own:
+            BinaryRuntime().down(lab_name)
+    per: dict[str, dict] = {}
+    for rec in records:
+        e = per.setdefault(rec["exercise"], {"runs": 0, "passed": 0, "seconds": [], "not_passed": []})
+        e["runs"] += 1
+        e["passed"] += rec["verdict"] == "passed"
+        e["seconds"].append(rec["seconds"])
+        if rec["verdict"] != "passed":
+            e["not_passed"].append(rec)
+    results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
+               "kai_version": lab.kai_version,
+               "runs": runs, "exercises": per,
+               "passed": sum(e["passed"] for e in per.values()), "total": len(records)}
+    out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = dt.date.today().isoformat() + "-repeatability"
+    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out_dir / f"{stem}.md").write_text(repeatability_markdown(results))
+    results["written"] = str(out_dir / f"{stem}.json")
+    return results
+
+
+def repeatability_markdown(r: dict) -> str:
+    m = r["machine"]
+    lines = [f"# Exercise repeatability, {r['date']}", "",
+             f"Each exercise {r['runs']} times in a row on one lab, KAI {r['kai_version']}; "
+             f"{m['cores']} cores, {m['memory_gib']} GiB. Total: **{r['passed']} / {r['total']}** passed.", "",
+             "| exercise | passed / runs | wall s (median, min-max) |", "|---|---|---|"]
+    for name, e in sorted(r["exercises"].items()):
+        secs = e["seconds"]
+        lines.append(f"| {name} | {e['passed']} / {e['runs']} | {statistics.median(secs):.1f} "
+                     f"({min(secs):.1f}-{max(secs):.1f}) |")
+    flakes = [rec for e in r["exercises"].values() for rec in e["not_passed"]]
+    if flakes:
+        lines += ["", "Runs that did not pass:"]
+        lines += [f"- {rec['exercise']} run {rec['run']}: {rec['verdict']}: {'; '.join(rec['failed'])} "
+                  f"({rec['evidence']})" for rec in flakes]
+    return "\n".join(lines) + "\n"
 
 
 def markdown(r: dict) -> str:

@@ -346,10 +346,21 @@ def trial(version_text, exercises, fleet, parallel, runtime, dry_run) -> None:
 @cli.command()
 @click.option("--quick", is_flag=True, help="tiny fleet, one run (for CI).")
 @click.option("--repeats", type=int, default=None, help="runs per measurement (default 3, quick 1).")
-def bench(quick, repeats) -> None:
+@click.option("--repeat-exercises", "repeat_exercises", type=click.IntRange(1, 100), default=None,
+              help="Instead: run every exercise N times in a row on one lab; passes per exercise.")
+@click.option("--exercises", "exercise_names", default=None, help="With --repeat-exercises: comma-separated names.")
+@click.option("--lab", "lab_name", default=None,
+              help="With --repeat-exercises: a running lab to use (default: one brought up and down for it).")
+def bench(quick, repeats, repeat_exercises, exercise_names, lab_name) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from . import bench as bench_mod
 
+    if repeat_exercises:
+        names = [n.strip() for n in exercise_names.split(",")] if exercise_names else None
+        results = bench_mod.repeatability(repeat_exercises, names, lab_name, echo=console.print)
+        out.print(bench_mod.repeatability_markdown(results), markup=False, highlight=False)
+        out.print(f"written: {results['written']}")
+        sys.exit(0 if results["passed"] == results["total"] else 1)
     results = bench_mod.run(quick=quick, repeats=repeats)
     out.print(bench_mod.markdown(results), markup=False, highlight=False)
     out.print(f"written: {results['written']}")

@@ -78,6 +78,7 @@ def kai_unavailable_reason() -> str | None:
 
 def pytest_collection_modifyitems(session, config, items):
     needs_kai = [i for i in items if i.get_closest_marker("kai")]
+    config._kailab_kai_collected = len(needs_kai)
     if not needs_kai or config.getoption("--kailab-lab"):
         return
     reason = kai_unavailable_reason()
@@ -110,7 +111,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     kai_reports = [r for key in ("passed", "failed", "error")
                    for r in terminalreporter.stats.get(key, [])
                    if getattr(r, "when", "call") == "call" and "kai" in getattr(r, "keywords", {})]
-    if kai_reports or config._kailab_no_kai is None:
+    if kai_reports or getattr(config, "_kailab_kai_collected", 0):
         outcome = {k: sum(1 for r in kai_reports if r.outcome == k) for k in ("passed", "failed")}
         terminalreporter.write_line(f"kailab: {len(kai_reports)} tests marked `kai` ran against KAI "
                                     f"({outcome['passed']} passed, {outcome['failed']} failed)")

@@ -55,8 +55,8 @@ def stage_docs(text: str) -> list[dict]:
 @pytest.mark.parametrize("kai, image_prefix", [
     ("v0.17.0", "kindest/node:v1.35."),
     ("v0.16.0", "kindest/node:v1.35."),
-    ("v0.15.2", "kindest/node:v1.34."),
-    ("v0.15.0", "kindest/node:v1.34."),
+    ("v0.15.2", "kindest/node:v1.35."),
+    ("v0.15.0", "kindest/node:v1.35."),
 ])
 def test_kind_config_pins_node_image_per_kai_version(kai, image_prefix):
     plan = plan_for(kai=kai, name="cfg")

@@ -19,8 +19,8 @@ def test_wrapper_gomod_repeats_replaces_and_pins_local_ones():
     text = toolchain.wrapper_gomod(k8s, upstream)
     lines = text.splitlines()
     assert "go 1.25.0" in lines
-    assert "require k8s.io/kubernetes v1.35.4" in lines
-    assert "replace k8s.io/api => k8s.io/api v0.35.4" in lines  # staging module at the matching v0
+    assert "require k8s.io/kubernetes v1.36.3" in lines
+    assert "replace k8s.io/api => k8s.io/api v0.36.3" in lines  # staging module at the matching v0
     assert "replace golang.org/x/oauth2 => golang.org/x/oauth2 v0.28.0" in lines
     assert "replace example.com/x v1.0.0 => example.com/y v1.2.0" in lines
     assert not any("FORBIDDEN" in line for line in lines)
@@ -36,7 +36,7 @@ def test_etcd_local_replaces_take_the_same_version():
 def test_recipes_pin_kubernetes_by_kai_release_and_key_local_kai_builds_apart(monkeypatch, tmp_path):
     monkeypatch.delenv("KAILAB_KAI_SOURCE", raising=False)  # the user's own setting must not leak in
     keys = {r.component: r.version for r in toolchain.recipes_for("v0.15.2")}
-    assert keys == {"etcd": versions.ETCD_VERSION, "kubernetes": "v1.34.4", "kwok": versions.KWOK_VERSION,
+    assert keys == {"etcd": versions.ETCD_VERSION, "kubernetes": "v1.36.3", "kwok": versions.KWOK_VERSION,
                     "kai": "v0.15.2"}
     kai_recipe = toolchain.kai_recipe(versions.kai_release("v0.17.0"))
     assert kai_recipe.module == "github.com/kai-scheduler/KAI-scheduler"
@@ -109,3 +109,13 @@ def test_chart_objects_follow_the_charts_values(tmp_path):
     off = _chart_tree(tmp_path / "off", {"defaultPriorityClasses": {"enabled": False},
                                          "defaultQueue": {"createDefaultQueue": False}})
     assert kai.chart_objects(off) == []
+
+
+def test_recent_log_is_plain_text_while_the_log_file_stays_raw(tmp_path):
+    from kailab.runtimes import processes
+
+    raw = "2026-11-22 \x1b[34mINFO\x1b[0m scheduler started\n\x1b[31mERROR\x1b[0m boom\n"
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "scheduler.log").write_text(raw)
+    assert processes.recent_log(tmp_path, "scheduler", 5) == "2026-11-22 INFO scheduler started\nERROR boom"
+    assert (tmp_path / "logs" / "scheduler.log").read_text() == raw

@@ -64,17 +64,25 @@ def cluster_name(lab: str) -> str:
     return f"kailab-{lab}"
 
 
-def node_image(kubernetes: str) -> str:
-    """The pinned kindest/node image for a Kubernetes version's minor (e.g. v1.35.4 -> 1.35)."""
+def pinned_minor(kubernetes: str, table: dict, where: str) -> str:
+    """The table's key for a Kubernetes version: its own minor, else the newest pinned minor
+    at most one below it (the binary runtime may run a newer Kubernetes than kind has images for;
+    one minor of skew is within what KAI's clients support)."""
     m = re.fullmatch(r"v?(\d+)\.(\d+)(\.\d+)?", kubernetes.strip())
     if not m:
         raise KailabError(f"Kubernetes version {kubernetes!r} is not of the form vX.Y.Z")
-    minor = f"{m.group(1)}.{m.group(2)}"
+    major, minor = int(m.group(1)), int(m.group(2))
+    for candidate in (f"{major}.{minor}", f"{major}.{minor - 1}"):
+        if candidate in table:
+            return candidate
+    raise KailabError(f"nothing pinned for Kubernetes {major}.{minor} in kailab/data/kind.yaml ({where}; "
+                      f"known: {', '.join(table)}): add it")
+
+
+def node_image(kubernetes: str) -> str:
+    """The pinned kindest/node image for a Kubernetes version's minor (e.g. v1.35.4 -> 1.35)."""
     images = pins()["kind"]["node_images"]
-    if minor not in images:
-        raise KailabError(f"no kind node image pinned for Kubernetes {minor}: add one to "
-                          f"kailab/data/kind.yaml (kind.node_images; known: {', '.join(images)})")
-    return images[minor]
+    return images[pinned_minor(kubernetes, images, "kind.node_images")]
 
 
 def kai_chart_ref(kai_version: str) -> str:

@@ -43,7 +43,7 @@ def _host_connector(port: int) -> socket.socket:
         ours.close()
         while theirs.recv(1):
             try:
-                conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+                conn = socket.create_connection(("127.0.0.1", port))
                 socket.send_fds(theirs, [b"1"], [conn.fileno()])
                 conn.close()
             except OSError:
@@ -75,23 +75,28 @@ def _unshare() -> None:
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags_now | IFF_UP))
 
 
-def _pump(src: socket.socket, dst: socket.socket) -> None:
+def _pump(src: socket.socket, dst: socket.socket, done: threading.Semaphore) -> None:
+    how = socket.SHUT_WR  # a clean end of one direction is a half-close of the other side
     try:
         while data := src.recv(65536):
             dst.sendall(data)
     except OSError:
+        how = socket.SHUT_RDWR
+    try:
+        dst.shutdown(how)
+    except OSError:
         pass
-    finally:
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+    if not done.acquire(blocking=False):  # the second direction to finish closes both
+        src.close()
+        dst.close()
 
 
 def _splice(a: socket.socket, b: socket.socket) -> None:
-    threading.Thread(target=_pump, args=(a, b), daemon=True).start()
-    threading.Thread(target=_pump, args=(b, a), daemon=True).start()
+    for s in (a, b):
+        s.setblocking(True)  # a socket handed over by fd may arrive non-blocking
+    done = threading.Semaphore(1)
+    threading.Thread(target=_pump, args=(a, b, done), daemon=True).start()
+    threading.Thread(target=_pump, args=(b, a, done), daemon=True).start()
 
 
 def _serve(listener: socket.socket, dial) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -94,7 +95,16 @@ def records(lab: Path) -> dict[str, ProcessRecord]:
     return out
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def strip_ansi(text: str) -> str:
+    """Terminal colour codes (KAI's logs carry them) removed: for messages, verdicts, reports."""
+    return _ANSI.sub("", text)
+
+
 def recent_log(lab: Path, name: str, lines: int = 20) -> str:
+    """The last lines of a process's log, as plain text (the log file itself stays raw)."""
     path = logs_dir(lab) / f"{name}.log"
     try:
         with open(path, "rb") as f:
@@ -103,7 +113,7 @@ def recent_log(lab: Path, name: str, lines: int = 20) -> str:
             text = f.read().decode(errors="replace")
     except OSError:
         return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
+    return strip_ansi("\n".join(text.splitlines()[-lines:]))
 
 
 def marked_pids(lab: Path) -> list[int]:

@@ -87,12 +87,8 @@ def trial_nodes(fleet: Fleet, version_slug: str) -> list[dict]:
 
 def virtual_kubernetes_tag(kubernetes: str) -> str:
     """The pinned virtual control-plane image tag for a Kubernetes version's minor."""
-    minor = ".".join(versions.normalise(kubernetes).lstrip("v").split(".")[:2])
     images = kind.pins()["vcluster"]["kubernetes_images"]
-    if minor not in images:
-        raise KailabError(f"no vCluster Kubernetes image pinned for Kubernetes {minor}: add one to "
-                          f"kailab/data/kind.yaml (vcluster.kubernetes_images; known: {', '.join(images)})")
-    return images[minor]
+    return images[kind.pinned_minor(kubernetes, images, "vcluster.kubernetes_images")]
 
 
 def vcluster_values(version_slug: str, kubernetes: str) -> dict:

@@ -1,0 +1,123 @@
+"""A binary lab with real KAI: parity with KAI's chart (its own quickstart applies unchanged),
+every listener on loopback (KAI's podgroupcontroller listens on :8080 on all interfaces when left
+alone), and two KAI labs side by side."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kailab import kai, toolchain, versions, workloads
+from kailab.kube import Kube
+from kailab.runtimes import processes
+from kailab.waits import wait_until
+
+pytestmark = [pytest.mark.lab, pytest.mark.kai]
+
+
+def _kai_tree(lab) -> Path:
+    """The KAI source the lab's binaries were built from (the registered repository's tag)."""
+    return kai.source_dir(toolchain.kai_recipe(versions.kai_release(lab.kai_version)))
+
+
+def test_kai_quickstart_applies_unchanged_and_its_pods_get_bound(kai_lab):
+    tree = _kai_tree(kai_lab)
+    quickstart = tree / "docs" / "quickstart"
+    kube = Kube(kai_lab.kubeconfig)
+    try:
+        # the default queues the chart creates are there, exactly as KAI's quickstart shows them
+        for doc in yaml.safe_load_all((quickstart / "default-queues.yaml").read_text()):
+            live = kube.get("scheduling.run.ai/v2", "Queue", doc["metadata"]["name"])
+            assert live is not None, doc["metadata"]["name"]
+            assert live["spec"] == doc["spec"], doc["metadata"]["name"]
+        ns = "kai-quickstart"
+        kube.apply(workloads.namespace(ns))
+        wait_until("default ServiceAccount", lambda: kube.core.read_namespaced_service_account("default", ns),
+                   timeout=60)
+        names = []
+        for f in sorted((quickstart / "pods").glob("*.yaml")):
+            pod = yaml.safe_load(f.read_text())
+            pod["metadata"]["namespace"] = ns  # the quickstart says: a dedicated namespace
+            kube.apply(pod)
+            names.append(pod["metadata"]["name"])
+        assert {"gpu-pod", "cpu-only-pod"} <= set(names)
+        for name in names:
+            pod = wait_until(f"KAI binds quickstart pod {name}",
+                             lambda n=name: (p := kube.core.read_namespaced_pod(n, ns)).spec.node_name and p,
+                             timeout=60)
+            assert pod.spec.scheduler_name == "kai-scheduler"
+        for pc, value in {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}.items():
+            assert kube.get("scheduling.k8s.io/v1", "PriorityClass", pc)["value"] == value
+        kube.delete("v1", "Namespace", ns)
+    finally:
+        kube.close()
+
+
+def _lab_listeners(lab_dir: Path) -> set[tuple[str, int]]:
+    """(address, port) of every TCP listener in the host's network namespace owned by the lab."""
+    inodes: set[str] = set()
+    for pid in processes.marked_pids(lab_dir):
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            cols = line.split()
+            addr, port = cols[1].split(":")
+            if cols[3] == "0A" and cols[9] in inodes:  # 0A = LISTEN
+                if len(addr) == 8:
+                    ip = ".".join(str(int(addr[i:i + 2], 16)) for i in (6, 4, 2, 0))
+                else:
+                    ip = "::" if set(addr) == {"0"} else addr
+                found.add((ip, int(port, 16)))
+    return found
+
+
+def test_every_listener_of_a_kai_lab_is_on_loopback(kai_lab):
+    listeners = _lab_listeners(kai_lab.dir)
+    ports = {p for _, p in listeners}
+    # every port kailab recorded for the lab is listened on (the podgroupcontroller's through its bridge)
+    assert set(kai_lab.ports.values()) <= ports, sorted(set(kai_lab.ports.values()) - ports)
+    assert kai.PODGROUPCONTROLLER_METRICS_PORT not in ports
+    assert {ip for ip, _ in listeners} == {"127.0.0.1"}, sorted(listeners)
+
+
+def test_podgroupcontrollers_private_8080_is_bridged_to_its_metrics_port(kai_lab):
+    import urllib.request
+
+    port = kai_lab.ports["podgroupcontroller.metrics"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:  # noqa: S310
+        assert resp.status == 200 and b"controller_runtime" in resp.read()
+
+
+def test_two_kai_labs_run_side_by_side(kai_lab, kailab_labs):
+    """The session keeps a tiny and a small KAI lab up at once: both whole, both scheduling."""
+    other = kailab_labs.get("small", with_kai=True)
+    for lab in (kai_lab, other):
+        out = subprocess.run([sys.executable, "-m", "kailab.cli", "status", "--json", "--name", lab.name],
+                             capture_output=True, text=True)
+        info = json.loads(out.stdout)
+        assert out.returncode == 0 and info["state"] == "up", out.stdout + out.stderr
+        assert info["components"]["podgroupcontroller"]["state"] == "running"
+        kube = Kube(lab.kubeconfig)
+        try:
+            # the podgroupcontroller of each lab writes PodGroup status in its own lab
+            def probe_group_has_status():
+                groups = kube.list("scheduling.run.ai/v2alpha2", "PodGroup", "kailab-system")
+                return any((g.get("status") or {}).get("resourcesStatus") is not None for g in groups) or \
+                    any(g.get("status") for g in groups)
+
+            assert wait_until(f"PodGroup status in lab {lab.name}", probe_group_has_status, timeout=60)
+        finally:
+            kube.close()
