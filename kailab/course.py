@@ -5,8 +5,9 @@ One source of truth: a lesson IS an exercise (exercises/<name>.yaml). Its concep
 file; kailab/data/course.yaml only orders the lessons and holds the capstone brief.
 
 - `render_all()` writes docs/course/ (deterministic: a test compares it byte for byte).
-- `run_lesson()` asks the learner's predictions, runs the exercise with the ordinary runner, then
-  walks through the recorded results step by step: prediction, expectation, observation, evidence.
+- `run_lesson()` runs the exercise with the ordinary runner one step at a time: before each step
+  it asks the learner's prediction, after it reveals (their answer vs KAI's, right or not), shows
+  what was checked, explains why, and waits while the lab keeps the step's state.
 - The capstone: a learner's queue tree is checked statically (one line per problem), then run
   against the lab inside an exercise built from it whose expectations the learner does not see
   in advance.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -546,26 +548,6 @@ def intro(lesson: Lesson) -> list[str]:
     return lines
 
 
-def ask_predictions(lesson: Lesson, pause: bool, echo: Echo, ask: Callable[[str], str]) -> dict[int, str]:
-    """Show every step before the run; with `pause`, read the learner's prediction for each question."""
-    predictions: dict[int, str] = {}
-    for s in lesson.steps:
-        echo("")
-        echo(f"-- Step {s.number}/{len(lesson.steps)}: {s.name}")
-        if s.explain:
-            echo("   " + s.explain.replace("\n", "\n   "))
-        for a in s.actions:
-            echo(f"   * {a}")
-        if s.predict:
-            echo(f"   ? {s.predict.strip()}")
-            if pause:
-                try:
-                    predictions[s.number] = ask("   your prediction> ").strip()
-                except EOFError:
-                    pause = False
-    return predictions
-
-
 def split_results(lesson: Lesson, results: list) -> tuple[list[list], list]:
     """The runner's results, per step (in order), and the whole-run invariant results."""
     per_step: list[list] = []
@@ -588,60 +570,93 @@ def result_text(r) -> str:
     return text
 
 
-def walkthrough(lesson: Lesson, outcome, predictions: dict[int, str]) -> list[str]:
-    """Prediction vs expectation vs observation, step by step, from a finished run's Outcome."""
-    per_step, invariants = split_results(lesson, outcome.results)
-    root = Path(outcome.evidence) if outcome.evidence else None
-    lines: list[str] = []
-    reached = True
-    for s, results in zip(lesson.steps, per_step):
-        lines += ["", f"-- Step {s.number}/{len(lesson.steps)}: {s.name}"]
-        if s.predict:
-            lines.append(f"   question:       {s.predict.strip()}")
-            lines.append(f"   you predicted:  {predictions.get(s.number) or '(no prediction)'}")
-        for i, a in enumerate(s.answer or ["nothing is checked: this step sets the stage"]):
-            lines.append(f"   {'KAI must:' if i == 0 else '':<15} {a}")
-        # the runner snapshots a step into its evidence directory once the step has finished
-        step_dir = root / s.evidence if root is not None else None
-        finished = step_dir is not None and step_dir.is_dir()
-        if not reached or not (results or finished):
-            lines.append("   observed:       not reached: the run ended before this step")
-            reached = False
-            continue
-        lines.append("   observed:")
-        lines += [f"     {result_text(r)}" for r in results] or ["     (nothing to check)"]
-        if finished:
-            lines.append(f"   evidence:       {step_dir}/")
-        else:
-            lines.append("   the run ended during this step")
-            reached = False
-    if invariants:
-        lines += ["", "-- The whole run"]
-        lines += [f"     {result_text(r)}" for r in invariants]
-    lines += ["", f"verdict: {outcome.verdict.upper()}"]
-    if outcome.error:
-        lines.append(f"   {outcome.error}")
-    if root is not None:
-        lines.append(f"evidence: {root}/")
+NUMBER = re.compile(r"-?\d+")
+
+
+def judge(prediction: str | None, results: list) -> str:
+    """One line: the learner's numbers against KAI's, in order. A predicted step's first checks
+    answer its question (docs/exercise-format.md), so the n-th number meets the n-th check."""
+    observed = [r.observed for r in results if NUMBER.fullmatch(str(r.observed))]
+    said = NUMBER.findall(prediction or "")
+    kai_said = ", ".join(f"{r.what} = {r.observed}" for r in results[:max(1, len(said))])
+    if not said:
+        return f"   your answer: {prediction or '(none)'}  |  KAI: {kai_said}"
+    matched = len(said) <= len(observed) and all(a == b for a, b in zip(said, observed))
+    return (f"   your answer: {prediction}  |  KAI: {kai_said}  ->  "
+            + ("RIGHT: that is what KAI did" if matched else "NOT what KAI did"))
+
+
+def reveal(s: StepLesson, results: list, prediction: str | None, step_dir: Path | None) -> list[str]:
+    """After a step ran: the learner's answer against KAI's, what was checked, then why."""
+    lines = []
+    if s.predict:
+        lines.append(judge(prediction, results))
+    lines.append("   observed:")
+    lines += [f"     {result_text(r)}" for r in results] or ["     (nothing to check: this step sets the stage)"]
+    if s.explain:
+        lines += ["   why:"] + ["     " + line for line in s.explain.strip().splitlines()]
+    if step_dir is not None:
+        lines.append(f"   evidence: {step_dir}/")
     return lines
 
 
 def run_lesson(lesson: Lesson, lab_name: str, pause: bool, echo: Echo, ask: Callable[[str], str] = input,
                evidence_root: Path | None = None) -> int:
-    """The guided lesson; returns the exit code (0 only when the run passed)."""
+    """The guided lesson, one step at a time: ask, run the step, reveal (your answer vs KAI's),
+    explain, and (with `pause`) wait while the lab keeps the step's state. Exit code 0 only when
+    the run passed."""
     from .exercise.runner import ExerciseRun
 
     lab = kai_lab(lab_name, "lessons", lesson.exercise.fleet)  # before any question: no lab, no lesson
     for line in intro(lesson):
         echo(line)
-    predictions = ask_predictions(lesson, pause, echo, ask)
-    run = ExerciseRun(lesson.exercise, lesson.source, lab, evidence_root)
+    predictions: dict[int, str] = {}
+    interactive_ = [pause]
+
+    def prompt(text: str) -> str | None:
+        if not interactive_[0]:
+            return None
+        try:
+            return ask(text).strip()
+        except EOFError:
+            interactive_[0] = False
+            return None
+
+    def before(index: int, _step) -> None:
+        s = lesson.steps[index]
+        echo("")
+        echo(f"-- Step {s.number}/{len(lesson.steps)}: {s.name}")
+        for a in s.actions:
+            echo(f"   * {a}")
+        if s.predict:
+            echo(f"   ? {s.predict.strip()}")
+            answer = prompt("   your prediction> ")
+            if answer is not None:
+                predictions[s.number] = answer
+        echo("   running this step on the lab ...")
+
+    def after(index: int, _step, results: list) -> None:
+        s = lesson.steps[index]
+        for line in reveal(s, results, predictions.get(s.number), run.evidence.path / s.evidence):
+            echo(line)
+        if index + 1 < len(lesson.steps):
+            prompt(f"   (the lab keeps this state: look around with `eval \"$(kailab env --name {lab.name})\"` "
+                   f"and kubectl -n {run.names.namespace}) Enter for the next step> ")
+
+    run = ExerciseRun(lesson.exercise, lesson.source, lab, evidence_root, before, after)
     echo("")
     echo(f"Running exercise {lesson.name} on lab {lab.name!r} (namespace {run.names.namespace}, "
-         f"queues {run.names.prefix}-<name>) ...")
+         f"queues {run.names.prefix}-<name>), one step at a time ...")
     outcome = run.run()
-    for line in walkthrough(lesson, outcome, predictions):
-        echo(line)
+    _, invariants = split_results(lesson, outcome.results)
+    if invariants:
+        echo("")
+        echo("-- The whole run")
+        for r in invariants:
+            echo(f"     {result_text(r)}")
+    echo("")
+    echo(f"verdict: {outcome.verdict.upper()}" + (f" ({outcome.error})" if outcome.error else ""))
+    echo(f"evidence: {outcome.evidence}")
     if outcome.verdict == "passed":
         mark_done(lesson.name, outcome.evidence)
         echo(f"lesson {lesson.name} is done (see `kailab course`)")

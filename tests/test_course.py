@@ -107,9 +107,9 @@ def test_lesson_page_carries_the_exercise_text_and_hides_answers(lesson):
 def test_answers_are_derived_from_the_expectations():
     reclaim = {lesson.name: lesson for lesson in course.lessons()}["reclaim"]
     assert reclaim.steps[1].answer == [
+        "queue prod: 16 bound - why: the fleet is full: prod keeps its own quota of 16, no more",
+        "workload prod-train: 16 evicted - why: exactly research's quota, reclaimed",
         "queue research: 16 bound",
-        "queue prod: 16 bound",
-        "workload prod-train: 16 evicted",
         "workload prod-train: at least 1 Evict event(s) (KAI records evictions on the PodGroups; "
         "one event may cover several pods)",
         "for the whole 10s: queue prod: at least 16 bound",
@@ -125,59 +125,29 @@ def test_results_per_step_match_what_the_runner_records():
     assert [s.results for s in lesson.steps] == [1, 5]
 
 
-# ----------------------------------------------------------------------------- the walkthrough after a run
-def _result(step: str, what: str, passed: bool, kind: str = "expect") -> Result:
-    return Result(step, kind, what, "16", "16" if passed else "12", passed)
+# ----------------------------------------------------------------------------- reveal after each step
+def _result(step: str, what: str, observed: str, passed: bool = True, kind: str = "expect") -> Result:
+    return Result(step, kind, what, observed, observed, passed)
 
 
-def test_walkthrough_shows_prediction_expectation_observation_and_unreached_steps(tmp_path):
-    """Presentation only: an Outcome as the runner returns it for a run that stopped in step 2."""
+def test_the_reveal_says_whether_the_learners_numbers_are_what_kai_did(tmp_path):
     lesson = {lesson.name: lesson for lesson in course.lessons()}["reclaim"]
-    s1, s2 = lesson.steps
-    (tmp_path / s1.evidence).mkdir(parents=True)
-    outcome = Outcome("reclaim", "error", [_result(s1.name, "queue prod bound", True)], str(tmp_path),
-                      error="KAI component died: scheduler")
-    text = "\n".join(course.walkthrough(lesson, outcome, {2: "16 stay, 16 evicted"}))
-    assert "PASS  queue prod bound: expected 16, observed 16" in text
-    assert f"evidence:       {tmp_path / s1.evidence}/" in text
-    assert "you predicted:  16 stay, 16 evicted" in text
-    assert "KAI must:       queue research: 16 bound" in text
-    assert "not reached: the run ended before this step" in text
-    assert "verdict: ERROR" in text and "KAI component died: scheduler" in text
-
-    (tmp_path / s2.evidence).mkdir(parents=True)
-    failed = Outcome("reclaim", "failed", [_result(s1.name, "queue prod bound", True)]
-                     + [_result(s2.name, f"check {i}", i != 2) for i in range(5)]
-                     + [_result("whole run", "no-gpu-overcommit", True, "invariant")], str(tmp_path))
-    text = "\n".join(course.walkthrough(lesson, failed, {}))
-    assert "FAIL  check 2: expected 16, observed 12" in text
-    assert "you predicted:  (no prediction)" in text
-    assert "-- The whole run" in text and "PASS  no-gpu-overcommit" in text
-    assert "not reached" not in text
+    s2 = lesson.steps[1]
+    results = [_result(s2.name, "queue prod bound", "16"), _result(s2.name, "workload prod-train evicted", "16"),
+               _result(s2.name, "queue research bound", "16")]
+    right = "\n".join(course.reveal(s2, results, "16 stay, 16 evicted", tmp_path))
+    assert "your answer: 16 stay, 16 evicted  |  KAI: queue prod bound = 16, workload prod-train evicted = 16" \
+        "  ->  RIGHT: that is what KAI did" in right
+    wrong = "\n".join(course.reveal(s2, results, "24", tmp_path))
+    assert "your answer: 24  |  KAI: queue prod bound = 16  ->  NOT what KAI did" in wrong
+    # the explanation comes after the answer, never before the step has run
+    assert wrong.index("NOT what KAI did") < wrong.index("why:") and s2.explain.split()[0] in wrong
+    assert f"evidence: {tmp_path}/" in wrong
+    none = "\n".join(course.reveal(s2, results, None, None))
+    assert "your answer: (none)" in none and "RIGHT" not in none
 
 
-def test_predictions_are_asked_only_for_steps_with_a_question_and_stop_at_end_of_input():
-    lesson = {lesson.name: lesson for lesson in course.lessons()}["gang"]
-    asked, shown = [], []
-
-    def ask(prompt: str) -> str:
-        asked.append(prompt)
-        return "  none of them  "
-
-    got = course.ask_predictions(lesson, True, shown.append, ask)
-    with_question = [s.number for s in lesson.steps if s.predict]
-    assert list(got) == with_question and set(got.values()) == {"none of them"}
-    assert len(asked) == len(with_question)
-    assert any(line.startswith("   ? How many of the gang's 10 pods") for line in shown)
-
-    def closed(prompt: str) -> str:
-        raise EOFError
-
-    assert course.ask_predictions(lesson, True, shown.append, closed) == {}
-    assert course.ask_predictions(lesson, False, shown.append, ask) == {} and len(asked) == len(with_question)
-
-
-# ----------------------------------------------------------------------------- progress
+# ----------------------------------------------------------------------------- progress# ----------------------------------------------------------------------------- progress
 def test_course_lists_lessons_in_order_and_marks_done(tmp_path, monkeypatch):
     monkeypatch.setenv("KAILAB_STATE", str(tmp_path / "state"))
     spec = course.load_course()
@@ -426,18 +396,3 @@ def test_lesson_on_a_lab_that_cannot_run_it_fails_with_one_line_and_marks_nothin
     assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith("kailab: error: ")
     assert ("runs without KAI" in out.stderr) if not infra_lab.with_kai else ("sized for fleet small" in out.stderr)
     assert course.load_status()["done"].get("quota") == before
-
-
-@pytest.mark.lab
-def test_walkthrough_of_a_real_run_that_stopped_at_preflight(infra_lab, tmp_path):
-    """The runner's own Outcome on a lab that cannot run the lesson: verdict error, no step reached."""
-    from kailab.exercise.runner import ExerciseRun
-
-    lesson = {lesson.name: lesson for lesson in course.lessons()}["quota"]
-    outcome = ExerciseRun(lesson.exercise, lesson.source, infra_lab, tmp_path).run()
-    assert outcome.verdict == "error"
-    text = "\n".join(course.walkthrough(lesson, outcome, {1: "16"}))
-    assert "you predicted:  16" in text
-    assert text.count("not reached: the run ended before this step") == len(lesson.steps)
-    assert f"verdict: ERROR\n   {outcome.error}" in text
-    assert f"evidence: {outcome.evidence}/" in text

@@ -41,7 +41,7 @@ BROKEN = {
               "non-preemptible work stops at its quota", "queue serving bound"),
     "borrow": (lambda d: d["queues"]["lab"]["children"]["prod"]["gpu"].update(limit=16),
                "prod borrows research's idle share", "queue prod bound"),
-    "reclaim": (lambda d: d["steps"][1]["expect"][1].update(bound=20),
+    "reclaim": (lambda d: d["steps"][1]["expect"][0].update(bound=20),
                 "research comes back", "queue prod bound"),
     "gang": (lambda d: _set_workload(d, "gang-job", gang=None),
              "a 10-pod gang meets 8 free GPUs", "workload gang-job bound"),

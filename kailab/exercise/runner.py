@@ -63,8 +63,15 @@ def _allure_step(title: str):
 
 
 class ExerciseRun:
-    def __init__(self, ex: Exercise, source: Path, lab: LabRecord, evidence_root: Path | None = None):
+    """One run of an exercise. `before_step(index, step)` runs before a step acts and
+    `after_step(index, step, results)` once its checks are decided and its evidence written
+    (a lesson asks, then reveals, there; the lab keeps the step's state while they run)."""
+
+    def __init__(self, ex: Exercise, source: Path, lab: LabRecord, evidence_root: Path | None = None,
+                 before_step=None, after_step=None):
         self.ex, self.source, self.lab = ex, source, lab
+        self.before_step = before_step or (lambda index, step: None)
+        self.after_step = after_step or (lambda index, step, results: None)
         run_id = secrets.token_hex(2)
         self.names = Names(prefix=f"x{run_id}", namespace=f"kx-{ex.exercise}-{run_id}"[:63])
         self.kube = Kube(lab.kubeconfig)
@@ -144,6 +151,8 @@ class ExerciseRun:
 
     # ------------------------------------------------------------------ steps
     def _run_step(self, index: int, step: Step) -> None:
+        self.before_step(index, step)
+        first_result = len(self.outcome.results)
         since = self.observer.state.now()
         since_wall = time.time()
         objs = self._step_objects(step)
@@ -163,6 +172,7 @@ class ExerciseRun:
         self._check_components()
         self.evidence.snapshot(self.evidence.step_dir(index + 1, step.name), self.kube, self.names.namespace,
                                [self.names.queue(n) for n, _, _ in self.ex.queue_tree()], self.observer.state)
+        self.after_step(index, step, self.outcome.results[first_result:])
 
     def _step_objects(self, step: Step) -> list[dict]:
         ns, objs = self.names.namespace, []
