@@ -317,7 +317,9 @@ def _terminate(signum, frame):  # noqa: ARG001
 @click.option("--runtime", type=click.Choice(["binary", "kind"]), default="binary", show_default=True,
               help="binary: one local lab per version; kind: one vCluster per version on one kind host (Docker).")
 @click.option("--dry-run", is_flag=True, help="With --runtime kind: print every command and file, run nothing.")
-def trial(version_text, exercises, fleet, parallel, runtime, dry_run) -> None:
+@click.option("--repeat", type=click.IntRange(1, 20), default=2, show_default=True,
+              help="Runs of each exercise per version: a difference must hold over repeats, not be a flake.")
+def trial(version_text, exercises, fleet, parallel, runtime, dry_run, repeat) -> None:
     """Run the same exercises against several KAI versions side by side; write a matrix."""
     from . import trial as trial_mod
 
@@ -335,11 +337,11 @@ def trial(version_text, exercises, fleet, parallel, runtime, dry_run) -> None:
         if dry_run:
             raise KailabError("--dry-run needs --runtime kind (the binary runtime has no plan to print)")
         trial_mod.plan(version_list, names, fleet)
-        trial_dir = trial_mod.run_trial(version_list, names, fleet, parallel, console=console)
+        trial_dir = trial_mod.run_trial(version_list, names, fleet, parallel, console=console, repeat=repeat)
     matrix = json.loads((trial_dir / "matrix.json").read_text())
     out.print(trial_mod.matrix_markdown(matrix), markup=False, highlight=False)
     out.print(f"trial evidence: {trial_dir}")
-    ok = all(c["verdict"] == "passed" for row in matrix["exercises"].values() for c in row.values())
+    ok = all(c["runs"] and c["passed"] == c["runs"] for row in matrix["exercises"].values() for c in row.values())
     sys.exit(0 if ok else 1)
 
 

@@ -625,14 +625,16 @@ def matrix_html(trial_dir: Path, matrix: dict, base: Path) -> str:
     for name, cells in cells_by_ex.items():
         cells = cells if isinstance(cells, dict) else {}
         verdicts = {fmt((cells.get(v) or {}).get("verdict", "not run")) for v in versions}
-        figs = {json.dumps((cells.get(v) or {}).get("figures", {}), sort_keys=True) for v in versions}
-        rows.append((str(name), cells, len(verdicts) > 1, len(figs) > 1 or str(name) in listed))
+        # the matrix decides what differs (repeats, overlapping ranges): a flake is not a difference
+        rows.append((str(name), cells, len(verdicts) > 1, str(name) in listed))
     rows.sort(key=lambda r: (not (r[2] or r[3])))  # differing rows first, otherwise in file order
     out = [f'<section class="matrix"><h2>Trial {esc(trial_dir.name)}: exercise &times; KAI version</h2>',
            f'<p class="muted">From {link(trial_dir / "matrix.json", base)}'
            + (f', fleet {esc(fmt(matrix["fleet"]))}' if matrix.get("fleet") else "")
-           + '. Rows whose results differ across versions come first; cells whose verdict differs are '
-             'highlighted.</p>']
+           + f'. {esc(fmt(matrix.get("repeat", 1)))} run(s) per cell. Rows that differ across versions come '
+             'first (verdicts that differ over every repeat, or figure ranges that do not overlap); cells '
+             'whose verdict differs are highlighted.</p>']
+    why = matrix.get("why_differing") if isinstance(matrix.get("why_differing"), dict) else {}
     for p in matrix.get("problems") or []:
         out.append(f'<p class="problem">matrix.json: {esc(p)}</p>')
     out.append("<table><thead><tr><th>exercise</th>" + "".join(f"<th>{esc(v)}</th>" for v in versions)
@@ -648,11 +650,15 @@ def matrix_html(trial_dir: Path, matrix: dict, base: Path) -> str:
                 body += f'<div class="figs">{esc(figs)}</div>'
             if c.get("error"):
                 body += f'<div class="err small">{esc(fmt(c["error"]))}</div>'
+            if isinstance(c.get("runs"), int) and c.get("runs", 0) > 1:
+                body += f'<div class="small">{esc(fmt(c.get("passed")))}/{esc(fmt(c["runs"]))} passed</div>'
             if c.get("evidence"):
                 body += f'<div class="small">{link(trial_dir / str(c["evidence"]), base, "evidence")}</div>'
             tds.append(f'<td class="{"differs" if verdict_differs else ""}">{body}</td>')
         mark = ' <span class="neq" title="results differ across versions">&ne;</span>' if differs else ""
-        out.append(f'<tr class="{"row-differs" if differs else ""}"><td><b>{esc(name)}</b>{mark}</td>'
+        reasons = why.get(name) if isinstance(why.get(name), list) else []
+        note = f'<div class="small">{esc("; ".join(fmt(r) for r in reasons))}</div>' if reasons else ""
+        out.append(f'<tr class="{"row-differs" if differs else ""}"><td><b>{esc(name)}</b>{mark}{note}</td>'
                    + "".join(tds) + "</tr>")
     out.append("</tbody></table></section>")
     return "".join(out)

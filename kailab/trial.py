@@ -53,8 +53,8 @@ def plan(version_list: list[str], exercises: list[str], fleet: str) -> dict:
 
 
 def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small",
-              parallel: int | None = None, root: Path | None = None, console=None) -> Path:
-    the_plan = plan(version_list, exercises, fleet)
+              parallel: int | None = None, root: Path | None = None, console=None, repeat: int = 2) -> Path:
+    the_plan = {**plan(version_list, exercises, fleet), "repeat": repeat}
     for v in version_list:  # builds are sequential (each already uses every core)
         toolchain.build_all(toolchain.recipes_for(v), console)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -70,8 +70,10 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
         vdir.mkdir()
         try:
             lab = rt.up(LabSpec(name=name, runtime="binary", fleet=fleet, kai_version=version))
-            for p in the_plan["exercises"]:
-                ExerciseRun(load_exercise(p), Path(p), lab, vdir).run()
+            (vdir / "kai.json").write_text(json.dumps(kai_ran(lab), indent=2))
+            for i in range(1, repeat + 1):
+                for p in the_plan["exercises"]:
+                    ExerciseRun(load_exercise(p), Path(p), lab, vdir / f"run-{i}").run()
         except KailabError as err:
             (vdir / "lab-error.txt").write_text(str(err) + "\n")
         finally:
@@ -88,38 +90,100 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
     return trial_dir
 
 
+def kai_ran(lab) -> dict:
+    """What KAI a lab really ran: its binaries' manifest and the scheduler's own version lines."""
+    from .runtimes import processes
+
+    manifest = toolchain.manifest("kai", lab.kai_version) or {}
+    said = {}
+    for line in processes.recent_log(lab.dir, "scheduler", 2000).splitlines():
+        for key in ("gitVersion", "gitCommit"):
+            if line.strip().startswith(key + ":"):
+                said.setdefault(key, line.split(":", 1)[1].strip())
+    return {"lab_kai_version": lab.kai_version, "manifest_version": manifest.get("version"),
+            "source": manifest.get("source"), "binaries": manifest.get("binaries"),
+            "scheduler_version": said.get("gitVersion"), "scheduler_commit": said.get("gitCommit")}
+
+
+def _cell(verdicts: list[dict], lab_error: str) -> dict:
+    """One exercise on one version over its repeated runs."""
+    if not verdicts:
+        return {"verdict": "not run", "runs": 0, "passed": 0, "figures": {}, "ranges": {},
+                "error": lab_error or "no verdict.json", "evidence": "", "evidence_all": []}
+    kinds = [v["verdict"] for v in verdicts]
+    passed = kinds.count("passed")
+    verdict = kinds[0] if len(set(kinds)) == 1 else f"mixed ({passed}/{len(kinds)} passed)"
+    ranges: dict[str, list] = {}
+    for v in verdicts:
+        for k, val in (v.get("figures") or {}).items():
+            if isinstance(val, (int, float)):
+                lo, hi = ranges.get(k, [val, val])
+                ranges[k] = [min(lo, val), max(hi, val)]
+    figures = {k: (lo if lo == hi else f"{lo}-{hi}") for k, (lo, hi) in ranges.items()}
+    return {"verdict": verdict, "runs": len(kinds), "passed": passed, "verdicts": kinds, "figures": figures,
+            "ranges": ranges, "error": next((v.get("error") for v in verdicts if v.get("error")), ""),
+            "evidence": verdicts[0]["_evidence"], "evidence_all": [v["_evidence"] for v in verdicts]}
+
+
+def differences(row: dict[str, dict]) -> list[str]:
+    """Why a row differs across versions, or [] - never for a flake: verdicts must differ
+    consistently over at least two runs each, or a figure's ranges (2+ runs each) must not overlap."""
+    cells = {v: c for v, c in row.items() if c["runs"] >= 2}
+    out = []
+    steady = {v: c["verdicts"][0] for v, c in cells.items() if len(set(c["verdicts"])) == 1}
+    if len(set(steady.values())) > 1:
+        out.append("verdict: " + ", ".join(f"{v} {k}" for v, k in steady.items()))
+    keys = sorted({k for c in cells.values() for k in c["ranges"]})
+    for k in keys:
+        spans = {v: c["ranges"][k] for v, c in cells.items() if k in c["ranges"]}
+        for a in spans:
+            for b in spans:
+                if a < b and (spans[a][1] < spans[b][0] or spans[b][1] < spans[a][0]):
+                    out.append(f"{k}: {a} {spans[a][0]}..{spans[a][1]} vs {b} {spans[b][0]}..{spans[b][1]}")
+    return out
+
+
 def build_matrix(trial_dir: Path) -> dict:
-    """exercise x version -> verdict and figures, read from every run's verdict.json."""
+    """exercise x version -> verdicts and figure ranges over the repeated runs, read from every
+    run's verdict.json; `differing` names rows whose versions really differ (see differences)."""
     plan_ = json.loads((trial_dir / "plan.json").read_text())
     names = [Path(p).stem for p in plan_["exercises"]]
     cells: dict[str, dict[str, dict]] = {n: {} for n in names}
+    kai: dict[str, dict] = {}
     for version in plan_["versions"]:
         vdir = trial_dir / version
         lab_error = (vdir / "lab-error.txt").read_text().strip() if (vdir / "lab-error.txt").exists() else ""
-        found = {}
-        for verdict_file in sorted(vdir.glob("*/verdict.json")):
+        if (vdir / "kai.json").exists():
+            kai[version] = json.loads((vdir / "kai.json").read_text())
+        found: dict[str, list[dict]] = {}
+        for verdict_file in sorted(vdir.glob("**/verdict.json")):
             v = json.loads(verdict_file.read_text())
-            found[v["exercise"]] = {"verdict": v["verdict"], "figures": v.get("figures", {}),
-                                    "error": v.get("error", ""),
-                                    "evidence": str(verdict_file.parent.relative_to(trial_dir))}
+            v["_evidence"] = str(verdict_file.parent.relative_to(trial_dir))
+            found.setdefault(v["exercise"], []).append(v)
         for n in names:
-            cells[n][version] = found.get(n) or {"verdict": "not run", "figures": {},
-                                                 "error": lab_error or "no verdict.json", "evidence": ""}
-    differing = [n for n in names if len({json.dumps([c["verdict"], c["figures"]], sort_keys=True)
-                                          for c in cells[n].values()}) > 1]
-    return {"versions": plan_["versions"], "fleet": plan_["fleet"], "exercises": cells, "differing": differing}
+            cells[n][version] = _cell(found.get(n, []), lab_error)
+    why = {n: d for n in names if (d := differences(cells[n]))}
+    flaky = [n for n in names if any(c["runs"] and 0 < c["passed"] < c["runs"] for c in cells[n].values())]
+    return {"versions": plan_["versions"], "fleet": plan_["fleet"], "repeat": plan_.get("repeat", 1),
+            "exercises": cells, "differing": list(why), "why_differing": why, "flaky": flaky, "kai": kai}
 
 
 def matrix_markdown(matrix: dict) -> str:
     vs = matrix["versions"]
-    lines = ["| exercise | " + " | ".join(vs) + " |", "|---" * (len(vs) + 1) + "|"]
+    lines = [f"Each cell: {matrix.get('repeat', 1)} run(s). A row differs (≠) only when verdicts differ "
+             "consistently over 2+ runs each, or a figure's ranges do not overlap; a mixed cell is a flake.", "",
+             "| exercise | " + " | ".join(vs) + " |", "|---" * (len(vs) + 1) + "|"]
     order = matrix["differing"] + [n for n in matrix["exercises"] if n not in matrix["differing"]]
     for n in order:
         row = []
         for v in vs:
             c = matrix["exercises"][n][v]
             figs = ", ".join(f"{k}={val}" for k, val in c["figures"].items())
-            text = c["verdict"] + (f" ({figs})" if figs else "")
+            text = f"{c['verdict']} {c['passed']}/{c['runs']}" + (f" ({figs})" if figs else "")
             row.append(f"**{text}**" if n in matrix["differing"] else text)
         lines.append(f"| {n}{' ≠' if n in matrix['differing'] else ''} | " + " | ".join(row) + " |")
+    for n, reasons in (matrix.get("why_differing") or {}).items():
+        lines.append(f"\n{n} differs: " + "; ".join(reasons))
+    if not matrix["differing"]:
+        lines.append("\nNo exercise behaves differently across these versions.")
     return "\n".join(lines) + "\n"

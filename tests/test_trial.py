@@ -33,39 +33,80 @@ def test_a_bad_version_fails_before_any_lab_starts(versions, tmp_path):
     assert not (state / "labs").exists() or not any((state / "labs").iterdir())
 
 
-def _verdict(root: Path, version: str, exercise: str, verdict: str, figures: dict) -> None:
-    d = root / version / f"20260101T000000Z-{exercise}"
+def _verdict(root: Path, version: str, exercise: str, verdict: str, figures: dict, run: int = 1) -> None:
+    d = root / version / f"run-{run}" / f"20260101T000000Z-{exercise}"
     d.mkdir(parents=True)
     (d / "verdict.json").write_text(json.dumps({"exercise": exercise, "verdict": verdict, "figures": figures,
                                                 "error": "", "expectations": []}))
 
 
-def test_matrix_cells_are_read_from_verdict_files(tmp_path):
+def _plan(tmp_path, repeat: int, exercises=("reclaim", "gang")) -> None:
     (tmp_path / "plan.json").write_text(json.dumps({"versions": ["v0.16.8", "v0.17.0"], "fleet": "small",
-                                                    "exercises": ["exercises/reclaim.yaml", "exercises/gang.yaml"]}))
+                                                    "repeat": repeat,
+                                                    "exercises": [f"exercises/{e}.yaml" for e in exercises]}))
+
+
+def test_matrix_cells_are_read_from_verdict_files(tmp_path):
+    _plan(tmp_path, 1)
     _verdict(tmp_path, "v0.16.8", "reclaim", "passed", {"evictions": 16})
     _verdict(tmp_path, "v0.17.0", "reclaim", "passed", {"evictions": 16})
     _verdict(tmp_path, "v0.16.8", "gang", "failed", {"gang_bind_spread_s.gang-job": 1.2})
-    (tmp_path / "v0.17.0").mkdir(exist_ok=True)
     (tmp_path / "v0.17.0" / "lab-error.txt").write_text("lab failed\n")
     m = build_matrix(tmp_path)
     assert m["exercises"]["reclaim"]["v0.17.0"]["verdict"] == "passed"
     assert m["exercises"]["reclaim"]["v0.16.8"]["figures"] == {"evictions": 16}
     assert m["exercises"]["gang"]["v0.16.8"]["verdict"] == "failed"
-    assert m["exercises"]["gang"]["v0.17.0"] == {"verdict": "not run", "figures": {}, "error": "lab failed",
-                                                  "evidence": ""}
-    assert m["differing"] == ["gang"]
+    assert m["exercises"]["gang"]["v0.17.0"]["verdict"] == "not run"
+    assert m["exercises"]["gang"]["v0.17.0"]["error"] == "lab failed"
+    assert m["differing"] == []  # one run each proves no difference
+
+
+def test_a_flake_is_not_a_version_difference_but_a_repeated_one_is(tmp_path):
+    """The trial that put quota first: passed on one version, failed once on the other - a flake."""
+    _plan(tmp_path, 3, ("quota", "gang", "reclaim"))
+    for run in (1, 2, 3):
+        _verdict(tmp_path, "v0.16.8", "quota", "passed", {"binds": 44}, run)
+        _verdict(tmp_path, "v0.17.0", "quota", "failed" if run == 2 else "passed", {"binds": 44}, run)
+        # bind spreads that vary run to run, with overlapping ranges: not a difference
+        _verdict(tmp_path, "v0.16.8", "gang", "passed", {"gang_bind_spread_s.g": [0.40, 0.46, 0.43][run - 1]}, run)
+        _verdict(tmp_path, "v0.17.0", "gang", "passed", {"gang_bind_spread_s.g": [0.45, 0.41, 0.50][run - 1]}, run)
+        # a real difference: every run fails on one version
+        _verdict(tmp_path, "v0.16.8", "reclaim", "passed", {"evictions": 16}, run)
+        _verdict(tmp_path, "v0.17.0", "reclaim", "failed", {"evictions": 12}, run)
+    m = build_matrix(tmp_path)
+    assert m["exercises"]["quota"]["v0.17.0"]["verdict"] == "mixed (2/3 passed)"
+    assert m["flaky"] == ["quota"]
+    assert m["differing"] == ["reclaim"]
+    assert m["why_differing"]["reclaim"] == ["verdict: v0.16.8 passed, v0.17.0 failed",
+                                             "evictions: v0.16.8 16..16 vs v0.17.0 12..12"]
+    assert m["exercises"]["gang"]["v0.16.8"]["figures"] == {"gang_bind_spread_s.g": "0.4-0.46"}
     md = matrix_markdown(m)
-    assert md.splitlines()[2].startswith("| gang ≠ | **failed")  # differing rows first
+    assert md.splitlines()[4].startswith("| reclaim ≠ | **passed 3/3")  # differing rows first
+    assert "reclaim differs: verdict: v0.16.8 passed, v0.17.0 failed" in md
 
 
 @pytest.mark.lab
 @pytest.mark.kai
-def test_two_version_trial_matrix_matches_each_run(tmp_path):
-    trial_dir = run_trial(["v0.16.8", "v0.17.0"], ["reclaim", "gang"], "small", parallel=2, root=tmp_path)
+def test_two_version_trial_ran_the_versions_it_claims(tmp_path):
+    """Not circular: each version's cells are checked against what its lab really ran - the
+    binaries' manifest and the scheduler's own version output - not only the verdict files."""
+    from kailab import kai_source, toolchain
+
+    versions_ = ["v0.16.8", "v0.17.0"]
+    trial_dir = run_trial(versions_, ["reclaim", "gang"], "small", parallel=1, root=tmp_path, repeat=2)
     matrix = json.loads((trial_dir / "matrix.json").read_text())
+    for version in versions_:
+        ran = matrix["kai"][version]
+        assert ran["scheduler_version"] == version, ran
+        manifest = toolchain.manifest("kai", version)
+        assert ran["binaries"] == manifest["binaries"]
+        if manifest["source"]["kind"] == "repository":
+            assert ran["scheduler_commit"] == kai_source.commit_of(version) == manifest["source"]["commit"]
+    assert matrix["kai"]["v0.16.8"]["binaries"] != matrix["kai"]["v0.17.0"]["binaries"]
     for exercise, row in matrix["exercises"].items():
         for version, cell in row.items():
-            verdict = json.loads((trial_dir / cell["evidence"] / "verdict.json").read_text())
-            assert (cell["verdict"], cell["figures"]) == (verdict["verdict"], verdict["figures"])
-            assert verdict["kai_version"] == version
+            assert cell["runs"] == 2, (exercise, version, cell)
+            for ev in cell["evidence_all"]:
+                run = json.loads((trial_dir / ev / "run.json").read_text())
+                assert run["kai_version"] == version
+    assert (trial_dir / "report.html").is_file()
