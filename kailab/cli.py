@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from . import toolchain, versions
+from . import evidence, toolchain, versions
 from .errors import KailabError
 from .runtimes.base import LabRecord, LabSpec, get_runtime, resolve_runtime
 
@@ -338,7 +338,7 @@ def trial(version_text, exercises, fleet, parallel, runtime, dry_run, repeat) ->
             raise KailabError("--dry-run needs --runtime kind (the binary runtime has no plan to print)")
         trial_mod.plan(version_list, names, fleet)
         trial_dir = trial_mod.run_trial(version_list, names, fleet, parallel, console=console, repeat=repeat)
-    matrix = json.loads((trial_dir / "matrix.json").read_text())
+    matrix = json.loads((trial_dir / evidence.MATRIX).read_text())
     out.print(trial_mod.matrix_markdown(matrix), markup=False, highlight=False)
     out.print(f"trial evidence: {trial_dir}")
     ok = all(c["runs"] and c["passed"] == c["runs"] for row in matrix["exercises"].values() for c in row.values())

@@ -29,7 +29,7 @@ import yaml
 from pydantic import Field
 
 from .errors import InputError, KailabError
-from .evidence import _slug
+from . import evidence
 from .exercise.spec import (
     ConditionExpect,
     CountExpect,
@@ -277,7 +277,7 @@ def build_lesson(ex: Exercise, number: int, source: Path) -> Lesson:
         lesson.steps.append(StepLesson(
             number=i, name=step.name, explain=step.explain.strip(), predict=step.predict,
             actions=action_lines(step), answer=answer_lines(step), commands=step_commands(step),
-            evidence=f"steps/{i:02d}-{_slug(step.name)}", results=result_count(step)))
+            evidence=evidence.step_dir(i, step.name), results=result_count(step)))
     return lesson
 
 

@@ -1,5 +1,8 @@
 """Evidence on disk: one directory per run, written step by step so an interrupted run keeps it.
 
+This module owns the layout: everything else (report, course, trial, bench) names evidence
+files and finds runs through the names and functions here.
+
 Layout of evidence/<timestamp>-<exercise>/:
   exercise.yaml            the exercise as run          run.json      lab, KAI version, name mapping
   manifests/NN-<step>.yaml every object applied         steps/NN-<step>/{queues,podgroups,pods,nodes,events}.yaml
@@ -26,9 +29,36 @@ from .kube import Kube
 
 SKIP_KINDS = {"Secret", "Event", "Binding", "LocalSubjectAccessReview", "TokenReview"}
 
+# ------------------------------------------------------------------------------ the layout
+EXERCISE, RUN, VERDICT, TIMELINE = "exercise.yaml", "run.json", "verdict.json", "timeline.jsonl"
+SCHEDULER_SNAPSHOT = "scheduler-snapshot.zip"
+STEPS, FINAL, LOGS, DUMP, MANIFESTS = "steps", "final", "logs", "dump", "manifests"
+SNAPSHOT_FILES = ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "events.yaml")
+TOP_FILES = (EXERCISE, RUN, VERDICT, TIMELINE, SCHEDULER_SNAPSHOT)
+MATRIX = "matrix.json"  # a trial directory's
+
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "step"
+
+
+def step_dir(index: int, name: str) -> str:
+    """A step's snapshot directory inside a run (index from 1)."""
+    return f"{STEPS}/{index:02d}-{_slug(name)}"
+
+
+def is_run(path: Path) -> bool:
+    """A run directory: it has at least one of the files every run starts with."""
+    return any((Path(path) / f).exists() for f in (VERDICT, RUN, EXERCISE))
+
+
+def runs_under(path: Path) -> list[Path]:
+    """Every run directory at any depth below `path` (a trial, a repeat series), in name order."""
+    return sorted(v.parent for v in Path(path).glob(f"**/{VERDICT}"))
+
+
+def read_verdict(run: Path) -> dict:
+    return json.loads((Path(run) / VERDICT).read_text())
 
 
 def _plain(obj):
@@ -62,12 +92,12 @@ class EvidenceDir:
         return target
 
     def step_dir(self, index: int, name: str) -> str:
-        return f"steps/{index:02d}-{_slug(name)}"
+        return step_dir(index, name)
 
     def manifests(self, index: int, name: str, objects: list[dict]) -> None:
         if objects:
             text = yaml.safe_dump_all([_plain(o) for o in objects], sort_keys=False)
-            self.write(f"manifests/{index:02d}-{_slug(name)}.yaml", text)
+            self.write(f"{MANIFESTS}/{index:02d}-{_slug(name)}.yaml", text)
 
     def snapshot(self, rel: str, kube: Kube, namespace: str, queues: list[str], state) -> None:
         """queues (spec+status), podgroups (with conditions), pods, nodes' GPU use, events by time."""
@@ -94,13 +124,13 @@ class EvidenceDir:
         self.write(f"{rel}/events.yaml", events_by_time(kube, namespace))
 
     def timeline(self, entries) -> None:
-        self.write("timeline.jsonl", "".join(json.dumps(asdict(e)) + "\n" for e in entries))
+        self.write(TIMELINE, "".join(json.dumps(asdict(e)) + "\n" for e in entries))
 
     def scheduler_snapshot(self, url: str) -> str:
         try:
             with urllib.request.urlopen(url, timeout=20) as resp:  # noqa: S310 - loopback only
-                self.write("scheduler-snapshot.zip", resp.read())
-            return "scheduler-snapshot.zip"
+                self.write(SCHEDULER_SNAPSHOT, resp.read())
+            return SCHEDULER_SNAPSHOT
         except Exception as err:  # noqa: BLE001 - evidence of absence is still evidence
             self.write("scheduler-snapshot.error.txt", f"GET {url} failed: {err}\n")
             return f"unavailable: {err}"

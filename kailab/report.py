@@ -24,11 +24,12 @@ from pathlib import Path
 
 import yaml
 
+from . import evidence
 from .errors import KailabError
 
 REPORT_NAME = "report.html"
-SNAPSHOT_FILES = ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "events.yaml")
-TOP_FILES = ("exercise.yaml", "run.json", "verdict.json", "timeline.jsonl", "scheduler-snapshot.zip",
+SNAPSHOT_FILES = evidence.SNAPSHOT_FILES
+TOP_FILES = (*evidence.TOP_FILES,
              "scheduler-snapshot.error.txt")
 HOLD_START = {"bound"}
 HOLD_END = {"evicted", "deleted", "succeeded", "failed"}
@@ -141,14 +142,14 @@ def _step_names(exercise: dict | None) -> list[str]:
 def load_run(path: Path) -> Run:
     run = Run(Path(path))
     p = run.path
-    run.verdict = _read(p / "verdict.json", "json", run.problems)
-    run.run = _read(p / "run.json", "json", run.problems)
-    run.exercise = _read(p / "exercise.yaml", "yaml", run.problems)
+    run.verdict = _read(p / evidence.VERDICT, "json", run.problems)
+    run.run = _read(p / evidence.RUN, "json", run.problems)
+    run.exercise = _read(p / evidence.EXERCISE, "yaml", run.problems)
     for src in ("verdict", "run", "exercise"):
         if getattr(run, src) is not None and not isinstance(getattr(run, src), dict):
             run.problems.append(f"{src}: not a mapping")
             setattr(run, src, None)
-    tl = p / "timeline.jsonl"
+    tl = p / evidence.TIMELINE
     if tl.exists():
         bad = 0
         for line in tl.read_text(errors="replace").splitlines():
@@ -168,12 +169,12 @@ def load_run(path: Path) -> Run:
     else:
         run.problems.append("timeline.jsonl: missing")
     names = _step_names(run.exercise)
-    dirs = sorted(d for d in (p / "steps").glob("*") if d.is_dir()) if (p / "steps").is_dir() else []
+    dirs = sorted(d for d in (p / evidence.STEPS).glob("*") if d.is_dir()) if (p / evidence.STEPS).is_dir() else []
     for d in dirs:
         m = re.match(r"(\d+)-(.*)", d.name)
         index = int(m.group(1)) if m else 0
         name = names[index - 1] if m and 0 < index <= len(names) and names[index - 1] else d.name
-        run.snapshots.append(_snapshot(d, index, name, f"steps/{d.name}", run.problems))
+        run.snapshots.append(_snapshot(d, index, name, f"{evidence.STEPS}/{d.name}", run.problems))
     if (p / "final").is_dir():
         run.snapshots.append(_snapshot(p / "final", 0, "final", "final", run.problems))
     return run
@@ -193,7 +194,7 @@ def _snapshot(d: Path, index: int, name: str, rel: str, problems: list[str]) -> 
 
 
 def _is_run(d: Path) -> bool:
-    return any((d / f).exists() for f in ("verdict.json", "run.json", "exercise.yaml"))
+    return evidence.is_run(d)
 
 
 def expand(evidence_dirs: list[Path]) -> list[tuple[Path, dict | None, list[Path]]]:
@@ -203,12 +204,12 @@ def expand(evidence_dirs: list[Path]) -> list[tuple[Path, dict | None, list[Path
         d = Path(d)
         if not d.is_dir():
             raise KailabError(f"{d}: not a directory (give an evidence run directory, e.g. evidence/<run>)")
-        if (d / "matrix.json").exists():
+        if (d / evidence.MATRIX).exists():
             problems: list[str] = []
-            matrix = _read(d / "matrix.json", "json", problems)
+            matrix = _read(d / evidence.MATRIX, "json", problems)
             if not isinstance(matrix, dict):
                 matrix = {"versions": [], "exercises": {}, "problems": problems or ["not a mapping"]}
-            runs = sorted({v.parent for v in d.glob("*/*/verdict.json")} | {v.parent for v in d.glob("*/verdict.json")})
+            runs = evidence.runs_under(d)
             for cells in (matrix.get("exercises") or {}).values():
                 for cell in (cells or {}).values() if isinstance(cells, dict) else []:
                     ev = cell.get("evidence") if isinstance(cell, dict) else None
@@ -239,7 +240,7 @@ _STAMP = re.compile(r"^(?:trial-)?(\d{8}T\d{6})(?:\.(\d+))?Z")
 def newest_run(root: Path) -> Path:
     """The newest run (or trial) directory under root, by the timestamp in its name."""
     root = Path(root)
-    candidates = [c for c in root.iterdir() if c.is_dir() and (_is_run(c) or (c / "matrix.json").exists())] \
+    candidates = [c for c in root.iterdir() if c.is_dir() and (_is_run(c) or (c / evidence.MATRIX).exists())] \
         if root.is_dir() else []
     if not candidates:
         raise KailabError(f"no run directories under {root}: run an exercise first (`kailab run NAME`) "
@@ -629,7 +630,7 @@ def matrix_html(trial_dir: Path, matrix: dict, base: Path) -> str:
         rows.append((str(name), cells, len(verdicts) > 1, str(name) in listed))
     rows.sort(key=lambda r: (not (r[2] or r[3])))  # differing rows first, otherwise in file order
     out = [f'<section class="matrix"><h2>Trial {esc(trial_dir.name)}: exercise &times; KAI version</h2>',
-           f'<p class="muted">From {link(trial_dir / "matrix.json", base)}'
+           f'<p class="muted">From {link(trial_dir / evidence.MATRIX, base)}'
            + (f', fleet {esc(fmt(matrix["fleet"]))}' if matrix.get("fleet") else "")
            + f'. {esc(fmt(matrix.get("repeat", 1)))} run(s) per cell. Rows that differ across versions come '
              'first (verdicts that differ over every repeat, or figure ranges that do not overlap); cells '

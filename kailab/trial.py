@@ -14,7 +14,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import toolchain, versions
+from . import evidence, toolchain, versions
 from .errors import KailabError
 from .exercise.runner import ExerciseRun, resolve_exercise
 from .exercise.spec import load_exercise
@@ -82,7 +82,7 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         list(pool.map(one, version_list))
     matrix = build_matrix(trial_dir)
-    (trial_dir / "matrix.json").write_text(json.dumps(matrix, indent=2))
+    (trial_dir / evidence.MATRIX).write_text(json.dumps(matrix, indent=2))
     (trial_dir / "matrix.md").write_text(matrix_markdown(matrix))
     from .report import write_report
 
@@ -156,9 +156,9 @@ def build_matrix(trial_dir: Path) -> dict:
         if (vdir / "kai.json").exists():
             kai[version] = json.loads((vdir / "kai.json").read_text())
         found: dict[str, list[dict]] = {}
-        for verdict_file in sorted(vdir.glob("**/verdict.json")):
-            v = json.loads(verdict_file.read_text())
-            v["_evidence"] = str(verdict_file.parent.relative_to(trial_dir))
+        for run in evidence.runs_under(vdir):
+            v = evidence.read_verdict(run)
+            v["_evidence"] = str(run.relative_to(trial_dir))
             found.setdefault(v["exercise"], []).append(v)
         for n in names:
             cells[n][version] = _cell(found.get(n, []), lab_error)

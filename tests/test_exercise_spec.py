@@ -34,7 +34,7 @@ def reclaim() -> dict:
     # the mistakes below edit these items: say so plainly if reclaim.yaml changes shape
     assert "pods" in doc["steps"][0]["apply"][0]
     assert [sorted(e) for e in doc["steps"][1]["expect"][:3]] == [
-        ["bound", "queue"], ["bound", "queue"], ["evicted", "workload"]]
+        ["bound", "queue", "why"], ["evicted", "why", "workload"], ["bound", "queue"]]
     assert "eventReason" in doc["steps"][1]["expect"][3] and len(doc["steps"][1]["expect"]) == 4
     return copy.deepcopy(doc)
 
@@ -122,7 +122,7 @@ MISTAKES = [
     ("queue-twice-in-tree", _dup_queue, ["queues", "'research' appears twice"]),
     ("delete-never-applied", _set(["steps", 1, "delete"], [{"workload": "ghost"}]),
      [f"{STEP1}.delete[0].workload", "'ghost'"]),
-    ("expect-unknown-workload", _set(["steps", 1, "expect", 2, "workload"], "ghost"), [f"{STEP1}.expect[2]", "'ghost'"]),
+    ("expect-unknown-workload", _set(["steps", 1, "expect", 1, "workload"], "ghost"), [f"{STEP1}.expect[1]", "'ghost'"]),
     ("event-unknown-workload", _set(["steps", 1, "expect", 3, "workload"], "ghost"), [f"{STEP1}.expect[3]", "'ghost'"]),
     ("condition-unknown-workload",
      lambda d: d["steps"][1]["expect"].append({"podgroupOf": "ghost", "reason": "OverLimit"}),

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from .. import evidence
 from ..errors import KailabError
 from .spec import load_exercise
 
@@ -60,6 +61,6 @@ def _attach(outcome) -> None:
     except ImportError:  # pragma: no cover
         return
     root = Path(outcome.evidence)
-    for name, kind in (("verdict.json", allure.attachment_type.JSON), ("timeline.jsonl", allure.attachment_type.TEXT)):
+    for name, kind in ((evidence.VERDICT, allure.attachment_type.JSON), (evidence.TIMELINE, allure.attachment_type.TEXT)):
         if (root / name).exists():
             allure.attach.file(str(root / name), name=name, attachment_type=kind)

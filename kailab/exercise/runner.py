@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import kai, workloads
+from .. import evidence, kai, workloads
 from ..errors import KailabError, LabError
 from ..evidence import EvidenceDir
 from ..fleet import load_fleet
@@ -87,7 +87,7 @@ class ExerciseRun:
     # ------------------------------------------------------------------ top level
     def run(self) -> Outcome:
         self.evidence.write("exercise.yaml", self.source.read_text())
-        self.evidence.write("run.json", {
+        self.evidence.write(evidence.RUN, {
             "exercise": self.ex.exercise, "lab": self.lab.name, "runtime": self.lab.runtime,
             "kai_version": self.lab.kai_version, "fleet": self.lab.fleet, "namespace": self.names.namespace,
             "queues": {n: self.names.queue(n) for n, _, _ in self.ex.queue_tree()},
@@ -407,7 +407,7 @@ class ExerciseRun:
                 self._node_up(fleet_nodes[name])
 
     def _write_verdict(self, notes: list[str]) -> None:
-        self.evidence.write("verdict.json", {
+        self.evidence.write(evidence.VERDICT, {
             "exercise": self.ex.exercise, "verdict": self.outcome.verdict, "error": self.outcome.error,
             "kai_version": self.lab.kai_version, "lab": self.lab.name, "runtime": self.lab.runtime,
             "expectations": [asdict(r) for r in self.outcome.results], "figures": self.outcome.figures,

@@ -35,7 +35,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import versions
+from .. import evidence, versions
 from ..errors import InputError, KailabError, LabError
 from ..fleet import FLEET_LABEL, Fleet, load_fleet
 from ..kube import FIELD_MANAGER
@@ -458,7 +458,7 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str, root: P
         shutil.copyfile(log, trial_dir / "kind-host.log")  # every command and its output, kept with the evidence
         shutil.rmtree(lab, ignore_errors=True)
     matrix = trial_mod.build_matrix(trial_dir)
-    (trial_dir / "matrix.json").write_text(json.dumps(matrix, indent=2))
+    (trial_dir / evidence.MATRIX).write_text(json.dumps(matrix, indent=2))
     (trial_dir / "matrix.md").write_text(trial_mod.matrix_markdown(matrix))
     return trial_dir
 
