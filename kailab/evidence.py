@@ -32,6 +32,7 @@ SKIP_KINDS = {"Secret", "Event", "Binding", "LocalSubjectAccessReview", "TokenRe
 # ------------------------------------------------------------------------------ the layout
 EXERCISE, RUN, VERDICT, TIMELINE = "exercise.yaml", "run.json", "verdict.json", "timeline.jsonl"
 SCHEDULER_SNAPSHOT = "scheduler-snapshot.zip"
+SCHEDULER_SNAPSHOT_ERROR = "scheduler-snapshot.error.txt"  # written instead when the dump fails
 STEPS, FINAL, LOGS, DUMP, MANIFESTS = "steps", "final", "logs", "dump", "manifests"
 SNAPSHOT_FILES = ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "events.yaml")
 TOP_FILES = (EXERCISE, RUN, VERDICT, TIMELINE, SCHEDULER_SNAPSHOT)
@@ -132,7 +133,7 @@ class EvidenceDir:
                 self.write(SCHEDULER_SNAPSHOT, resp.read())
             return SCHEDULER_SNAPSHOT
         except Exception as err:  # noqa: BLE001 - evidence of absence is still evidence
-            self.write("scheduler-snapshot.error.txt", f"GET {url} failed: {err}\n")
+            self.write(SCHEDULER_SNAPSHOT_ERROR, f"GET {url} failed: {err}\n")
             return f"unavailable: {err}"
 
     def dump_namespace(self, kube: Kube, namespace: str) -> None:

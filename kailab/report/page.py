@@ -1,0 +1,378 @@
+"""The page: HTML sections and tables around the charts, inline CSS, and where the page is written."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import urllib.parse
+from pathlib import Path
+
+from .. import evidence
+from ..errors import KailabError
+from .read import SNAPSHOT_FILE, Run, expand, load_run, snapshot_files, subdir_files, top_files
+from .svg import node_colours, nodes_svg, timeline_svg
+from .text import esc, fmt
+
+REPORT_NAME = "report.html"
+VERDICT_CLASS = {"passed": "v-passed", "failed": "v-failed", "error": "v-error", "interrupted": "v-interrupted"}
+MAX_OFFENDING = 10
+MAX_PODGROUP_ROWS = 60
+GANG_FIGURES = {"gang_bind_spread_s.": ("bind spread", "time from its first pod bound to its last"),
+                "gang_decision_to_bound_s.": ("decision → all bound", "time from KAI's first BindRequest "
+                                              "for it (the scheduler's decision) to its last pod bound")}
+
+
+# ------------------------------------------------------------------------------ small parts
+def _relpath(path: Path, base: Path) -> str:
+    return os.path.relpath(Path(path).resolve(), base.resolve())
+
+
+def href(path: Path, base: Path) -> str:
+    return urllib.parse.quote(_relpath(path, base).replace(os.sep, "/"))
+
+
+def link(path: Path, base: Path, text: str | None = None) -> str:
+    return f'<a href="{href(path, base)}">{esc(text if text is not None else Path(path).name)}</a>'
+
+
+def _shown_path(path: Path, base: Path) -> str:
+    rel = _relpath(path, base)
+    return (path.name if rel == "." or rel.startswith("..") else rel.replace(os.sep, "/")) + "/"
+
+
+def verdict_badge(verdict: str) -> str:
+    return f'<span class="badge {VERDICT_CLASS.get(verdict, "v-unknown")}">{esc(verdict)}</span>'
+
+
+def figures_text(figures) -> str:
+    if not isinstance(figures, dict) or not figures:
+        return "-"
+    return ", ".join(f"{k}={fmt(v)}" for k, v in figures.items())
+
+
+def _muted_list(items: list[str]) -> str:
+    return f'<ul class="muted">{"".join(f"<li>{esc(n)}</li>" for n in items)}</ul>'
+
+
+# ------------------------------------------------------------------------------ trial matrix
+def matrix_html(trial_dir: Path, matrix: dict, base: Path) -> str:
+    versions = [str(v) for v in matrix.get("versions") or []]
+    why = matrix.get("why_differing") if isinstance(matrix.get("why_differing"), dict) else {}
+    out = [f'<section class="matrix"><h2>Trial {esc(trial_dir.name)}: exercise &times; KAI version</h2>',
+           f'<p class="muted">From {link(trial_dir / evidence.MATRIX, base)}'
+           + (f', fleet {esc(fmt(matrix["fleet"]))}' if matrix.get("fleet") else "")
+           + f'. {esc(fmt(matrix.get("repeat", 1)))} run(s) per cell. Rows that differ across versions come '
+             'first (verdicts that differ over every repeat, or figure ranges that do not overlap); cells '
+             'whose verdict differs are highlighted.</p>']
+    for p in matrix.get("problems") or []:
+        out.append(f'<p class="problem">{esc(evidence.MATRIX)}: {esc(p)}</p>')
+    out.append("<table><thead><tr><th>exercise</th>" + "".join(f"<th>{esc(v)}</th>" for v in versions)
+               + "</tr></thead><tbody>")
+    for name, cells, verdict_differs, differs in _matrix_rows(matrix, versions):
+        tds = [f'<td class="{"differs" if verdict_differs else ""}">'
+               f'{_matrix_cell(trial_dir, cells.get(v), base)}</td>' for v in versions]
+        mark = ' <span class="neq" title="results differ across versions">&ne;</span>' if differs else ""
+        reasons = why.get(name) if isinstance(why.get(name), list) else []
+        note = f'<div class="small">{esc("; ".join(fmt(r) for r in reasons))}</div>' if reasons else ""
+        out.append(f'<tr class="{"row-differs" if differs else ""}"><td><b>{esc(name)}</b>{mark}{note}</td>'
+                   + "".join(tds) + "</tr>")
+    out.append("</tbody></table></section>")
+    return "".join(out)
+
+
+def _matrix_rows(matrix: dict, versions: list[str]) -> list[tuple[str, dict, bool, bool]]:
+    """(exercise, its cells, verdicts differ, the matrix lists it as differing): differing rows first."""
+    cells_by_ex = matrix.get("exercises") if isinstance(matrix.get("exercises"), dict) else {}
+    listed = [str(n) for n in matrix.get("differing") or []] if isinstance(matrix.get("differing"), list) else []
+    rows = []
+    for name, cells in cells_by_ex.items():
+        cells = cells if isinstance(cells, dict) else {}
+        verdicts = {fmt((cells.get(v) or {}).get("verdict", "not run")) for v in versions}
+        # the matrix decides what differs (repeats, overlapping ranges): a flake is not a difference
+        rows.append((str(name), cells, len(verdicts) > 1, str(name) in listed))
+    rows.sort(key=lambda r: (not (r[2] or r[3])))  # stable: otherwise in file order
+    return rows
+
+
+def _matrix_cell(trial_dir: Path, c, base: Path) -> str:
+    c = c if isinstance(c, dict) else {}
+    body = verdict_badge(fmt(c.get("verdict", "not run")))
+    figs = figures_text(c.get("figures"))
+    if figs != "-":
+        body += f'<div class="figs">{esc(figs)}</div>'
+    if c.get("error"):
+        body += f'<div class="err small">{esc(fmt(c["error"]))}</div>'
+    if isinstance(c.get("runs"), int) and c.get("runs", 0) > 1:
+        body += f'<div class="small">{esc(fmt(c.get("passed")))}/{esc(fmt(c["runs"]))} passed</div>'
+    if c.get("evidence"):
+        body += f'<div class="small">{link(trial_dir / str(c["evidence"]), base, "evidence")}</div>'
+    return body
+
+
+# ------------------------------------------------------------------------------ tables
+def summary_html(runs: list[Run], base: Path) -> str:
+    out = ['<section class="summary"><h2>Exercises</h2><table><thead><tr><th>exercise</th><th>verdict</th>'
+           '<th>key figures</th><th>KAI</th><th>evidence</th></tr></thead><tbody>']
+    for i, r in enumerate(runs):
+        figs = (r.verdict or {}).get("figures")
+        out.append(f'<tr><td><a href="#run-{i + 1}">{esc(r.name)}</a></td><td>{verdict_badge(r.verdict_text)}</td>'
+                   f'<td class="figs">{esc(figures_text(figs))}</td><td>{esc(fmt(r.info("kai_version") or "-"))}</td>'
+                   f'<td>{link(r.path, base, _shown_path(r.path, base))}</td></tr>')
+    out.append("</tbody></table></section>")
+    return "".join(out)
+
+
+def expectations_html(run: Run) -> str:
+    exps = (run.verdict or {}).get("expectations")
+    if not isinstance(exps, list) or not exps:
+        return '<p class="muted">No expectation was evaluated (the run stopped before its first check).</p>'
+    out = ['<table class="expectations"><thead><tr><th>step</th><th>kind</th><th>what</th><th>expected</th>'
+           '<th>observed</th><th>result</th><th>at</th><th>pods (examples)</th></tr></thead><tbody>']
+    for r in exps:
+        if not isinstance(r, dict):
+            continue
+        ok = bool(r.get("passed"))
+        off = r.get("offending") if isinstance(r.get("offending"), list) else []
+        shown = ", ".join(fmt(o) for o in off[:MAX_OFFENDING]) + (f" … and {len(off) - MAX_OFFENDING} more"
+                                                                    if len(off) > MAX_OFFENDING else "")
+        at = r.get("at")
+        out.append(f'<tr class="{"pass" if ok else "fail"}"><td>{esc(fmt(r.get("step", "")))}</td>'
+                   f'<td>{esc(fmt(r.get("kind", "")))}</td><td>{esc(fmt(r.get("what", "")))}</td>'
+                   f'<td class="val">{esc(fmt(r.get("expected", "")))}</td>'
+                   f'<td class="val">{esc(fmt(r.get("observed", "")))}</td>'
+                   f'<td><span class="badge {"v-passed" if ok else "v-failed"}">{"PASS" if ok else "FAIL"}</span></td>'
+                   f'<td class="num">{esc(fmt(at)) + "s" if at is not None else ""}</td>'
+                   f'<td class="small">{esc(shown)}</td></tr>')
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _condition_text(c: dict) -> str:
+    """A scheduling condition's reasons (KAI's words), or its own reason and message when it has none."""
+    reasons = [x for x in c.get("reasons") or [] if isinstance(x, dict)]
+    text = "".join(f'<div><b class="reason">{esc(fmt(x.get("reason", "")))}</b>'
+                   + (f' <span class="small">{esc(fmt(x["message"]))}</span>' if x.get("message") else "")
+                   + "</div>" for x in reasons)
+    if not reasons and (c.get("reason") or c.get("message")):
+        text = (f'<div><b class="reason">{esc(fmt(c.get("reason", "")))}</b> '
+                f'<span class="small">{esc(fmt(c.get("message", "")))}</span></div>')
+    return text
+
+
+def _condition_rows(run: Run, podgroups: list) -> list[str]:
+    """A table row's cells (after the step) for each scheduling condition of each podgroup."""
+    rows = []
+    for pg in podgroups:
+        if not isinstance(pg, dict):
+            continue
+        queue = run.logical(((pg.get("spec") or {}).get("queue")) or (pg.get("labels") or {}).get("kai.scheduler/queue"))
+        for c in ((pg.get("status") or {}).get("schedulingConditions") or []):
+            if not isinstance(c, dict):
+                continue
+            cond = fmt(c.get("type", "")) + (f" ({fmt(c['nodePool'])})" if c.get("nodePool") else "")
+            rows.append(f'<td>{esc(pg.get("name", ""))}</td><td>{esc(queue)}</td><td>{esc(cond)}</td>'
+                        f'<td>{_condition_text(c)}</td>')
+    return rows
+
+
+def podgroups_html(run: Run) -> str:
+    out = ['<table class="podgroups"><thead><tr><th>step</th><th>podgroup</th><th>queue</th>'
+           '<th>condition</th><th>reasons</th></tr></thead><tbody>']
+    any_rows = False
+    notes = []
+    for snap in run.snapshots:
+        if snap.podgroups is None:
+            continue
+        rows = _condition_rows(run, snap.podgroups)
+        if not rows:
+            notes.append(f"{snap.label}: {len(snap.podgroups)} podgroups, none with scheduling conditions")
+            continue
+        any_rows = True
+        shown = rows[:MAX_PODGROUP_ROWS]
+        for j, row in enumerate(shown):
+            head = f'<td rowspan="{len(shown)}">{esc(snap.label)}</td>' if j == 0 else ""
+            out.append(f"<tr>{head}{row}</tr>")
+        if len(rows) > MAX_PODGROUP_ROWS:
+            notes.append(f"{snap.label}: {len(rows) - MAX_PODGROUP_ROWS} more conditions in "
+                         f"{snap.rel}/{SNAPSHOT_FILE['podgroups']}")
+    out.append("</tbody></table>")
+    if not any_rows:
+        return (_muted_list(notes) if notes
+                else f'<p class="muted">No {SNAPSHOT_FILE["podgroups"]} snapshots in this run.</p>')
+    return "".join(out) + (_muted_list(notes) if notes else "")
+
+
+def files_html(run: Run, base: Path) -> str:
+    top = [link(f, base) for f in top_files(run)]
+    for sub, files in subdir_files(run):
+        top.append(f'{esc(sub)}/: ' + ", ".join(link(f, base, str(f.relative_to(run.path / sub))) for f in files))
+    out = [f'<ul class="files"><li>{"</li><li>".join(top) or "no top-level files"}</li>']
+    for snap in run.snapshots:
+        links = [link(f, base) for f in snapshot_files(run, snap)]
+        out.append(f'<li>{esc(snap.rel)}/ <span class="muted">({esc(snap.label)})</span>: '
+                   f'{", ".join(links) or "empty"}</li>')
+    out.append("</ul>")
+    return "".join(out)
+
+
+# ------------------------------------------------------------------------------ a run's section
+def _run_header(i: int, run: Run, base: Path) -> str:
+    verdict = run.verdict_text
+    title = (run.exercise or {}).get("title")
+    head = [("KAI version", run.info("kai_version")), ("lab", run.info("lab")), ("runtime", run.info("runtime")),
+            ("fleet", (run.run or {}).get("fleet") or (run.exercise or {}).get("fleet")),
+            ("namespace", (run.run or {}).get("namespace")), ("started", (run.run or {}).get("started"))]
+    out = [f'<section class="run" id="run-{i + 1}" data-exercise="{esc(run.name)}" data-verdict="{esc(verdict)}">'
+           f'<h2>{esc(run.name)} {verdict_badge(verdict)}</h2>']
+    if title:
+        out.append(f'<p class="title">{esc(fmt(title))}</p>')
+    out.append('<dl class="header">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(fmt(val)) if val not in (None, '') else '-'}</dd>"
+                                             for k, val in head)
+               + f'<dt>evidence</dt><dd>{link(run.path, base, str(run.path))}</dd></dl>')
+    return "".join(out)
+
+
+def _run_notes(run: Run) -> str:
+    """The run's error, the observer's and the evidence writer's notes, and files that could not be read."""
+    v = run.verdict or {}
+    out = []
+    if v.get("error"):
+        out.append(f'<div class="error-box"><b>error:</b> <span class="error-text">{esc(fmt(v["error"]))}</span></div>')
+    for label, key in (("observer errors", "observer_errors"), ("evidence notes", "evidence_notes")):
+        items = v.get(key) if isinstance(v.get(key), list) else []
+        if items:
+            out.append(f'<div class="notes"><b>{label}:</b><ul>'
+                       + "".join(f"<li>{esc(fmt(x))}</li>" for x in items) + "</ul></div>")
+    if run.problems:
+        out.append('<div class="notes"><b>files:</b><ul>' + "".join(f'<li>{esc(p)}</li>' for p in run.problems)
+                   + "</ul></div>")
+    return "".join(out)
+
+
+def _figures_html(run: Run) -> str:
+    """The verdict's figures; per-gang timings get a label and their meaning."""
+    v = run.verdict or {}
+    figs = v.get("figures") if isinstance(v.get("figures"), dict) else {}
+    if not figs:
+        return '<p class="muted">none recorded</p>'
+    gang = {k: GANG_FIGURES[p] for k in figs for p in GANG_FIGURES if str(k).startswith(p)}
+    rest = {k: val for k, val in figs.items() if k not in gang}
+    return ('<table class="figures"><tbody>'
+            + "".join(f'<tr class="gang"><th>gang {esc(str(k).split(".", 1)[1])}: {esc(label)}</th>'
+                      f'<td class="num">{esc(fmt(figs[k]))} s</td><td class="muted small">{esc(k)}: '
+                      f'{esc(meaning)}</td></tr>' for k, (label, meaning) in gang.items())
+            + "".join(f'<tr><th>{esc(k)}</th><td class="num">{esc(fmt(val))}</td><td></td></tr>'
+                      for k, val in rest.items())
+            + "</tbody></table>")
+
+
+def _timeline_html(run: Run) -> str:
+    return (f'<p class="muted small">Reconstructed from {evidence.TIMELINE}: a pod holds its GPUs (from '
+            f'{SNAPSHOT_FILE["pods"]}, else 1) from <i>bound</i> until <i>evicted</i>, <i>deleted</i>, '
+            '<i>succeeded</i> or <i>failed</i>. Diamonds on the top edge: when each expectation was decided '
+            '(green pass, red fail); red vertical lines: invariant violations.</p>'
+            f'<div class="chartbox">{timeline_svg(run)}</div>')
+
+
+def _nodes_html(run: Run) -> str:
+    snaps = [s for s in run.snapshots if s.nodes is not None]
+    if not snaps:
+        return f'<p class="muted">No {SNAPSHOT_FILE["nodes"]} snapshots in this run.</p>'
+    col = node_colours(run, snaps)
+    out = ['<div class="nodegrid">']
+    for s in snaps:
+        label = "final" if s.index == 0 else f"step {s.index}: {s.name}"
+        out.append(f'<figure><figcaption>{esc(label)}</figcaption>{nodes_svg(run, s, col)}</figure>')
+    out.append("</div>")
+    return "".join(out)
+
+
+def run_html(i: int, run: Run, base: Path) -> str:
+    return (_run_header(i, run, base) + _run_notes(run)
+            + "<h3>Expectations</h3>" + expectations_html(run)
+            + "<h3>Figures</h3>" + _figures_html(run)
+            + "<h3>GPUs held per queue over time</h3>" + _timeline_html(run)
+            + "<h3>GPU occupancy per node, per step</h3>" + _nodes_html(run)
+            + "<h3>PodGroup scheduling conditions per step</h3>" + podgroups_html(run)
+            + "<h3>Raw evidence</h3>" + files_html(run, base)
+            + "</section>")
+
+
+# ------------------------------------------------------------------------------ the page
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;background:#f6f7f9;color:#1d2430;font-size:14px}
+main{max-width:1180px;margin:0 auto;padding:18px 24px 40px}
+h1{font-size:22px;margin:6px 0 2px}h2{font-size:18px;margin:0 0 8px}h3{font-size:15px;margin:20px 0 6px;color:#344}
+section{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:14px 18px;margin:14px 0}
+table{border-collapse:collapse;width:100%;font-size:13px}th,td{border-bottom:1px solid #e6e8eb;padding:4px 7px;text-align:left;vertical-align:top}
+th{background:#f0f2f5;font-weight:600}td.val{font-family:ui-monospace,"DejaVu Sans Mono",monospace;white-space:pre-wrap}
+td.num{font-family:ui-monospace,"DejaVu Sans Mono",monospace;white-space:nowrap}
+tr.fail td{background:#fff1f0}.small{font-size:12px}.muted{color:#667}
+.badge{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600;font-size:12px;color:#fff;vertical-align:middle}
+.v-passed{background:#2e7d32}.v-failed{background:#c62828}.v-error{background:#b3261e;outline:2px solid #f4a}
+.v-interrupted{background:#c77c00}.v-unknown{background:#777}
+.error-box{background:#fdecea;border:1px solid #f5c2c0;border-radius:6px;padding:8px 10px;margin:8px 0;white-space:pre-wrap;word-break:break-word}
+.notes{font-size:12px;color:#444}.notes ul{margin:2px 0 6px}.problem,.err{color:#b3261e}
+dl.header{display:grid;grid-template-columns:max-content 1fr max-content 1fr max-content 1fr;gap:2px 12px;margin:4px 0 8px;font-size:13px}
+dl.header dt{color:#667}dl.header dd{margin:0;word-break:break-all}
+.title{margin:0 0 6px;font-style:italic}
+.chartbox{overflow-x:auto}svg.chart{max-width:100%;height:auto;font-family:inherit}
+svg .grid{stroke:#e8eaed;stroke-width:1}svg .frame{fill:none;stroke:#b8bec6}svg .axis{font-size:11px;fill:#556}
+svg .lane{stroke:#eceef1}svg .lanelabel,svg .linelabel{font-size:11px;font-weight:600}
+svg .tick{stroke-width:2}svg .tick-evict{stroke-width:2.6}svg .violation{stroke:#d62728;stroke-width:1.5;stroke-dasharray:4 2}
+svg .decision.pass{fill:#2e7d32}svg .decision.fail{fill:#c62828}
+svg .node-bar{fill:#eef0f3;stroke:#c3c8cf}svg .nodelabel,svg .nodevalue{font-size:11px;fill:#334}svg .nodevalue.over{fill:#d62728;font-weight:700}
+.legend{display:flex;flex-wrap:wrap;gap:4px 18px;font-size:12px;margin:4px 0 0}
+.swatch{display:inline-block;width:14px;height:4px;margin:0 5px 2px 0;vertical-align:middle}
+.swatch.dashed{background:none;border-top:2px dashed #667;height:0}.swatch.dotted{background:none;border-top:2px dotted #667;height:0;margin-left:8px}
+.nodegrid{display:flex;flex-wrap:wrap;gap:10px 26px}figure{margin:0}figcaption{font-size:12px;font-weight:600;margin-bottom:2px}
+.reason{color:#8a1c1c}td.differs{background:#fff4d6;outline:2px solid #e0a800}.neq{color:#c77c00;font-weight:700}
+.figs{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12px}
+table.figures{width:auto;min-width:420px}ul.files{font-size:12px;margin:0;padding-left:18px}ul.files li{margin:2px 0}
+a{color:#1f5fa8}
+"""
+
+
+def default_output(evidence_dirs: list[Path]) -> Path:
+    dirs = [Path(d).resolve() for d in evidence_dirs]
+    if not dirs:
+        raise KailabError("no evidence directories given")
+    base = dirs[0] if len(dirs) == 1 else Path(os.path.commonpath([str(d) for d in dirs]))
+    return base / REPORT_NAME
+
+
+def render_report(evidence_dirs: list[Path], base: Path | None = None) -> str:
+    """The report page for these run (or trial) directories; links are relative to `base`
+    (default: where write_report puts the page)."""
+    evidence_dirs = [Path(d) for d in evidence_dirs]
+    base = Path(base) if base is not None else default_output(evidence_dirs).parent
+    runs: list[Run] = []
+    matrices = []
+    for d, matrix, run_dirs in expand(evidence_dirs):
+        if matrix is not None:
+            matrices.append(matrix_html(d, matrix, base))
+        runs += [load_run(r) for r in run_dirs]
+    generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    verdicts = [r.verdict_text for r in runs]
+    tally = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)) or "no runs"
+    body = [f'<header><h1>kailab evidence report</h1><p class="muted">{len(runs)} run(s): {esc(tally)}. '
+            f'Generated {esc(generated)} from the evidence files; nothing here is fetched from anywhere.</p></header>']
+    body += matrices
+    if runs:
+        body.append(summary_html(runs, base))
+    body += [run_html(i, r, base) for i, r in enumerate(runs)]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>kailab report: {esc(', '.join(dict.fromkeys(r.name for r in runs)) or 'no runs')}</title>"
+            f"<style>{CSS}</style></head><body><main>" + "".join(body) + "</main></body></html>\n")
+
+
+def write_report(evidence_dirs: list[Path], out: Path | None = None) -> Path:
+    """Write report.html (inside the run directory, or in the directories' common parent)."""
+    evidence_dirs = [Path(d) for d in evidence_dirs]
+    target = Path(out) if out is not None else default_output(evidence_dirs)
+    if target.is_dir():
+        target = target / REPORT_NAME
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(render_report(evidence_dirs, base=target.parent), encoding="utf-8")
+    return target
