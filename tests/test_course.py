@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -119,12 +120,6 @@ def test_answers_are_derived_from_the_expectations():
     assert "kubectl get pods -A -l kailab.io/workload=prod-more -o wide" in borrow.steps[1].commands
 
 
-def test_results_per_step_match_what_the_runner_records():
-    """split_results relies on result_count: one Result per metric of a count, one per other check."""
-    lesson = {lesson.name: lesson for lesson in course.lessons()}["reclaim"]
-    assert [s.results for s in lesson.steps] == [1, 5]
-
-
 # ----------------------------------------------------------------------------- reveal after each step
 def _result(step: str, what: str, observed: str, passed: bool = True, kind: str = "expect") -> Result:
     return Result(step, kind, what, observed, observed, passed)
@@ -147,7 +142,67 @@ def test_the_reveal_says_whether_the_learners_numbers_are_what_kai_did(tmp_path)
     assert "your answer: (none)" in none and "RIGHT" not in none
 
 
-# ----------------------------------------------------------------------------- progress# ----------------------------------------------------------------------------- progress
+def test_whole_run_section_lists_the_invariant_results_by_kind():
+    """The closing section is the results whose kind is "invariant", wherever the runner put them."""
+    results = [_result("a", "queue prod bound", "16"), _result("whole run", "no-gpu-overcommit", "0", kind="invariant"),
+               _result("b", "prod for 10s", "16", kind="stays"),
+               _result("whole run", "queue-within-limit", "2", passed=False, kind="invariant")]
+    assert course.whole_run(results) == ["", "-- The whole run",
+                                         "     PASS  no-gpu-overcommit: expected 0, observed 0",
+                                         "     FAIL  queue-within-limit: expected 2, observed 2"]
+    assert course.whole_run(results[:1] + results[2:3]) == []
+
+
+class FakeRun:
+    """Stands in for ExerciseRun: calls the lesson's step hooks with results it chooses per step."""
+
+    per_step: list[list[Result]] = []
+    invariants: list[Result] = []
+
+    def __init__(self, ex, source, lab, evidence_root, before_step, after_step):
+        self.ex, self.before, self.after = ex, before_step, after_step
+        self.names = types.SimpleNamespace(namespace="kx-fake", prefix="xfake")
+        self.evidence = types.SimpleNamespace(path=Path(evidence_root))
+
+    def run(self) -> Outcome:
+        results: list[Result] = []
+        for index, step in enumerate(self.ex.steps):
+            self.before(index, step)
+            results += self.per_step[index]
+            self.after(index, step, self.per_step[index])
+        return Outcome(self.ex.exercise, "passed", results + self.invariants, evidence=str(self.evidence.path))
+
+
+def test_a_lesson_reveals_each_step_with_the_results_its_hook_got(tmp_path, monkeypatch):
+    """Each step's reveal shows exactly the results the runner's after_step hook handed over, however
+    many (step 1 gets one its expectations do not name); the whole run shows only the invariants."""
+    import kailab.exercise.runner as runner
+
+    lesson = {lesson.name: lesson for lesson in course.lessons()}["reclaim"]
+    s1, s2 = (s.name for s in lesson.steps)
+    FakeRun.per_step = [[_result(s1, "queue prod bound", "32"), _result(s1, "extra check", "1")],
+                        [_result(s2, "queue prod bound", "16"), _result(s2, "workload prod-train evicted", "16")]]
+    FakeRun.invariants = [_result("whole run", "no-gpu-overcommit", "never violated", kind="invariant")]
+    monkeypatch.setattr(runner, "ExerciseRun", FakeRun)
+    monkeypatch.setattr(course.lesson, "kai_lab", lambda name, purpose, fleet: types.SimpleNamespace(name=name))
+    monkeypatch.setenv("KAILAB_COURSE_STATUS", str(tmp_path / "progress.json"))
+    shown: list[str] = []
+    assert course.run_lesson(lesson, "fake", True, shown.append, ask=lambda _: "16 and 16",
+                             evidence_root=tmp_path) == 0
+    screen = "\n".join(shown)
+    step2 = screen.split(f"-- Step 2/2: {s2}", 1)[1]
+    observed = step2.split("   observed:\n", 1)[1].split("   why:", 1)[0].splitlines()
+    assert observed == ["     PASS  queue prod bound: expected 16, observed 16",
+                        "     PASS  workload prod-train evicted: expected 16, observed 16"]
+    assert "RIGHT: that is what KAI did" in step2
+    assert "extra check" in screen.split("-- Step 2/2", 1)[0]
+    assert step2.split("-- The whole run\n", 1)[1].splitlines()[0] == \
+        "     PASS  no-gpu-overcommit: expected never violated, observed never violated"
+    assert f"evidence: {tmp_path / lesson.steps[1].evidence}/" in step2
+    assert course.load_status()["done"]["reclaim"]["evidence"] == str(tmp_path)
+
+
+# ----------------------------------------------------------------------------- progress
 def test_course_lists_lessons_in_order_and_marks_done(tmp_path, monkeypatch):
     monkeypatch.setenv("KAILAB_STATE", str(tmp_path / "state"))
     spec = course.load_course()

@@ -1,0 +1,159 @@
+"""What a lesson says in plain English: expectations, actions, queue shares, check results, and the
+kubectl commands that show a step. Text only: nothing here reads the course or touches a lab."""
+
+from __future__ import annotations
+
+from ..exercise.spec import ConditionExpect, CountExpect, EventExpect, GpuShare, Range, Step
+from ..workloads import OWNER_LABEL, QUEUE_LABEL
+
+METRICS = ("bound", "running", "pending", "evicted")
+
+INVARIANT_TEXT = {
+    "no-gpu-overcommit": "no node's bound pods ask for more GPUs than the node has",
+    "gang-never-partial": "a gang Job has either none or at least its gang size of pods allocated",
+    "nonpreemptible-within-quota": "no queue holds more non-preemptible GPUs than its quota",
+    "queue-within-limit": "no queue's subtree holds more GPUs than its limit",
+}
+# same fields the checks read (kailab.exercise.checks.podgroup_reasons)
+PODGROUP_REASONS = ("kubectl get podgroups -A -o custom-columns=NAME:.metadata.name,QUEUE:.spec.queue,"
+                    "CONDITION:.status.schedulingConditions[*].reason,"
+                    "REASONS:.status.schedulingConditions[*].reasons[*].reason")
+
+
+# ---------------------------------------------------------------------------- numbers and shares
+def num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def quota_words(quota: float) -> str:
+    return "unlimited" if quota < 0 else num(quota)
+
+
+def limit_words(limit: float) -> str:
+    return "none" if limit < 0 else num(limit)
+
+
+def share_words(gpu: GpuShare) -> str:
+    return (f"quota {quota_words(gpu.quota)}, limit {limit_words(gpu.limit)}, "
+            f"overQuotaWeight {num(gpu.over_quota_weight)}")
+
+
+def count_words(c: int | Range) -> str:
+    if isinstance(c, int):
+        return str(c)
+    if c.min is not None and c.max is not None:
+        return str(c.min) if c.min == c.max else f"{c.min} to {c.max}"
+    return f"at least {c.min}" if c.min is not None else f"at most {c.max}"
+
+
+def _why(c: int | Range) -> str:
+    return f" ({c.why})" if isinstance(c, Range) and c.why else ""
+
+
+# ---------------------------------------------------------------------------- what KAI must do
+def describe_count(e: CountExpect) -> str:
+    subject = f"queue {e.queue}" if e.queue is not None else f"workload {e.workload}"
+    parts = [f"{count_words(v)} {m}{_why(v)}" for m in METRICS if (v := getattr(e, m)) is not None]
+    return f"{subject}: {', '.join(parts)}" + (f" - why: {e.why}" if e.why else "")
+
+
+def describe_expect(e: CountExpect | ConditionExpect | EventExpect) -> str:
+    if isinstance(e, CountExpect):
+        return describe_count(e)
+    if isinstance(e, ConditionExpect):
+        verb = "carry" if e.present else "do not carry"
+        who = "every PodGroup" if e.every else "PodGroups"
+        return f"{who} of {e.podgroup_of} {verb} the reason {e.reason}" + (f" - why: {e.why}" if e.why else "")
+    return f"workload {e.workload}: {count_words(e.count)} {e.event_reason} event(s){_why(e.count)}"
+
+
+def answer_lines(step: Step) -> list[str]:
+    lines = [describe_expect(e) for e in step.expect]
+    if step.stays:
+        lines += [f"for the whole {step.stays.for_}: {describe_count(c)}" for c in step.stays.that]
+    return lines
+
+
+# ---------------------------------------------------------------------------- what the runner does
+def _gpus(n: int) -> str:
+    return f"{n} GPU" + ("" if n == 1 else "s")
+
+
+def _class_words(w) -> str:
+    out = f"priority class {w.priority_class}" if w.priority_class else "no priority class"
+    if w.preemptible is not None:
+        out += ", labelled " + ("preemptible" if w.preemptible else "non-preemptible")
+    if getattr(w, "run_duration", None):
+        out += f", each finishing {w.run_duration} after it starts"
+    return out
+
+
+def _apply_line(item) -> str | None:
+    if item.pods:
+        p = item.pods
+        return (f"creates {p.count} pods {p.name}-0..{p.count - 1} in queue {p.queue}: "
+                f"{_gpus(p.gpus)} each, {_class_words(p)}")
+    if item.job:
+        j = item.job
+        gang = f"a gang of {j.gang} (all or nothing)" if j.gang else "no gang size"
+        return (f"creates Job {j.name} with {j.parallelism} pods in queue {j.queue}: {_gpus(j.gpus)} each, "
+                f"{gang}, {_class_words(j)}")
+    if item.deployment:
+        d = item.deployment
+        cls = (_class_words(d) if d.priority_class else
+               "no priority class, so KAI's podgrouper gives it inference (non-preemptible)")
+        return (f"creates Deployment {d.name} with {d.replicas} replicas in queue {d.queue}: "
+                f"{_gpus(d.gpus)} each, {cls}")
+    return None
+
+
+def action_lines(step: Step) -> list[str]:
+    """What the runner does in this step, in its order: delete, patch, apply, settle."""
+    out = [f"deletes workload {d.workload}" for d in step.delete]
+    for p in step.patch:
+        if p.queue is not None and p.gpu is not None:
+            out.append(f"changes queue {p.queue} to {share_words(p.gpu)}")
+        else:
+            out.append(f"scales Deployment {p.deployment} to {p.replicas} replicas")
+    out += [line for item in step.apply if (line := _apply_line(item)) is not None]
+    if step.settle:
+        out.append(f"waits until no pod changes placement for {step.settle}")
+    return out
+
+
+# ---------------------------------------------------------------------------- how to see it by hand
+def _checks(step: Step) -> list:
+    return list(step.expect) + (list(step.stays.that) if step.stays else [])
+
+
+def _workloads(step: Step) -> list[str]:
+    """The step's workloads in first-mention order: applied, patched, deleted, then checked."""
+    named = [item.workload.name for item in step.apply] + [p.deployment for p in step.patch] \
+        + [d.workload for d in step.delete] \
+        + [e.podgroup_of if isinstance(e, ConditionExpect) else e.workload for e in _checks(step)]
+    return [w for w in dict.fromkeys(named) if w]
+
+
+def step_commands(step: Step) -> list[str]:
+    """kubectl commands that show this step's subjects; real names are per run, so -A and labels."""
+    checks = _checks(step)
+    cmds = [f"kubectl get pods -A -l {OWNER_LABEL}={w} -o wide" for w in _workloads(step)]
+    if any(isinstance(e, CountExpect) and e.queue is not None for e in checks) or any(p.queue for p in step.patch):
+        cmds.append(f"kubectl get pods -A -o wide -L {QUEUE_LABEL}")
+    if any(isinstance(e, ConditionExpect) for e in checks):
+        cmds.append(PODGROUP_REASONS)
+    for reason in dict.fromkeys(e.event_reason for e in checks if isinstance(e, EventExpect)):
+        cmds.append(f"kubectl get events -A --field-selector reason={reason} --sort-by=.lastTimestamp")
+    return cmds
+
+
+# ---------------------------------------------------------------------------- what a check found
+def check_text(r) -> str:
+    return f"{r.what}: expected {r.expected}, observed {r.observed}"
+
+
+def result_text(r) -> str:
+    text = f"{'PASS' if r.passed else 'FAIL'}  {check_text(r)}"
+    if r.offending and not r.passed:
+        text += f" (e.g. {', '.join(r.offending[:5])})"
+    return text
