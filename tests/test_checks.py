@@ -158,6 +158,16 @@ def test_a_whole_gang_that_loses_a_member_becomes_partial_and_recovering_clears_
     assert s.gang_partial_since == {}
 
 
+def test_pods_left_on_a_vanished_node_are_not_an_overcommit():
+    s = ClusterState(node_gpus={"n1": 2, "n2": 2})
+    s.update_pod(pod("a", node="n2"))
+    s.update_pod(pod("b", node="n2"))
+    del s.node_gpus["n2"]  # the node is deleted; its pods wait for the pod GC
+    assert check_invariant("no-gpu-overcommit", s, NAMES) == []
+    s.node_gpus["n2"] = 1  # it comes back smaller than what is bound to it: that is overcommit
+    assert check_invariant("no-gpu-overcommit", s, NAMES) == ["node n2 holds 2 GPUs of 1"]
+
+
 def test_no_gpu_overcommit_counts_deleting_pods_until_they_are_gone():
     s = ClusterState(node_gpus={"n1": 2})
     s.update_pod(pod("a", node="n1"))

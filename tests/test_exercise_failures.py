@@ -52,7 +52,7 @@ BROKEN = {
     "pitfall-deployment-borrow": (lambda d: _set_workload(d, "web", priorityClass="train"),
                                   "the Deployment stops at quota", "workload web bound"),
     # the node dies without taking anything with it: nothing lost, nothing replaced
-    "node-failure": (lambda d: _drop_faults(d, 1), "h100-0 dies", "workload train bound"),
+    "node-failure": (lambda d: _drop_faults(d, 1), "h100-0 dies", "workload serve bound"),
 }
 
 
