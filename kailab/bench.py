@@ -17,8 +17,7 @@ from pathlib import Path
 from . import toolchain, versions
 from .errors import KailabError
 from .paths import PROJECT_ROOT
-from .runtimes.base import LabSpec
-from .runtimes.binary import BinaryRuntime
+from .runtimes import LabSpec, get_runtime, lab
 
 
 def machine() -> dict:
@@ -46,7 +45,7 @@ def _time(fn) -> float:
 
 def bench_lab(fleet: str, repeats: int, with_kai: bool) -> dict:
     """Warm `up` and `down` of one fleet, `repeats` times each (binaries already cached)."""
-    rt = BinaryRuntime()
+    rt = get_runtime("binary")
     ups, downs = [], []
     name = f"bench-{os.getpid()}-{fleet}"
     for _ in range(repeats):
@@ -60,7 +59,7 @@ def bench_lab(fleet: str, repeats: int, with_kai: bool) -> dict:
 
 
 def run(quick: bool = False, repeats: int | None = None, out_dir: Path | None = None) -> dict:
-    from .pytest_plugin import kai_unavailable_reason
+    from .toolchain import kai_unavailable_reason
 
     repeats = repeats or (1 if quick else 3)
     kai_missing = kai_unavailable_reason()
@@ -91,35 +90,21 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
                   out_dir: Path | None = None, echo=print) -> dict:
     """Every exercise `runs` times in a row against one lab: passes per exercise, wall time per
     run, and the failing checks of any run that did not pass (a flake is a bug to find)."""
-    from .exercise.runner import resolve_exercise, run_exercise
+    from .exercise.runner import resolve_exercise
     from .exercise.spec import load_exercise
-    from .paths import evidence_dir, exercises_dir
-    from .runtimes.base import kai_lab
+    from .paths import exercises_dir
+    from .runtimes import require_kai_lab
 
     paths = [resolve_exercise(n) for n in names] if names else sorted(exercises_dir().glob("*.yaml"))
     fleets = {load_exercise(p).fleet for p in paths}  # validated before any lab work
-    own = lab_name is None
-    if own:
+    if lab_name is None:
         if len(fleets) != 1:
             raise KailabError(f"exercises for several fleets ({', '.join(sorted(fleets))}): pass --lab")
-        lab_name = f"bench-{os.getpid()}-repeat"
-        BinaryRuntime().up(LabSpec(name=lab_name, runtime="binary", fleet=fleets.pop()))
-    lab = kai_lab(lab_name, "repeatability runs")
-    records: list[dict] = []
-    evidence = evidence_dir() / f"repeat-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-    try:
-        for i in range(1, runs + 1):
-            for p in paths:
-                start = time.perf_counter()
-                outcome = run_exercise(p, lab, evidence)
-                rec = {"exercise": outcome.exercise, "run": i, "verdict": outcome.verdict,
-                       "seconds": round(time.perf_counter() - start, 1), "evidence": outcome.evidence,
-                       "failed": [r.line() for r in outcome.results if not r.passed][:3]}
-                records.append(rec)
-                echo(f"run {i}/{runs} {rec['exercise']}: {rec['verdict']} in {rec['seconds']} s")
-    finally:
-        if own:
-            BinaryRuntime().down(lab_name)
+        spec = LabSpec(name=f"bench-{os.getpid()}-repeat", runtime="binary", fleet=fleets.pop())
+        with lab(spec) as rec:
+            records = _repeat_on(rec, runs, paths, echo)
+    else:
+        records = _repeat_on(require_kai_lab(lab_name, "repeatability runs"), runs, paths, echo)
     per: dict[str, dict] = {}
     for rec in records:
         e = per.setdefault(rec["exercise"], {"runs": 0, "passed": 0, "seconds": [], "not_passed": []})
@@ -129,7 +114,7 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
         if rec["verdict"] != "passed":
             e["not_passed"].append(rec)
     results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
-               "kai_version": lab.kai_version,
+               "kai_version": records[0]["kai_version"] if records else None,
                "runs": runs, "exercises": per,
                "passed": sum(e["passed"] for e in per.values()), "total": len(records)}
     out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
@@ -139,6 +124,25 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
     (out_dir / f"{stem}.md").write_text(repeatability_markdown(results))
     results["written"] = str(out_dir / f"{stem}.json")
     return results
+
+
+def _repeat_on(lab_rec, runs: int, paths: list[Path], echo) -> list[dict]:
+    from .exercise.runner import run_exercise
+    from .paths import evidence_dir
+
+    records: list[dict] = []
+    root = evidence_dir() / f"repeat-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    for i in range(1, runs + 1):
+        for p in paths:
+            start = time.perf_counter()
+            outcome = run_exercise(p, lab_rec, root)
+            rec = {"exercise": outcome.exercise, "run": i, "verdict": outcome.verdict,
+                   "seconds": round(time.perf_counter() - start, 1), "evidence": outcome.evidence,
+                   "kai_version": lab_rec.kai_version,
+                   "failed": [r.line() for r in outcome.results if not r.passed][:3]}
+            records.append(rec)
+            echo(f"run {i}/{runs} {rec['exercise']}: {rec['verdict']} in {rec['seconds']} s")
+    return records
 
 
 def repeatability_markdown(r: dict) -> str:
@@ -166,8 +170,8 @@ def markdown(r: dict) -> str:
              f"KAI: {r['kai_version'] or 'not installed (' + (r['kai_unavailable'] or '') + ')'}", "",
              "| fleet | runs | warm `up` (median s) | second `up` (no-op, s) | `down` (median s) |",
              "|---|---|---|---|---|"]
-    for lab in r["labs"]:
-        lines.append(f"| {lab['fleet']} | {lab['runs']} | {lab['up_s']} | {lab['second_up_noop_s']} | {lab['down_s']} |")
+    for row in r["labs"]:
+        lines.append(f"| {row['fleet']} | {row['runs']} | {row['up_s']} | {row['second_up_noop_s']} | {row['down_s']} |")
     lines += ["", "| cold build | seconds |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(r["cold_build_s"].items())]
     if r["not_measured"]:

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from . import evidence, toolchain, versions
 from .errors import KailabError
-from .runtimes.base import LabRecord, LabSpec, get_runtime, resolve_runtime
+from .runtimes import LabRecord, LabSpec, get_runtime, require_kai_lab, resolve_runtime
 
 console = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
@@ -57,15 +57,12 @@ def up(runtime, fleet, kai_version, api_port, without_kai, kubeconfig, dry_run, 
                    with_kai=not without_kai, api_port=api_port, kubeconfig=kubeconfig, dry_run=dry_run)
     rt = get_runtime(chosen)
     if dry_run:
-        plan = getattr(rt, "plan", None)
-        if plan is None:
-            raise KailabError(f"--dry-run is not supported by the {chosen} runtime")
-        out.print(plan(spec), markup=False, highlight=False)
+        out.print(rt.plan(spec), markup=False, highlight=False)
         return
     console.print(f"[bold]kailab up[/]: lab {name!r}, runtime {chosen}, fleet {fleet}, "
                   f"KAI {kai_version if not without_kai else '(not installed)'}")
     rec = rt.up(spec)
-    if getattr(rt, "repaired", None):
+    if rt.repaired:
         console.print(f"[yellow]lab {rec.name!r} was broken: restarted {', '.join(rt.repaired)}[/]")
     console.print(f"[green]lab {rec.name!r} is up[/]: {rec.nodes} nodes, {rec.gpus} GPUs, "
                   f"KAI {rec.kai_version}. Use it with: export KUBECONFIG={rec.kubeconfig}")
@@ -196,9 +193,7 @@ def run(exercises, evidence_root, name) -> None:
     from .exercise.runner import resolve_exercise, run_exercise
     from .exercise.spec import load_exercise
 
-    from .runtimes.base import kai_lab
-
-    rec = kai_lab(name, "exercises")  # each exercise's fleet size is checked by its preflight
+    rec = require_kai_lab(name, "exercises")  # each exercise's fleet size is checked by its preflight
     paths = [resolve_exercise(e) for e in exercises]
     for p in paths:  # every file is validated before anything is applied
         load_exercise(p)
@@ -208,19 +203,10 @@ def run(exercises, evidence_root, name) -> None:
         outcome = run_exercise(p, rec, Path(evidence_root) if evidence_root else None)
         outcomes.append(outcome)
         out.print(outcome.report(), markup=False, highlight=False)
+    from .exercise.summary import summary_table
+
     out.print(summary_table(outcomes))
     sys.exit(0 if all(o.verdict == "passed" for o in outcomes) else 1)
-
-
-def summary_table(outcomes) -> Table:
-    table = Table(title="exercises")
-    for col in ("exercise", "verdict", "key figure", "evidence"):
-        table.add_column(col)
-    colours = {"passed": "green", "failed": "red", "error": "red", "interrupted": "yellow"}
-    for o in outcomes:
-        fig = ", ".join(f"{k}={v}" for k, v in o.figures.items()) or "-"
-        table.add_row(o.exercise, f"[{colours.get(o.verdict, 'white')}]{o.verdict}[/]", fig, o.evidence)
-    return table
 
 
 @cli.command()
@@ -325,19 +311,13 @@ def trial(version_text, exercises, fleet, parallel, runtime, dry_run, repeat) ->
 
     version_list = trial_mod.parse_versions(version_text)  # fails before any lab starts
     names = [e.strip() for e in exercises.split(",") if e.strip()]
-    if runtime == "kind":
-        from .runtimes import vcluster
-
-        result = vcluster.trial_command(version_list, names, fleet, dry_run)
-        if dry_run:
-            out.print(result, markup=False, highlight=False)
-            return
-        trial_dir = result
-    else:
-        if dry_run:
+    if dry_run:
+        if runtime != "kind":
             raise KailabError("--dry-run needs --runtime kind (the binary runtime has no plan to print)")
-        trial_mod.plan(version_list, names, fleet)
-        trial_dir = trial_mod.run_trial(version_list, names, fleet, parallel, console=console, repeat=repeat)
+        out.print(trial_mod.dry_run_kind(version_list, names, fleet), markup=False, highlight=False)
+        return
+    trial_dir = trial_mod.run_trial(version_list, names, fleet, parallel, console=console, repeat=repeat,
+                                    runtime=runtime)
     matrix = json.loads((trial_dir / evidence.MATRIX).read_text())
     out.print(trial_mod.matrix_markdown(matrix), markup=False, highlight=False)
     out.print(f"trial evidence: {trial_dir}")

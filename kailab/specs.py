@@ -26,6 +26,10 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+# union/discriminator tags pydantic puts in error locations: users never wrote them (models that
+# use tagged unions add their tags here)
+UNION_TAGS: set[str] = {"int", "Range", "constrained-int"}
+
 def is_file(path: Path) -> bool:
     """Path.is_file, but False (not OSError) for names too long for the filesystem."""
     try:
@@ -87,9 +91,8 @@ def validate(model: type[M], data: object, path: Path, fixes: dict[str, str] | N
             prefix = raw[:raw.index("constrained-int")]
             first = next((e for e in errors[1:] if tuple(e["loc"])[:len(prefix)] == prefix), first)
         # drop union/discriminator tags pydantic puts in the location: users never wrote them
-        noise = {"CountExpect", "ConditionExpect", "EventExpect", "int", "Range", "constrained-int"}
         loc = field_path(tuple(p for p in first["loc"]
-                               if not str(p).startswith("function-") and str(p) not in noise))
+                               if not str(p).startswith("function-") and str(p) not in UNION_TAGS))
         kind = first["type"]
         if kind == "extra_forbidden":
             problem, fix = "unknown field", "remove it or check its spelling"

@@ -15,6 +15,7 @@ where that source tree is, so a lab's CRDs always come from the same tree as its
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -393,3 +394,17 @@ class _Heartbeat(threading.Thread):
 
     def stop(self) -> None:
         self._stop.set()
+
+
+@functools.lru_cache(maxsize=1)
+def kai_unavailable_reason() -> str | None:
+    """None when KAI's binaries are cached or can be built; else why not (asked once a session)."""
+    release = versions.kai_release(os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI)
+    recipe = kai_recipe(release)
+    if is_cached(recipe):
+        return None
+    try:
+        kai_origin(recipe)  # a work tree, the module proxy or a registered repository
+    except BuildError as err:
+        return str(err)
+    return None

@@ -15,12 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import evidence, toolchain, versions
-from .errors import KailabError
+from .errors import InputError, KailabError
+from .fleet import load_fleet
 from .exercise.runner import ExerciseRun, resolve_exercise
 from .exercise.spec import load_exercise
 from .paths import evidence_dir
-from .runtimes.base import LabSpec
-from .runtimes.binary import BinaryRuntime
+from .runtimes import LabSpec, lab
 
 
 def parse_versions(text: str) -> list[str]:
@@ -53,34 +53,27 @@ def plan(version_list: list[str], exercises: list[str], fleet: str) -> dict:
 
 
 def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small",
-              parallel: int | None = None, root: Path | None = None, console=None, repeat: int = 2) -> Path:
-    the_plan = {**plan(version_list, exercises, fleet), "repeat": repeat}
-    for v in version_list:  # builds are sequential (each already uses every core)
-        toolchain.build_all(toolchain.recipes_for(v), console)
+              parallel: int | None = None, root: Path | None = None, console=None, repeat: int = 2,
+              runtime: str = "binary") -> Path:
+    """One trial, whatever runs the versions: checked plan, trial directory, the versions' runs
+    (binary: a lab per version, side by side; kind: a vCluster per version on one kind host),
+    then the matrix and the report, all read back from the runs' evidence."""
+    the_plan = {**plan(version_list, exercises, fleet), "repeat": repeat, "runtime": runtime}
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     trial_dir = (root or evidence_dir()) / f"trial-{stamp}"
-    trial_dir.mkdir(parents=True)
-    (trial_dir / "plan.json").write_text(json.dumps(the_plan, indent=2))
-    parallel = parallel or max(1, min(len(version_list), (os.cpu_count() or 2) // 2))
+    if runtime == "kind":
+        from .runtimes import vcluster
 
-    def one(version: str) -> None:
-        name = f"trial-{stamp}-{version.replace('.', '-')}"
-        rt = BinaryRuntime()
-        vdir = trial_dir / version
-        vdir.mkdir()
-        try:
-            lab = rt.up(LabSpec(name=name, runtime="binary", fleet=fleet, kai_version=version))
-            (vdir / "kai.json").write_text(json.dumps(kai_ran(lab), indent=2))
-            for i in range(1, repeat + 1):
-                for p in the_plan["exercises"]:
-                    ExerciseRun(load_exercise(p), Path(p), lab, vdir / f"run-{i}").run()
-        except KailabError as err:
-            (vdir / "lab-error.txt").write_text(str(err) + "\n")
-        finally:
-            rt.down(name)
-
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        list(pool.map(one, version_list))
+        tools = vcluster.host_tools()  # before anything is made
+        trial_dir.mkdir(parents=True)
+        (trial_dir / "plan.json").write_text(json.dumps(the_plan, indent=2))
+        vcluster.run_versions(trial_dir, stamp, the_plan, tools)
+    else:
+        for v in version_list:  # builds are sequential (each already uses every core)
+            toolchain.build_all(toolchain.recipes_for(v), console)
+        trial_dir.mkdir(parents=True)
+        (trial_dir / "plan.json").write_text(json.dumps(the_plan, indent=2))
+        _run_binary(trial_dir, stamp, the_plan, parallel)
     matrix = build_matrix(trial_dir)
     (trial_dir / evidence.MATRIX).write_text(json.dumps(matrix, indent=2))
     (trial_dir / "matrix.md").write_text(matrix_markdown(matrix))
@@ -90,17 +83,55 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
     return trial_dir
 
 
-def kai_ran(lab) -> dict:
+def _run_binary(trial_dir: Path, stamp: str, the_plan: dict, parallel: int | None) -> None:
+    version_list = the_plan["versions"]
+    parallel = parallel or max(1, min(len(version_list), (os.cpu_count() or 2) // 2))
+
+    def one(version: str) -> None:
+        vdir = trial_dir / version
+        vdir.mkdir()
+        spec = LabSpec(name=f"trial-{stamp}-{version.replace('.', '-')}", runtime="binary",
+                       fleet=the_plan["fleet"], kai_version=version)
+        try:
+            with lab(spec) as rec:
+                (vdir / "kai.json").write_text(json.dumps(kai_ran(rec), indent=2))
+                for i in range(1, the_plan["repeat"] + 1):
+                    for p in the_plan["exercises"]:
+                        ExerciseRun(load_exercise(p), Path(p), rec, vdir / f"run-{i}").run()
+        except KailabError as err:
+            (vdir / "lab-error.txt").write_text(str(err) + "\n")
+
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        list(pool.map(one, version_list))
+
+
+def dry_run_kind(version_list: list[str], exercises: list[str], fleet: str) -> str:
+    """The kind trial's printed plan; a plan problem a real run would stop at is shown as a warning."""
+    from .runtimes import vcluster
+
+    load_fleet(fleet)  # bad input fails here, before anything is printed
+    warnings = []
+    try:
+        names = [Path(p).stem for p in plan(version_list, exercises, fleet)["exercises"]]
+    except InputError:  # a missing or invalid exercise file: bad input fails
+        raise
+    except KailabError as err:  # an exercise sized for another fleet: a real run stops there
+        warnings.append(f"{err} (a real run stops here)")
+        names = list(exercises)
+    return vcluster.dry_run_text(version_list, fleet, names, warnings)
+
+
+def kai_ran(rec) -> dict:
     """What KAI a lab really ran: its binaries' manifest and the scheduler's own version lines."""
     from .runtimes import processes
 
-    manifest = toolchain.manifest("kai", lab.kai_version) or {}
+    manifest = toolchain.manifest("kai", rec.kai_version) or {}
     said = {}
-    for line in processes.recent_log(lab.dir, "scheduler", 2000).splitlines():
+    for line in processes.recent_log(rec.dir, "scheduler", 2000).splitlines():
         for key in ("gitVersion", "gitCommit"):
             if line.strip().startswith(key + ":"):
                 said.setdefault(key, line.split(":", 1)[1].strip())
-    return {"lab_kai_version": lab.kai_version, "manifest_version": manifest.get("version"),
+    return {"lab_kai_version": rec.kai_version, "manifest_version": manifest.get("version"),
             "source": manifest.get("source"), "binaries": manifest.get("binaries"),
             "scheduler_version": said.get("gitVersion"), "scheduler_commit": said.get("gitCommit")}
 

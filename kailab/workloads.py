@@ -15,6 +15,8 @@ GANG_ANNOTATION = "kai.scheduler/batch-min-member"
 RUN_DURATION_ANNOTATION = "kailab.io/run-duration"
 OWNER_LABEL = "kailab.io/workload"
 IMAGE = "kailab.io/fake-gpu-workload:never-pulled"  # KWOK never pulls: any name works
+# workload kinds backed by a controller: (apiVersion, kind) to delete them by name
+CONTROLLERS = {"job": ("batch/v1", "Job"), "deployment": ("apps/v1", "Deployment")}
 
 
 def queue(name: str, gpu: dict, parent: str | None = None, labels: dict | None = None) -> dict:

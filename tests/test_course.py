@@ -184,7 +184,7 @@ def test_a_lesson_reveals_each_step_with_the_results_its_hook_got(tmp_path, monk
                         [_result(s2, "queue prod bound", "16"), _result(s2, "workload prod-train evicted", "16")]]
     FakeRun.invariants = [_result("whole run", "no-gpu-overcommit", "never violated", kind="invariant")]
     monkeypatch.setattr(runner, "ExerciseRun", FakeRun)
-    monkeypatch.setattr(course.lesson, "kai_lab", lambda name, purpose, fleet: types.SimpleNamespace(name=name))
+    monkeypatch.setattr(course.lesson, "require_kai_lab", lambda name, purpose, fleet: types.SimpleNamespace(name=name))
     monkeypatch.setenv("KAILAB_COURSE_STATUS", str(tmp_path / "progress.json"))
     shown: list[str] = []
     assert course.run_lesson(lesson, "fake", True, shown.append, ask=lambda _: "16 and 16",

@@ -16,7 +16,7 @@ import yaml
 from kailab import kai, toolchain, versions, workloads
 from kailab.kube import Kube
 from kailab.runtimes import processes
-from kailab.waits import wait_until
+from kailab.runtimes.waits import wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.kai]
 

@@ -21,7 +21,7 @@ from kailab.errors import KailabError, LabError
 from kailab.fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, load_fleet
 from kailab.runtimes import kind as kind_rt
 from kailab.runtimes.base import LabSpec
-from kailab.runtimes.binary import BinaryRuntime, kwok_config_text
+from kailab.runtimes.labkit import create_fleet, kwok_config_text
 from kailab.runtimes.kind import KindRuntime, build_plan, kai_chart_ref, kai_images
 
 NEW_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
@@ -222,7 +222,7 @@ def test_fleet_nodes_identical_to_binary_runtime(fleet_name):
     assert list(yaml.safe_load_all(plan.files["fleet-nodes.yaml"])) == fleet.node_manifests()
 
     kube = RecordingKube()
-    BinaryRuntime.create_fleet(kube, fleet)  # what the binary runtime creates, captured
+    create_fleet(kube, fleet)  # what the binary runtime creates, captured
     by_name = lambda objs: sorted(objs, key=lambda o: o["metadata"]["name"])  # noqa: E731
     assert by_name(kube.statuses) == by_name(plan.node_manifests)
     assert by_name(kube.applied) == by_name([{k: v for k, v in n.items() if k != "status"}

@@ -14,7 +14,7 @@ from kailab.kube import Kube
 from kailab.runtimes import processes
 from kailab.runtimes.base import LabSpec
 from kailab.runtimes.binary import BinaryRuntime
-from kailab.waits import wait_until
+from kailab.runtimes.waits import wait_until
 from kailab import workloads
 
 pytestmark = pytest.mark.lab

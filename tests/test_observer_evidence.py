@@ -21,7 +21,7 @@ from kailab.exercise.checks import Names, evaluate_count
 from kailab.exercise.observer import Observer
 from kailab.exercise.spec import CountExpect
 from kailab.kube import Kube
-from kailab.waits import wait_until
+from kailab.runtimes.waits import wait_until
 
 pytestmark = pytest.mark.lab
 

@@ -325,7 +325,9 @@ def test_run_trial_runs_the_plan_in_order_and_always_cleans_up(tmp_path, monkeyp
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(vc, "docker_answers", lambda: True)
 
-    trial_dir = vc.run_trial(["v0.16.8", "v0.17.0"], ["quota"], "small", root=tmp_path / "ev")
+    from kailab.trial import run_trial
+
+    trial_dir = run_trial(["v0.16.8", "v0.17.0"], ["quota"], "small", root=tmp_path / "ev", runtime="kind")
     log = [line for line in calls.read_text().splitlines() if line != "kubectl version --client -o json"]
     assert log[0].startswith("kind create cluster --name kailab-trial-")
     assert log[-1].startswith("kind delete cluster --name kailab-trial-")  # the host goes, whatever happened

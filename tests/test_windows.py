@@ -13,8 +13,9 @@ import yaml
 
 from kailab import workloads
 from kailab.exercise.runner import ExerciseRun
-from kailab.exercise.spec import Exercise
-from kailab.waits import wait_until
+from kailab.exercise.actions import ACTIONS, StepContext
+from kailab.exercise.spec import Exercise, seconds
+from kailab.runtimes.waits import wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -39,6 +40,11 @@ def run(infra_lab, tmp_path):
     r.kube.close()
 
 
+def act(r: ExerciseRun, step, key: str, since: float = 0) -> None:
+    """Run one operation of a step through the action registry, as the runner does."""
+    ACTIONS[key].run(StepContext(r, step, 0, since, time.time(), seconds(step.timeout)), getattr(step, key))
+
+
 def place(r: ExerciseRun, name: str, node: str | None = "a100-0") -> None:
     place_pod(r.kube, r.names.namespace, name, node, r.names.queue("q"))
 
@@ -46,7 +52,7 @@ def place(r: ExerciseRun, name: str, node: str | None = "a100-0") -> None:
 def test_stays_window_passes_when_the_condition_holds_throughout(run):
     place(run, "w-0", node=None)  # pending, never bound
     start = time.time()
-    run._stays(run.ex.steps[0], 0)
+    act(run, run.ex.steps[0], "stays")
     assert time.time() - start >= 4
     (result,) = run.outcome.results
     assert result.passed and result.observed == "0 throughout"
@@ -56,7 +62,7 @@ def test_stays_window_passes_when_the_condition_holds_throughout(run):
 def test_stays_window_fails_at_the_first_breach(run):
     threading.Timer(1.0, place, args=(run, "w-1")).start()
     start = time.time()
-    run._stays(run.ex.steps[0], 0)
+    act(run, run.ex.steps[0], "stays")
     elapsed = time.time() - start
     (result,) = run.outcome.results
     assert not result.passed
@@ -68,8 +74,7 @@ def test_stays_window_fails_at_the_first_breach(run):
 def test_expect_waits_until_true_and_reports_expected_vs_observed(run):
     threading.Timer(1.0, place, args=(run, "w-2")).start()
     threading.Timer(1.5, place, args=(run, "w-3")).start()
-    step = run.ex.steps[1]
-    run._expect(step, 0, time.time(), 20)
+    act(run, run.ex.steps[1], "expect")
     (result,) = run.outcome.results
     assert result.passed and (result.expected, result.observed) == ("2", "2")
 
@@ -89,14 +94,14 @@ def test_node_down_fault_orphans_pods_that_the_pod_gc_removes_and_node_up_restor
     try:
         place(r, "on-doomed-node", node="a100-1")
         assert r.observer.wait_for(lambda s: any(p.running for p in s.pods.values() if p.name == "on-doomed-node"), 30)
-        r._faults(Step.model_validate({"name": "node dies", "faults": [{"nodeDown": "a100-1"}]}))
+        act(r, Step.model_validate({"name": "node dies", "faults": [{"nodeDown": "a100-1"}]}), "faults")
         assert r.kube.get("v1", "Node", "a100-1") is None
         gone = r.observer.wait_for(lambda s: not any(p.name == "on-doomed-node" for p in s.pods.values()), 150)
         with r.observer.state.cond:
             seen = [e.what for e in r.observer.state.timeline if e.pod == "on-doomed-node"]
         assert gone, f"pod GC never removed the orphaned pod; timeline: {seen}"
         assert "failed" in seen and "deleted" in seen and "evicted" not in seen, seen
-        r._restore_faults()
+        r.restore_faults()
         wait_until("node a100-1 Ready again", lambda: any(
             c["type"] == "Ready" and c["status"] == "True"
             for c in (r.kube.get("v1", "Node", "a100-1") or {}).get("status", {}).get("conditions", [])), timeout=60)

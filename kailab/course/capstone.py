@@ -14,7 +14,7 @@ from pydantic import Field
 from ..errors import InputError
 from ..exercise.spec import GpuShare, QueueNode, Strict, _name, load_exercise
 from ..fleet import load_fleet
-from ..runtimes.base import kai_lab
+from ..runtimes import require_kai_lab
 from ..specs import read_yaml, validate
 from .model import CAPSTONE_STEPS, Capstone, CourseSpec, Echo, Team, load_course
 from .progress import mark_if_passed
@@ -296,7 +296,7 @@ def run_capstone(path: Path | str, lab_name: str, echo: Echo, evidence_root: Pat
     tree = load_tree(path)
     if not _static_check(path, tree, cap, echo):
         return 1
-    lab = kai_lab(lab_name, "lessons", cap.fleet)  # only after the static check: no lab needed to fail it
+    lab = require_kai_lab(lab_name, "lessons", cap.fleet)  # only after the static check: no lab needed to fail it
     outcome = _run_hidden(tree, cap, lab, evidence_root, echo)
     for line in capstone_report(outcome):
         echo(line)

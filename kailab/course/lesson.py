@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from ..runtimes.base import kai_lab
+from ..runtimes import require_kai_lab
 from .model import Echo, Lesson, StepLesson
 from .progress import mark_if_passed
 from .words import result_text, share_words
@@ -116,7 +116,7 @@ def run_lesson(lesson: Lesson, lab_name: str, pause: bool, echo: Echo, ask: Call
     the run passed."""
     from ..exercise.runner import ExerciseRun  # the runner loads the Kubernetes client: only when running
 
-    lab = kai_lab(lab_name, "lessons", lesson.exercise.fleet)  # before any question: no lab, no lesson
+    lab = require_kai_lab(lab_name, "lessons", lesson.exercise.fleet)  # before any question: no lab, no lesson
     for line in intro(lesson):
         echo(line)
     guide = _Guide(lesson, lab, pause, echo, ask)

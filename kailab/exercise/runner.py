@@ -7,25 +7,22 @@ import contextlib
 import os
 import secrets
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import evidence, kai, workloads
+from .. import evidence, workloads
 from ..errors import KailabError, LabError
 from ..evidence import EvidenceDir
 from ..fleet import load_fleet
 from ..kube import Kube
 from ..paths import evidence_dir
-from ..runtimes import processes
-from ..runtimes.base import LabRecord
-from ..versions import KAI_COMPONENTS
-from .checks import Names, Result, evaluate_condition, evaluate_count, evaluate_event
+from ..runtimes import LabRecord, runtime_of
+from .actions import ACTIONS, StepContext
+from .checks import Names, Result
 from .observer import Observer
-from .spec import ConditionExpect, CountExpect, EventExpect, Exercise, Step, load_exercise, seconds
+from .spec import Exercise, Step, load_exercise, seconds
 
 CLEANUP_TIMEOUT = 120.0
-EVENT_POLL = 1.0
 
 
 @dataclass
@@ -75,11 +72,12 @@ class ExerciseRun:
         run_id = secrets.token_hex(2)
         self.names = Names(prefix=f"x{run_id}", namespace=f"kx-{ex.exercise}-{run_id}"[:63])
         self.kube = Kube(lab.kubeconfig)
+        self.runtime = runtime_of(lab)  # faults, KAI's logs, dead components: whatever runs the lab
         self.evidence = EvidenceDir(evidence_root or evidence_dir(), ex.exercise)
         self.outcome = Outcome(ex.exercise, "error", evidence=str(self.evidence.path))
         gangs = {a.job.name: a.job.gang for s in ex.steps for a in s.apply if a.job and a.job.gang}
         self.observer = Observer(self.kube, self.names, list(ex.invariants), gangs)
-        self.log_offsets: dict[str, int] = {}
+        self.log_mark: dict = {}
         self.applied: dict[str, str] = {}  # workload -> kind
         self.killed: set[str] = set()  # processes the exercise's faults stopped on purpose
         self.downed: set[str] = set()  # fleet nodes the exercise's faults took away
@@ -116,6 +114,9 @@ class ExerciseRun:
         return self.outcome
 
     def _preflight(self) -> None:
+        wants_processes = [f for s in self.ex.steps for f in s.faults if f.kill or f.restart]
+        if wants_processes and not self.runtime.process_faults:
+            self.runtime.kill(self.lab, wants_processes[0].kill or wants_processes[0].restart)  # its one-line refusal
         if self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "queues.scheduling.run.ai") is None:
             raise LabError(f"lab {self.lab.name!r} has no KAI (CRD queues.scheduling.run.ai is missing): "
                            "bring up a lab with KAI (`kailab up`)")
@@ -151,174 +152,21 @@ class ExerciseRun:
 
     # ------------------------------------------------------------------ steps
     def _run_step(self, index: int, step: Step) -> None:
+        """The step's operations, in the order the file writes them (see actions.py)."""
         self.before_step(index, step)
         first_result = len(self.outcome.results)
-        since = self.observer.state.now()
-        since_wall = time.time()
-        objs = self._step_objects(step)
-        self.evidence.manifests(index + 1, step.name, objs)
-        self._delete(step)
-        self._patch(step)
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(self.kube.apply, objs))
-        self._faults(step)
-        timeout = seconds(step.timeout)
-        if step.settle:
-            self.observer.wait_settled(seconds(step.settle), timeout)
-        self._check_components()
-        self._expect(step, since, since_wall, timeout)
-        if step.stays:
-            self._stays(step, since)
-        self._check_components()
+        ctx = StepContext(self, step, index, self.observer.state.now(), time.time(), seconds(step.timeout))
+        for key, value in step.operations():
+            ACTIONS[key].run(ctx, value)
+            self.check_components()
         self.evidence.snapshot(self.evidence.step_dir(index + 1, step.name), self.kube, self.names.namespace,
                                [self.names.queue(n) for n, _, _ in self.ex.queue_tree()], self.observer.state)
         self.after_step(index, step, self.outcome.results[first_result:])
 
-    def _step_objects(self, step: Step) -> list[dict]:
-        ns, objs = self.names.namespace, []
-        for item in step.apply:
-            w = item.workload
-            q = self.names.queue(w.queue)
-            if item.pods:
-                p = item.pods
-                objs += workloads.pods(p.name, ns, q, p.count, p.gpus, p.priority_class, p.preemptible, p.run_duration)
-                self.applied[p.name] = "pods"
-            elif item.job:
-                j = item.job
-                objs.append(workloads.job(j.name, ns, q, j.parallelism, j.gpus, j.gang, j.priority_class,
-                                          j.preemptible, j.run_duration))
-                self.applied[j.name] = "job"
-            else:
-                d = item.deployment
-                objs.append(workloads.deployment(d.name, ns, q, d.replicas, d.gpus, d.priority_class, d.preemptible))
-                self.applied[d.name] = "deployment"
-        return objs
-
-    def _delete(self, step: Step) -> None:
-        ns = self.names.namespace
-        for d in step.delete:
-            kind = self.applied.get(d.workload)
-            with self.observer.state.cond:
-                for p in self.observer.state.workload_pods(d.workload):
-                    self.observer.state.our_deletions.add(p.uid)
-            if kind == "pods":
-                for p in list(self.observer.state.workload_pods(d.workload)):
-                    self.kube.delete("v1", "Pod", p.name, ns)
-            elif kind == "job":
-                self.kube.delete("batch/v1", "Job", d.workload, ns)
-            elif kind == "deployment":
-                self.kube.delete("apps/v1", "Deployment", d.workload, ns)
-
-    def _patch(self, step: Step) -> None:
-        parents = {n: p for n, p, _ in self.ex.queue_tree()}
-        for p in step.patch:
-            if p.queue is not None and p.gpu is not None:
-                parent = parents[p.queue]
-                self.kube.apply(workloads.queue(self.names.queue(p.queue), p.gpu.as_queue_gpu(),
-                                                parent=self.names.queue(parent) if parent else None,
-                                                labels={"kailab.io/exercise": self.ex.exercise}))
-            elif p.deployment is not None:
-                res = self.kube.resource("apps/v1", "Deployment")
-                self.kube.dynamic.patch(res, name=p.deployment, namespace=self.names.namespace,
-                                        body={"spec": {"replicas": p.replicas}},
-                                        content_type="application/merge-patch+json")
-
-    def _faults(self, step: Step) -> None:
-        """Kill / restart lab processes, take nodes away: what do KAI and the controllers do then?"""
-        if not step.faults:
-            return
-        if self.lab.runtime != "binary" and any(f.kill or f.restart for f in step.faults):
-            raise LabError(f"step {step.name!r} kills or restarts lab processes, which needs the binary "
-                           f"runtime (this lab is {self.lab.runtime})")
-        from ..runtimes.binary import BinaryRuntime
-
-        fleet_nodes = {n["metadata"]["name"]: n for n in load_fleet(self.ex.fleet).node_manifests()}
-        for fault in step.faults:
-            recs = processes.records(self.lab.dir)
-            if fault.kill:
-                processes.kill(recs[fault.kill])
-                self.killed.add(fault.kill)
-                self.observer.note(f"fault: killed {fault.kill}")
-            elif fault.restart:
-                BinaryRuntime().restart(self.lab, fault.restart)
-                self.killed.discard(fault.restart)
-                self.observer.note(f"fault: restarted {fault.restart}")
-            elif fault.node_down:
-                self.kube.delete("v1", "Node", fault.node_down)
-                self.downed.add(fault.node_down)
-                self.observer.note(f"fault: node {fault.node_down} gone")
-            elif fault.node_up:
-                self._node_up(fleet_nodes[fault.node_up])
-                self.observer.note(f"fault: node {fault.node_up} back")
-            elif fault.pause:
-                time.sleep(seconds(fault.pause))
-
-    def _node_up(self, node: dict) -> None:
+    def node_up(self, node: dict) -> None:
         self.kube.apply({k: v for k, v in node.items() if k != "status"})
         self.kube.apply_status(node)
         self.downed.discard(node["metadata"]["name"])
-
-    def _expect(self, step: Step, since: float, since_wall: float, timeout: float) -> None:
-        counts = [e for e in step.expect if isinstance(e, CountExpect)]
-        conds = [e for e in step.expect if isinstance(e, ConditionExpect)]
-        events = [e for e in step.expect if isinstance(e, EventExpect)]
-        deadline = time.time() + timeout
-
-        def evaluate(state) -> list[Result]:
-            out = []
-            for e in counts:
-                out += evaluate_count(state, e, self.names, since, step.name)
-            for e in conds:
-                out.append(evaluate_condition(state, e, self.names, step.name))
-            return out
-
-        self.observer.wait_for(lambda s: all(r.passed for r in evaluate(s)), timeout)
-        with self.observer.state.cond:
-            results = evaluate(self.observer.state)
-        while events:
-            listed = [e.to_dict() for e in self.kube.core.list_namespaced_event(self.names.namespace).items]
-            listed = [_camel_event(e) for e in listed]
-            with self.observer.state.cond:
-                ev_results = [evaluate_event(listed, self.observer.state, e, self.names, since_wall, step.name)
-                              for e in events]
-            if all(r.passed for r in ev_results) or time.time() > deadline:
-                results += ev_results
-                break
-            time.sleep(EVENT_POLL)
-        self.outcome.results += results
-
-    def _stays(self, step: Step, since: float) -> None:
-        """Every condition must hold at every change for the whole window; stop at the first breach."""
-        assert step.stays is not None
-        start = time.time()
-        end = start + seconds(step.stays.for_)
-        seen: dict[str, dict] = {}  # what -> lowest/highest value observed, expected, first breach
-        breach_at: float | None = None
-        with self.observer.state.cond:
-            while True:
-                for e in step.stays.that:
-                    for r in evaluate_count(self.observer.state, e, self.names, since, step.name, kind="stays"):
-                        value = int(r.observed)
-                        s = seen.setdefault(r.what, {"lo": value, "hi": value, "expected": r.expected, "breach": None})
-                        s["lo"], s["hi"] = min(s["lo"], value), max(s["hi"], value)
-                        if not r.passed and s["breach"] is None:
-                            s["breach"] = r
-                            breach_at = r.at if breach_at is None else breach_at
-                if breach_at is not None or time.time() >= end:
-                    break
-                self.observer.state.cond.wait(timeout=min(0.5, max(0.01, end - time.time())))
-        into = round(time.time() - start, 1)
-        for what, s in seen.items():
-            span = str(s["lo"]) if s["lo"] == s["hi"] else f"between {s['lo']} and {s['hi']}"
-            r = s["breach"]
-            if r is not None:
-                observed, offending = f"{r.observed} at t={r.at}s, {into}s into the window", r.offending
-            elif breach_at is not None:
-                observed, offending = f"{span} until the window was broken at t={breach_at}s", []
-            else:
-                observed, offending = f"{span} throughout", []
-            self.outcome.results.append(Result(step.name, "stays", f"{what} for {step.stays.for_}", s["expected"],
-                                               observed, r is None, offending, breach_at))
 
     def _finish_invariants(self) -> None:
         for inv in self.ex.invariants:
@@ -327,41 +175,30 @@ class ExerciseRun:
                                                f"violated at t={broken[0]}s: {broken[1][0]}" if broken else "never violated",
                                                broken is None, broken[1] if broken else []))
 
-    def _check_components(self) -> None:
-        if self.lab.runtime != "binary":
-            return
-        recs = processes.records(self.lab.dir)
-        dead = [c for c in KAI_COMPONENTS if c in recs and not recs[c].alive() and c not in self.killed]
+    def list_events(self) -> list[dict]:
+        """The run namespace's Events, with the API's field names."""
+        return [_camel_event(e.to_dict()) for e in self.kube.core.list_namespaced_event(self.names.namespace).items]
+
+    def check_components(self) -> None:
+        dead = self.runtime.dead_components(self.lab, ignore=self.killed)
         if dead:
-            tail = processes.recent_log(self.lab.dir, dead[0], 10).replace("\n", " | ")
-            raise ComponentDied(f"KAI component died: {', '.join(dead)} (last log lines: {tail[-600:]})")
+            tail = dead[0][1].replace("\n", " | ")
+            raise ComponentDied(f"KAI component died: {', '.join(c for c, _ in dead)} "
+                                f"(last log lines: {tail[-600:]})")
 
     # ------------------------------------------------------------------ evidence and clean-up
     def _mark_logs(self) -> None:
-        self.started_wall = time.time()
-        if self.lab.runtime != "binary":
-            return
-        for comp in KAI_COMPONENTS:
-            path = processes.logs_dir(self.lab.dir) / f"{comp}.log"
-            self.log_offsets[comp] = path.stat().st_size if path.exists() else 0
+        self.log_mark = self.runtime.log_mark(self.lab)
 
     def _copy_logs(self) -> None:
-        """KAI's log lines for the run's window: from the lab's log files (binary runtime) or
-        from the KAI pods' logs (kind / existing clusters)."""
-        if self.lab.runtime != "binary":
-            since = max(1, int(time.time() - getattr(self, "started_wall", time.time())) + 5)
-            for pod in self.kube.core.list_namespaced_pod(kai.KAI_NAMESPACE).items:
-                for c in pod.spec.containers:
-                    text = self.kube.core.read_namespaced_pod_log(pod.metadata.name, kai.KAI_NAMESPACE,
-                                                                  container=c.name, since_seconds=since)
-                    self.evidence.write(f"logs/{pod.metadata.name}.{c.name}.log", text or "")
-            return
-        for comp, offset in self.log_offsets.items():
-            path = processes.logs_dir(self.lab.dir) / f"{comp}.log"
-            if path.exists():
-                with open(path, "rb") as f:
-                    f.seek(offset)
-                    self.evidence.write(f"logs/{comp}.log", f.read())
+        """KAI's log lines for the run's window, from wherever the lab's runtime keeps them."""
+        for name, data in self.runtime.kai_logs(self.lab, self.log_mark).items():
+            self.evidence.write(f"{evidence.LOGS}/{name}", data)
+
+    def _scheduler_snapshot(self) -> None:
+        url = self.runtime.scheduler_snapshot_url(self.lab)
+        if url:
+            self.evidence.scheduler_snapshot(url)
 
     def _conclude(self) -> None:
         """Runs on every exit path; each part is guarded so one failure cannot lose the rest."""
@@ -372,10 +209,9 @@ class ExerciseRun:
             ("namespace dump", lambda: self.outcome.verdict != "passed"
              and self.evidence.dump_namespace(self.kube, self.names.namespace)),
             ("KAI logs", self._copy_logs),
-            ("scheduler snapshot", lambda: self.lab.runtime == "binary" and "scheduler.plugins" in self.lab.ports
-             and self.evidence.scheduler_snapshot(kai.snapshot_url(self.lab.ports))),
+            ("scheduler snapshot", self._scheduler_snapshot),
         ]
-        parts.append(("restore what faults took away", self._restore_faults))
+        parts.append(("restore what faults took away", self.restore_faults))
         notes = []
         for label, fn in parts:
             try:
@@ -394,17 +230,15 @@ class ExerciseRun:
             self._write_verdict(notes)
         self.kube.close()
 
-    def _restore_faults(self) -> None:
+    def restore_faults(self) -> None:
         """The lab outlives the exercise: bring back what its faults stopped."""
-        from ..runtimes.binary import BinaryRuntime
-
         for name in sorted(self.killed):
-            BinaryRuntime().restart(self.lab, name)
+            self.runtime.restart(self.lab, name)
         self.killed.clear()
         if self.downed:
             fleet_nodes = {n["metadata"]["name"]: n for n in load_fleet(self.ex.fleet).node_manifests()}
             for name in sorted(self.downed):
-                self._node_up(fleet_nodes[name])
+                self.node_up(fleet_nodes[name])
 
     def _write_verdict(self, notes: list[str]) -> None:
         self.evidence.write(evidence.VERDICT, {

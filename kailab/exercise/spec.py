@@ -12,11 +12,15 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from typing import ClassVar
+
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator,
+                      model_validator)
 
 from ..errors import InputError
 from ..fleet import Fleet, load_fleet
-from ..specs import one_line, read_yaml, validate
+from .. import workloads
+from ..specs import UNION_TAGS, one_line, read_yaml, validate
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)$")
@@ -145,6 +149,24 @@ class ApplyItem(Strict):
     def workload(self) -> _Workload:
         return self.pods or self.job or self.deployment  # type: ignore[return-value]
 
+    @property
+    def kind(self) -> str:
+        return "pods" if self.pods else "job" if self.job else "deployment"
+
+    def manifests(self, namespace: str, queue: str) -> list[dict]:
+        """The objects this item creates, in the cluster's namespace and real queue name."""
+        if self.pods:
+            p = self.pods
+            return workloads.pods(p.name, namespace, queue, p.count, p.gpus, p.priority_class, p.preemptible,
+                                  p.run_duration)
+        if self.job:
+            j = self.job
+            return [workloads.job(j.name, namespace, queue, j.parallelism, j.gpus, j.gang, j.priority_class,
+                                  j.preemptible, j.run_duration)]
+        d = self.deployment
+        return [workloads.deployment(d.name, namespace, queue, d.replicas, d.gpus, d.priority_class,
+                                     d.preemptible)]
+
 
 class PatchItem(Strict):
     queue: str | None = None
@@ -192,6 +214,8 @@ class DeleteItem(Strict):
 class CountExpect(Strict):
     """Pod counts for a queue or a workload. bound = has a node; running = phase Running."""
 
+    marker: ClassVar[str | None] = None  # the default kind: an item naming no other kind's marker
+
     queue: str | None = None
     workload: str | None = None
     bound: Count | None = None
@@ -212,6 +236,8 @@ class CountExpect(Strict):
 class ConditionExpect(Strict):
     """A PodGroup scheduling condition reason, e.g. NonPreemptibleOverQuota, OverLimit."""
 
+    marker: ClassVar[str] = "podgroupOf"
+
     podgroup_of: str = Field(alias="podgroupOf", description="workload name")
     reason: str
     present: bool = True
@@ -224,15 +250,23 @@ class ConditionExpect(Strict):
 class EventExpect(Strict):
     """Kubernetes events about a workload's pods or podgroups, counted since the step began."""
 
+    marker: ClassVar[str] = "eventReason"
+
     event_reason: str = Field(alias="eventReason")
     workload: str
     count: Count = Range(min=1)
 
 
+EXPECT_MODELS = (CountExpect, ConditionExpect, EventExpect)
+UNION_TAGS.update(m.__name__ for m in EXPECT_MODELS)
+
+
 def _expect_kind(v: object) -> str:
-    if isinstance(v, dict):
-        return "ConditionExpect" if "podgroupOf" in v else "EventExpect" if "eventReason" in v else "CountExpect"
-    return type(v).__name__ if isinstance(v, (ConditionExpect, EventExpect)) else "CountExpect"
+    """The kind an item names by its marker key (Step refuses items naming two)."""
+    if not isinstance(v, dict):
+        return type(v).__name__
+    named = [m for m in EXPECT_MODELS if m.marker is not None and m.marker in v]
+    return named[0].__name__ if named else CountExpect.__name__
 
 
 # tags are class names, never field names: error locations drop them (see specs.validate)
@@ -256,6 +290,10 @@ class Stays(Strict):
         return v
 
 
+# the step keys that act (see actions.py), in the order used when a step is not built from a file
+OPERATIONS = ("delete", "patch", "apply", "faults", "settle", "expect", "stays")
+
+
 class Step(Strict):
     name: str
     explain: str = ""
@@ -268,6 +306,33 @@ class Step(Strict):
     expect: list[ExpectItem] = []
     stays: Stays | None = None
     timeout: Duration = "120s"
+    _order: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_kind_per_expectation(cls, data):
+        if isinstance(data, dict) and isinstance(data.get("expect"), list):
+            markers = [m.marker for m in EXPECT_MODELS if m.marker]
+            for item in data["expect"]:
+                named = [k for k in markers if isinstance(item, dict) and k in item]
+                if len(named) > 1:
+                    raise ValueError(f"an expectation names {' and '.join(named)}: one kind per item")
+        return data
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_order(cls, data, handler):
+        # the operations run in the order the file writes them: remember it (models keep none)
+        step = handler(data)
+        if isinstance(data, dict):
+            step._order = [k for k in data if k in OPERATIONS]
+        return step
+
+    def operations(self) -> list[tuple[str, object]]:
+        """(key, value) of each operation the step has, in the order written."""
+        order = self._order or list(OPERATIONS)
+        present = {k: v for k in OPERATIONS if (v := getattr(self, k)) not in (None, [])}
+        return [(k, present[k]) for k in order if k in present]
 
 
 class Exercise(Strict):
@@ -372,8 +437,7 @@ def load_exercise(path: Path | str) -> Exercise:
                 if unknown:
                     label = one_line(str(step.get("name", "?")))
                     raise InputError(path, f"steps[{i}] ({label}).{one_line(str(unknown[0]))}",
-                                     "unknown step field", "known: apply, patch, delete, faults, settle, "
-                                     "expect, stays, timeout, predict, explain, name")
+                                     "unknown step field", "known: " + ", ".join(Step.model_fields))
     try:
         ex = validate(Exercise, data, path)
     except InputError as err:

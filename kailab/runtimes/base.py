@@ -6,11 +6,12 @@ import json
 import os
 import shutil
 import socket
+import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import KailabError
+from ..errors import LabError
 from ..paths import lab_dir
 
 
@@ -72,42 +73,78 @@ def status_report(rec: LabRecord, healthy: bool, nodes: int, gpus: int, componen
             "kubeconfig": rec.kubeconfig, "api_server": api_server}
 
 
-def kai_lab(name: str, purpose: str, fleet: str | None = None) -> LabRecord:
-    """The running lab `name`, if it can run `purpose` (exercises, lessons): up, with KAI, and
-    (when `fleet` is given) with that fleet's GPU count. Otherwise one clear error."""
-    from ..errors import KailabError
-
-    up_cmd = f"kailab up --fleet {fleet}" if fleet else "kailab up"
-    rec = LabRecord.load(name)
-    if rec is None or rec.state != "up":
-        raise KailabError(f"no lab named {name!r} is up: bring one up with `{up_cmd}`")
-    if not rec.with_kai:
-        raise KailabError(f"lab {name!r} runs without KAI (--without-kai): {purpose} need KAI "
-                          f"(`kailab down --name {name}` then `kailab up --fleet {fleet or '...'}`)")
-    if fleet is not None:
-        from ..fleet import load_fleet
-
-        need = load_fleet(fleet).gpus_total
-        if rec.gpus != need:
-            raise KailabError(f"this lesson is sized for fleet {fleet} ({need} GPUs) but lab {name!r} has "
-                              f"{rec.gpus} GPUs (fleet {rec.fleet}): use a `{up_cmd}` lab")
-    return rec
+class Unsupported(LabError):
+    """The lab's runtime cannot do what was asked (one line naming what would)."""
 
 
 class Runtime(ABC):
-    """One way of running a lab. `up` returns only when the lab is usable."""
+    """One way of running a lab: everything a caller may ask of a lab, whatever runs it.
+
+    `up` returns only when the lab is usable. The exercise-facing operations (faults, dead
+    components, KAI's logs, the scheduler snapshot) have defaults that either hold for any
+    runtime or refuse with one line; callers never ask which runtime a lab has.
+    """
 
     name: str = ""
+    process_faults = False  # can kill / restart the lab's own processes (exercise faults)
+
+    def __init__(self) -> None:
+        self.repaired: list[str] = []  # what the last `up` restarted on a broken lab
+
+    def plan(self, spec: "LabSpec") -> str:
+        """Every command and file `up` would run and write (`kailab up --dry-run`)."""
+        raise Unsupported(f"--dry-run is not supported by the {self.name} runtime (it runs no commands "
+                          "worth printing); use --runtime kind for a printed plan")
 
     @abstractmethod
-    def up(self, spec: LabSpec) -> LabRecord: ...
+    def up(self, spec: "LabSpec") -> "LabRecord": ...
 
     @abstractmethod
     def down(self, name: str) -> list[str]:
         """Stop and remove everything of lab `name`; returns what it stopped."""
 
     @abstractmethod
-    def status(self, record: LabRecord) -> dict: ...
+    def status(self, record: "LabRecord") -> dict: ...
+
+    # ------------------------------------------------------------ what exercises ask of a lab
+    def kill(self, record: "LabRecord", component: str) -> None:
+        raise Unsupported(f"the {self.name} runtime cannot kill lab processes (fault `kill: {component}`): "
+                          "process faults need the binary runtime")
+
+    def restart(self, record: "LabRecord", component: str) -> None:
+        raise Unsupported(f"the {self.name} runtime cannot restart lab processes (fault `restart: "
+                          f"{component}`): process faults need the binary runtime")
+
+    def dead_components(self, record: "LabRecord", ignore: set[str]) -> list[tuple[str, str]]:
+        """KAI components that died unasked, each with its last log lines. A cluster restarts
+        KAI's pods itself, so by default nothing is reported dead."""
+        return []
+
+    def log_mark(self, record: "LabRecord") -> dict:
+        """Where KAI's logs stand now, so kai_logs can return a run's window."""
+        return {"wall": time.time()}
+
+    def kai_logs(self, record: "LabRecord", mark: dict) -> dict[str, bytes]:
+        """KAI's log lines since `mark`, by file name; by default from KAI's pods in the cluster."""
+        from ..kai import KAI_NAMESPACE
+        from ..kube import Kube
+
+        since = max(1, int(time.time() - mark["wall"]) + 5)
+        out: dict[str, bytes] = {}
+        kube = Kube(record.kubeconfig)
+        try:
+            for pod in kube.core.list_namespaced_pod(KAI_NAMESPACE).items:
+                for c in pod.spec.containers:
+                    text = kube.core.read_namespaced_pod_log(pod.metadata.name, KAI_NAMESPACE,
+                                                             container=c.name, since_seconds=since)
+                    out[f"{pod.metadata.name}.{c.name}.log"] = (text or "").encode()
+        finally:
+            kube.close()
+        return out
+
+    def scheduler_snapshot_url(self, record: "LabRecord") -> str | None:
+        """Where the scheduler serves its /get-snapshot dump, if this runtime can reach it."""
+        return None
 
 
 def docker_answers() -> bool:
@@ -124,27 +161,3 @@ def docker_answers() -> bool:
             return b"OK" in s.recv(256)
     except OSError:
         return False
-
-
-def resolve_runtime(requested: str) -> str:
-    if requested not in ("auto", "binary", "kind", "existing"):
-        raise KailabError(f"unknown runtime {requested!r}: choose auto, binary, kind or existing")
-    if requested == "auto":
-        return "kind" if docker_answers() else "binary"
-    return requested
-
-
-def get_runtime(name: str) -> Runtime:
-    if name == "binary":
-        from .binary import BinaryRuntime
-
-        return BinaryRuntime()
-    if name == "kind":
-        from .kind import KindRuntime
-
-        return KindRuntime()
-    if name == "existing":
-        from .existing import ExistingRuntime
-
-        return ExistingRuntime()
-    raise KailabError(f"unknown runtime {name!r}: choose auto, binary, kind or existing")

@@ -8,43 +8,26 @@ Everything listens on 127.0.0.1 only.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import shutil
 import ssl
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-import yaml
 
 from .. import kai, toolchain, versions
 from ..errors import KailabError, LabError
 from ..fleet import FLEET_LABEL, Fleet, load_fleet
 from ..kube import Kube
 from ..paths import lab_dir, state_dir
-from ..waits import wait_until
+from .waits import wait_until
 from . import clusterinfo, pki, processes
 from .base import LabRecord, LabSpec, Runtime, status_report
+from .labkit import create_fleet, kwok_config_text, lab_lock, probe, refuse_other_lab
 
 CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
 # stop order for `down`: consumers of the API first, etcd last
 STOP_ORDER = list(versions.KAI_COMPONENTS) + ["kwok", "kube-controller-manager", "kube-apiserver", "etcd"]
-PROBE_NAMESPACE = "kailab-system"
-
-
-@contextlib.contextmanager
-def lab_lock(name: str):
-    """One `up`/`down` at a time per lab name."""
-    state_dir().mkdir(parents=True, exist_ok=True)
-    with open(state_dir() / f".{name}.lock", "w") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LabError(f"lab {name!r} is busy: another kailab up/down holds its lock") from None
-        yield
 
 
 def _http_ok(url: str, any_status: bool = False) -> bool:
@@ -62,9 +45,7 @@ def _http_ok(url: str, any_status: bool = False) -> bool:
 
 class BinaryRuntime(Runtime):
     name = "binary"
-
-    def __init__(self) -> None:
-        self.repaired: list[str] = []  # what the last `up` restarted on a broken lab
+    process_faults = True
 
     # ---------------------------------------------------------------- up
     def up(self, spec: LabSpec) -> LabRecord:
@@ -96,13 +77,7 @@ class BinaryRuntime(Runtime):
                 raise
 
     def _reuse(self, rec: LabRecord, spec: LabSpec, fleet: Fleet, kai_version: str) -> LabRecord:
-        wanted = {"fleet": fleet.name, "kai_version": kai_version if spec.with_kai else "none",
-                  "with_kai": spec.with_kai}
-        have = {"fleet": rec.fleet, "kai_version": rec.kai_version, "with_kai": rec.with_kai}
-        if wanted != have:
-            diff = ", ".join(f"{k} {have[k]} (asked {wanted[k]})" for k in wanted if wanted[k] != have[k])
-            raise LabError(f"lab {rec.name!r} is already up with {diff}: run `kailab down` first, "
-                           "or use --name for a second lab")
+        refuse_other_lab(rec, spec, self.name, fleet.name, kai_version)
         broken = self.problems(rec)
         if broken:
             try:
@@ -141,7 +116,7 @@ class BinaryRuntime(Runtime):
         kube = Kube(kubeconfig)
         self._start_controller_manager(lab, bins["kube-controller-manager"], ports, pki_dir, kubeconfig)
         self._start_kwok(lab, bins["kwok"], ports, kubeconfig)
-        self.create_fleet(kube, fleet)
+        create_fleet(kube, fleet)
         wait_until(f"the fleet's {fleet.nodes_total} nodes to be Ready",
                    lambda: clusterinfo.ready_nodes_and_gpus(kube, f"{FLEET_LABEL}={fleet.name}")[0]
                    == fleet.nodes_total,
@@ -151,7 +126,7 @@ class BinaryRuntime(Runtime):
         if spec.with_kai:
             kai_recipe = next(r for r in recipes if r.component == "kai")
             self._install_kai(lab, kube, kai.source_dir(kai_recipe), bins, ports, kubeconfig)
-            self._probe(kube, lab)
+            probe(kube, lab)
         rec.state = "up"
         rec.save()
         return rec
@@ -229,6 +204,35 @@ class BinaryRuntime(Runtime):
             restarted.append(name)
         return restarted
 
+    # ---------------------------------------------------------------- what exercises ask of a lab
+    def kill(self, rec: LabRecord, component: str) -> None:
+        processes.kill(processes.records(rec.dir)[component])
+
+    def dead_components(self, rec: LabRecord, ignore: set[str]) -> list[tuple[str, str]]:
+        recs = processes.records(rec.dir)
+        return [(c, processes.recent_log(rec.dir, c, 10)) for c in versions.KAI_COMPONENTS
+                if c in recs and not recs[c].alive() and c not in ignore]
+
+    def log_mark(self, rec: LabRecord) -> dict:
+        mark = super().log_mark(rec)
+        for comp in versions.KAI_COMPONENTS:
+            path = processes.logs_dir(rec.dir) / f"{comp}.log"
+            mark[comp] = path.stat().st_size if path.exists() else 0
+        return mark
+
+    def kai_logs(self, rec: LabRecord, mark: dict) -> dict[str, bytes]:
+        out = {}
+        for comp in versions.KAI_COMPONENTS:
+            path = processes.logs_dir(rec.dir) / f"{comp}.log"
+            if path.exists() and comp in mark:
+                with open(path, "rb") as f:
+                    f.seek(mark[comp])
+                    out[f"{comp}.log"] = f.read()
+        return out
+
+    def scheduler_snapshot_url(self, rec: LabRecord) -> str | None:
+        return kai.snapshot_url(rec.ports) if "scheduler.plugins" in rec.ports else None
+
     @staticmethod
     def _readyz(lab: Path) -> bool:
         kube = Kube(lab / "kubeconfig")
@@ -265,16 +269,6 @@ class BinaryRuntime(Runtime):
             {"server": port})
         self._wait_healthy(lab, "kwok", ports)
 
-    @staticmethod
-    def create_fleet(kube: Kube, fleet: Fleet) -> None:
-        """Create the fleet's nodes (in parallel) with their GPU capacity, as a device plugin would."""
-        def one(node: dict) -> None:
-            kube.apply({k: v for k, v in node.items() if k != "status"})
-            kube.apply_status(node)
-
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            list(pool.map(one, fleet.node_manifests()))
-
     def _wait_serviceaccount(self, kube: Kube, namespace: str, lab: Path) -> None:
         wait_until(f"ServiceAccount {namespace}/default (made by kube-controller-manager)",
                    lambda: kube.core.read_namespaced_service_account("default", namespace),
@@ -297,22 +291,6 @@ class BinaryRuntime(Runtime):
                             env={"KUBECONFIG": str(kubeconfig)})
         for comp in versions.KAI_COMPONENTS:
             self._wait_healthy(lab, comp, ports)
-
-    def _probe(self, kube: Kube, lab: Path) -> None:
-        """KAI must bind one real GPU pod before the lab counts as up."""
-        from ..workloads import probe_objects
-
-        objs = probe_objects(PROBE_NAMESPACE)
-        for obj in objs:
-            if obj["kind"] == "Pod":
-                self._wait_serviceaccount(kube, PROBE_NAMESPACE, lab)
-            kube.apply(obj)
-        pod = next(o for o in objs if o["kind"] == "Pod")["metadata"]["name"]
-        wait_until("KAI to bind the probe pod",
-                   lambda: kube.core.read_namespaced_pod(pod, PROBE_NAMESPACE).spec.node_name,
-                   timeout="probe-pod-bound", lab=lab, component="scheduler",
-                   hint="check the scheduler and binder logs, and `kubectl get podgroups -A`")
-        kube.delete("v1", "Pod", pod, PROBE_NAMESPACE, grace=0)
 
     # ---------------------------------------------------------------- status / down
     def problems(self, rec: LabRecord) -> list[str]:
@@ -376,14 +354,3 @@ def _crd_established(kube: Kube, name: str) -> bool:
     crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
     conds = (crd or {}).get("status", {}).get("conditions", [])
     return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
-
-
-def kwok_config_text() -> str:
-    """kwok's configuration: its options plus kailab's stages (shared with the kind runtime)."""
-    from importlib import resources
-
-    stages = resources.files("kailab").joinpath("data/kwok-stages.yaml").read_text()
-    options = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
-               "options": {"podPlayStageParallelism": 16, "nodePlayStageParallelism": 16,
-                           "nodeLeaseParallelism": 16, "podsOnNodeSyncParallelism": 4}}
-    return yaml.safe_dump(options, sort_keys=False) + "---\n" + stages

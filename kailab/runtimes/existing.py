@@ -20,10 +20,10 @@ from ..fleet import FLEET_LABEL, KWOK_ANNOTATION, load_fleet
 from ..kai import KAI_NAMESPACE
 from ..kube import Kube
 from ..paths import lab_dir, state_dir
-from ..waits import wait_until
+from .waits import wait_until
 from . import clusterinfo, processes
 from .base import LabRecord, LabSpec, Runtime, status_report
-from .binary import BinaryRuntime, lab_lock
+from .labkit import create_fleet, lab_lock
 
 REQUIRED_CRDS = ("queues.scheduling.run.ai", "podgroups.scheduling.run.ai")
 ADD_FLEET_ENV = "KAILAB_EXISTING_ADD_FLEET"
@@ -79,7 +79,7 @@ class ExistingRuntime(Runtime):
             if missing:
                 raise LabError(f"cluster at {server} is not ready for kailab: {'; '.join(missing)}")
             if fleet is not None:
-                BinaryRuntime.create_fleet(kube, fleet)
+                create_fleet(kube, fleet)
                 selector = f"{FLEET_LABEL}={fleet.name}"
                 wait_until(f"the fleet's {fleet.nodes_total} nodes to be Ready",
                            lambda: clusterinfo.ready_nodes_and_gpus(kube, selector)[0] == fleet.nodes_total,

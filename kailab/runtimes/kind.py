@@ -17,7 +17,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -32,10 +31,10 @@ from ..fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, Fleet, load_fleet
 from ..kai import RESERVATION_NAMESPACE
 from ..kube import FIELD_MANAGER, Kube
 from ..paths import lab_dir
-from ..waits import wait_until
 from . import clusterinfo
 from .base import LabRecord, LabSpec, Runtime, status_report, docker_answers
-from .binary import PROBE_NAMESPACE, kwok_config_text, lab_lock
+from .labkit import PROBE_NAMESPACE, kwok_config_text, lab_lock, probe, refuse_other_lab
+from .shell import last_line, progress, run_logged
 
 # Where tools come from: these variables first, then PATH
 TOOL_ENV = {"kind": "KAILAB_KIND", "kubectl": "KAILAB_KUBECTL", "helm": "KAILAB_HELM"}
@@ -46,7 +45,6 @@ CONTROL_PLANE_SELECTOR = {"node-role.kubernetes.io/control-plane": ""}
 KWOK_CONFIG_MAP = "kailab-kwok-config"
 KWOK_CONFIG_DIR = "/etc/kailab-kwok"
 STAGE_CRD = "stages.kwok.x-k8s.io"
-COMMAND_TIMEOUT = 1800  # seconds; every command has its own shorter --timeout/--wait as well
 LAB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
 
 
@@ -350,7 +348,7 @@ def find_tools(names: list[str]) -> dict[str, str]:
     return found
 
 
-def _check_kubectl(kubectl: str) -> None:
+def check_kubectl(kubectl: str) -> None:
     out = subprocess.run([kubectl, "version", "--client", "-o", "json"], capture_output=True, text=True,
                          timeout=30)
     try:
@@ -384,7 +382,7 @@ class KindRuntime(Runtime):
     def up(self, spec: LabSpec) -> LabRecord:
         fleet, version = self._inputs(spec)
         tools = find_tools(["kind", "kubectl", "helm"])
-        _check_kubectl(tools["kubectl"])
+        check_kubectl(tools["kubectl"])
         if not docker_answers():
             raise LabError("no Docker engine answers (DOCKER_HOST or /var/run/docker.sock): the kind "
                            "runtime needs one; use --runtime binary on hosts without Docker")
@@ -398,14 +396,7 @@ class KindRuntime(Runtime):
             return self._run(plan, spec, fleet, version, tools)
 
     def _reuse(self, rec: LabRecord, spec: LabSpec, fleet: Fleet, version: str) -> LabRecord:
-        wanted = {"runtime": self.name, "fleet": fleet.name,
-                  "kai_version": version if spec.with_kai else "none", "with_kai": spec.with_kai}
-        have = {"runtime": rec.runtime, "fleet": rec.fleet, "kai_version": rec.kai_version,
-                "with_kai": rec.with_kai}
-        if wanted != have:
-            diff = ", ".join(f"{k} {have[k]} (asked {wanted[k]})" for k in wanted if wanted[k] != have[k])
-            raise LabError(f"lab {rec.name!r} is already up with {diff}: run `kailab down` first, "
-                           "or use --name for a second lab")
+        refuse_other_lab(rec, spec, self.name, fleet.name, version)
         info = self.status(rec)
         if info["state"] != "up":
             broken = [f"{n} {c['state']}" for n, c in info["components"].items() if c["state"] != "running"]
@@ -427,8 +418,8 @@ class KindRuntime(Runtime):
         log = lab / "logs" / "kind-runtime.log"
         try:
             for i, (what, argv) in enumerate(zip(plan.descriptions, plan.commands), 1):
-                _progress(f"[{i}/{len(plan.commands)}] {what}")
-                _run_logged([tools.get(argv[0], argv[0]), *argv[1:]], log, shown=argv, what=what)
+                progress(f"[{i}/{len(plan.commands)}] {what}")
+                run_logged([tools.get(argv[0], argv[0]), *argv[1:]], log, shown=argv, what=what)
                 if i == 1:
                     self._preload(plan, tools["kind"], log)
                     port = _port(clusterinfo.api_server(plan.kubeconfig))
@@ -436,10 +427,11 @@ class KindRuntime(Runtime):
                         rec.ports = {"kube-apiserver": port}
                         rec.save()
             if spec.with_kai:
-                _progress("KAI must bind the probe pod")
+                progress("KAI must bind the probe pod")
                 kube = Kube(plan.kubeconfig)
                 try:
-                    _probe(kube)
+                    probe(kube, hint="kubectl -n kai-scheduler logs deployment/kai-scheduler-default; "
+                                     "kubectl get nodes -o custom-columns=NAME:.metadata.name,GPU:.status.allocatable")
                 finally:
                     kube.close()
         except BaseException:
@@ -459,7 +451,7 @@ class KindRuntime(Runtime):
         for image in plan.preload_images:
             present = subprocess.run([docker, "image", "inspect", image], capture_output=True, timeout=60)
             if present.returncode == 0:
-                _run_logged([kind, "load", "docker-image", image, "--name", plan.cluster], log,
+                run_logged([kind, "load", "docker-image", image, "--name", plan.cluster], log,
                             shown=["kind", "load", "docker-image", image, "--name", plan.cluster])
 
     # ---------------------------------------------------------------- status / down
@@ -510,71 +502,12 @@ class KindRuntime(Runtime):
         out = subprocess.run([kind, "delete", "cluster", "--name", cluster], capture_output=True, text=True,
                              timeout=300)
         if out.returncode != 0:
-            raise LabError(f"`kind delete cluster --name {cluster}` failed: {_last_line(out.stderr)}")
+            raise LabError(f"`kind delete cluster --name {cluster}` failed: {last_line(out.stderr)}")
         shutil.rmtree(lab_dir(name), ignore_errors=True)
         return [f"kind cluster {cluster}"]
 
 
 # ------------------------------------------------------------------ helpers
-def _progress(message: str) -> None:
-    print(f"kailab: {message}", file=sys.stderr, flush=True)
-
-
-def _run_logged(argv: list[str], log: Path, shown: list[str], what: str = "") -> None:
-    """Run one command, appending its output to the lab's log; a LabError if it fails."""
-    step = f"{what}: " if what else ""
-    with log.open("a") as f:
-        f.write(f"$ {shlex.join(shown)}\n")
-        f.flush()
-        try:
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            raise LabError(f"{step}`{_short(shown)}` did not finish in {COMMAND_TIMEOUT}s; "
-                           f"log: {log}") from None
-        f.write(out.stdout + out.stderr + f"(exit {out.returncode})\n")
-    if out.returncode != 0:
-        raise LabError(f"{step}`{_short(shown)}` failed (exit {out.returncode}): "
-                       f"{_last_line(out.stderr or out.stdout)}; full command and output: {log}")
-
-
-def _short(argv: list[str], words: int = 6) -> str:
-    """The command's first words, without the lab's --kubeconfig (the log has it all)."""
-    out, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--kubeconfig":
-            skip = True
-        else:
-            out.append(arg)
-    return shlex.join(out[:words]) + (" ..." if len(out) > words else "")
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "no output"
-
-
 def _port(server: str) -> int | None:
     m = re.search(r":(\d+)/?$", server)
     return int(m.group(1)) if m else None
-
-
-def _probe(kube: Kube) -> None:
-    """KAI must bind one real GPU pod before the lab counts as up (the binary runtime's probe)."""
-    from ..workloads import probe_objects
-
-    objs = probe_objects(PROBE_NAMESPACE)
-    for obj in objs:
-        # retried: the namespace's ServiceAccount and KAI's admission webhook may still be coming up
-        wait_until(f"the API server to accept {obj['kind']} {obj['metadata']['name']}",
-                   lambda o=obj: kube.apply(o) or True, timeout=120,
-                   hint="kubectl -n kai-scheduler get pods; a webhook timeout means KAI's admission "
-                        "pod is not ready yet")
-    pod = next(o for o in objs if o["kind"] == "Pod")["metadata"]["name"]
-    wait_until("KAI to bind the probe pod",
-               lambda: kube.core.read_namespaced_pod(pod, PROBE_NAMESPACE).spec.node_name,
-               timeout="probe-pod-bound",
-               hint="kubectl -n kai-scheduler logs deployment/kai-scheduler-default; "
-                    "kubectl get nodes -o custom-columns=NAME:.metadata.name,GPU:.status.allocatable")
-    kube.delete("v1", "Pod", pod, PROBE_NAMESPACE, grace=0)

@@ -15,7 +15,7 @@ KWOK with kailab's stages, fake-gpu-operator. Each KAI version then gets
   pods (and the vCluster's control plane and CoreDNS) need a real node inside the selection. The
   fake KWOK nodes would accept them and never run their containers.
 
-`trial_plan` is pure (reads only kailab's data files); `render` is the dry run; `run_trial` runs
+`trial_plan` is pure (reads only kailab's data files); `render` is the dry run; `run_versions` runs
 the plan on a Docker host. Clean-up per version deletes the vCluster with its namespace, its
 PVCs explicitly (the StatefulSet retains its data PVC, so a re-used name would otherwise come back
 with the old CRDs and objects) and its KWOK nodes; it runs before each version's set-up as well,
@@ -25,8 +25,6 @@ so what an interrupted trial left behind never leaks into the next one.
 from __future__ import annotations
 
 import copy
-import datetime as dt
-import json
 import os
 import shlex
 import shutil
@@ -35,11 +33,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import evidence, versions
-from ..errors import InputError, KailabError, LabError
+from .. import versions
+from ..errors import KailabError, LabError
 from ..fleet import FLEET_LABEL, Fleet, load_fleet
 from ..kube import FIELD_MANAGER
 from . import kind
+from .shell import COMMAND_TIMEOUT, last_line, progress, run_logged, short
 from .base import LabSpec, docker_answers
 
 TRIAL_LABEL = "kailab.io/trial"  # on a version's KWOK nodes and its kind worker; its node-sync selector
@@ -382,20 +381,20 @@ def _resolve(argv: list[str], tools: dict[str, str]) -> list[str]:
 def _run(argv: list[str], tools: dict[str, str], log: Path, what: str, stdout: str | None = None,
          ok: tuple[int, ...] = (0,)) -> None:
     if stdout is None and ok == (0,):
-        kind._run_logged(_resolve(argv, tools), log, shown=argv, what=what)
+        run_logged(_resolve(argv, tools), log, shown=argv, what=what)
         return
     with log.open("a") as f:
         f.write(f"$ {_shown(argv, stdout)}\n")
         try:
             out = subprocess.run(_resolve(argv, tools), capture_output=True, text=True,
-                                 timeout=kind.COMMAND_TIMEOUT)
+                                 timeout=COMMAND_TIMEOUT)
         except subprocess.TimeoutExpired:
-            raise LabError(f"{what}: `{kind._short(argv)}` did not finish in {kind.COMMAND_TIMEOUT}s; "
+            raise LabError(f"{what}: `{short(argv)}` did not finish in {COMMAND_TIMEOUT}s; "
                            f"log: {log}") from None
         f.write((out.stdout if stdout is None else "") + out.stderr + f"(exit {out.returncode})\n")
     if out.returncode not in ok:
-        raise LabError(f"{what}: `{kind._short(argv)}` failed (exit {out.returncode}): "
-                       f"{kind._last_line(out.stderr or out.stdout)}; full output: {log}")
+        raise LabError(f"{what}: `{short(argv)}` failed (exit {out.returncode}): "
+                       f"{last_line(out.stderr or out.stdout)}; full output: {log}")
     if stdout is not None:
         target = Path(stdout)
         target.write_text(out.stdout)
@@ -407,26 +406,24 @@ def _best_effort(steps, tools: dict[str, str], log: Path) -> None:
         try:
             _run(argv, tools, log, what)
         except KailabError as err:
-            kind._progress(f"clean-up step failed (continuing): {err}")
+            progress(f"clean-up step failed (continuing): {err}")
 
 
-def run_trial(version_list: list[str], exercises: list[str], fleet: str, root: Path | None = None) -> Path:
-    """Run a trial on this Docker host; the trial directory has the same layout as the binary trial's."""
-    from .. import trial as trial_mod
-    from ..paths import evidence_dir
-
-    the_plan = trial_mod.plan(version_list, exercises, fleet)  # exercise files and sizes first
+def host_tools() -> dict[str, str]:
+    """Everything a kind-host trial needs, checked before anything is made: a Docker engine and the tools."""
     if not docker_answers():
         raise KailabError(DOCKER_NEEDED)
     tools = kind.find_tools(["kind", "kubectl", "helm"])
     tools["vcluster"] = _find_vcluster()
-    kind._check_kubectl(tools["kubectl"])
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    trial_dir = (root or evidence_dir()) / f"trial-{stamp}"
-    trial_dir.mkdir(parents=True)
-    (trial_dir / "plan.json").write_text(json.dumps({**the_plan, "runtime": "kind"}, indent=2))
-    plan = trial_plan(version_list, load_fleet(fleet), f"trial-{stamp.lower()}", the_plan["exercises"],
-                      str(trial_dir))
+    kind.check_kubectl(tools["kubectl"])
+    return tools
+
+
+def run_versions(trial_dir: Path, stamp: str, the_plan: dict, tools: dict[str, str]) -> None:
+    """Run every version's exercises on one kind host (one vCluster each); evidence lands in
+    trial_dir/<version>/ as the binary trial's does. The trial driver (trial.py) does the rest."""
+    plan = trial_plan(the_plan["versions"], load_fleet(the_plan["fleet"]), f"trial-{stamp.lower()}",
+                      the_plan["exercises"], str(trial_dir))
     lab = Path(plan.lab_dir)
     (lab / "logs").mkdir(parents=True, exist_ok=True)
     files = dict(plan.host_files)
@@ -438,46 +435,31 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str, root: P
     log = lab / "logs" / "trial.log"
     try:
         for i, (what, argv) in enumerate(zip(plan.host_descriptions, plan.host_commands), 1):
-            kind._progress(f"[host {i}/{len(plan.host_commands)}] {what}")
+            progress(f"[host {i}/{len(plan.host_commands)}] {what}")
             _run(argv, tools, log, what)
         for vp in plan.versions:
-            vdir = trial_dir / vp.version
-            vdir.mkdir(exist_ok=True)
-            try:
-                for i, (what, argv) in enumerate(zip(vp.descriptions, vp.commands)):
-                    kind._progress(f"[{vp.version} {i + 1}/{len(vp.commands)}] {what}")
-                    _run(argv, tools, log, what, stdout=vp.stdout_files.get(i),
-                         ok=(0, 1) if i == vp.run_step else (0,))
-            except KailabError as err:
-                (vdir / "lab-error.txt").write_text(str(err) + "\n")
-            finally:
-                _best_effort(zip(vp.cleanup_descriptions, vp.cleanup), tools, log)
-                Path(vp.kubeconfig).unlink(missing_ok=True)
+            _run_version(vp, trial_dir / vp.version, tools, log)
     finally:
         _best_effort([("Delete the kind host", a) for a in plan.host_cleanup], tools, log)
         shutil.copyfile(log, trial_dir / "kind-host.log")  # every command and its output, kept with the evidence
         shutil.rmtree(lab, ignore_errors=True)
-    matrix = trial_mod.build_matrix(trial_dir)
-    (trial_dir / evidence.MATRIX).write_text(json.dumps(matrix, indent=2))
-    (trial_dir / "matrix.md").write_text(trial_mod.matrix_markdown(matrix))
-    return trial_dir
 
 
-def trial_command(version_list: list[str], exercises: list[str], fleet: str, dry_run: bool) -> str | Path:
-    """`kailab trial --runtime kind`: the rendered plan with --dry-run, else the trial directory."""
-    from .. import trial as trial_mod
-
-    if not dry_run:
-        return run_trial(version_list, exercises, fleet)
-    loaded = load_fleet(fleet)  # bad input fails here, before anything is printed
-    warnings = []
+def _run_version(vp, vdir: Path, tools: dict[str, str], log: Path) -> None:
+    vdir.mkdir(exist_ok=True)
     try:
-        the_plan = trial_mod.plan(version_list, exercises, fleet)
-        names = [Path(p).stem for p in the_plan["exercises"]]
-    except InputError:  # a missing or invalid exercise file: bad input fails
-        raise
-    except KailabError as err:  # an exercise sized for another fleet: a real run stops there
-        warnings.append(f"{err} (a real run stops here)")
-        names = list(exercises)
+        for i, (what, argv) in enumerate(zip(vp.descriptions, vp.commands)):
+            progress(f"[{vp.version} {i + 1}/{len(vp.commands)}] {what}")
+            _run(argv, tools, log, what, stdout=vp.stdout_files.get(i), ok=(0, 1) if i == vp.run_step else (0,))
+    except KailabError as err:
+        (vdir / "lab-error.txt").write_text(str(err) + "\n")
+    finally:
+        _best_effort(zip(vp.cleanup_descriptions, vp.cleanup), tools, log)
+        Path(vp.kubeconfig).unlink(missing_ok=True)
+
+
+def dry_run_text(version_list: list[str], fleet: str, names: list[str], warnings: list[str]) -> str:
+    """`kailab trial --runtime kind --dry-run`: every command and file, nothing run."""
+    loaded = load_fleet(fleet)
     notes = ["a real run names the host trial-<UTC timestamp> and writes evidence to evidence/trial-<timestamp>/"]
     return render(trial_plan(version_list, loaded, "trial", names), warnings, notes)

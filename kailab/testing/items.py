@@ -8,7 +8,9 @@ import pytest
 
 from .. import evidence
 from ..errors import KailabError
-from .spec import load_exercise
+from ..exercise.runner import ExerciseRun
+from ..exercise.spec import load_exercise
+from .labs import lab_pool
 
 
 class ExerciseFile(pytest.File):
@@ -24,9 +26,6 @@ class ExerciseItem(pytest.Item):
         self.outcome = None
 
     def runtest(self) -> None:
-        from ..pytest_plugin import lab_pool
-        from .runner import ExerciseRun
-
         ex = load_exercise(self.path)  # a bad file fails here, before any lab work
         pool = lab_pool(self.config)
         lab = pool.get(ex.fleet, with_kai=True)

@@ -10,8 +10,8 @@ from typing import Callable
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
-from .errors import LabError
-from .runtimes import processes
+from ..errors import LabError
+from . import processes
 
 WAITS: dict[str, float] = {
     "etcd-healthy": 60,

@@ -1,0 +1,203 @@
+"""What a step can do, as a registry: one class per step key, run in the order the file writes them.
+
+A new action is one class here (its `key` is the step field it reads, declared on `Step` in
+spec.py) and one row in docs/exercise-format.md. Each action gets a StepContext: the run it
+belongs to (cluster, names, observer, evidence, outcome) and the step's clock.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .. import workloads
+from ..fleet import load_fleet
+from .checks import Result, evaluate_count
+from .expectations import evaluate_all, event_kinds, state_kinds
+from .spec import Step, seconds
+
+
+@dataclass
+class StepContext:
+    run: object  # the ExerciseRun the step belongs to (the runner imports this module, not the reverse)
+    step: Step
+    index: int  # from 0
+    since: float  # observer time the step began (s since the run started)
+    since_wall: float  # wall clock the step began
+    timeout: float  # the step's named timeout, seconds
+
+
+class Action:
+    key: ClassVar[str]
+
+    def run(self, ctx: StepContext, value) -> None:
+        raise NotImplementedError
+
+
+class Delete(Action):
+    """Delete workloads applied earlier (the exercise's own deletions are not evictions)."""
+    key = "delete"
+
+    def run(self, ctx: StepContext, value) -> None:
+        r = ctx.run
+        for d in value:
+            kind = r.applied.get(d.workload)
+            with r.observer.state.cond:
+                pods = list(r.observer.state.workload_pods(d.workload))
+                r.observer.state.our_deletions.update(p.uid for p in pods)
+            if kind == "pods":
+                for p in pods:
+                    r.kube.delete("v1", "Pod", p.name, r.names.namespace)
+            elif kind in workloads.CONTROLLERS:
+                api_version, api_kind = workloads.CONTROLLERS[kind]
+                r.kube.delete(api_version, api_kind, d.workload, r.names.namespace)
+
+
+class Patch(Action):
+    """Change a queue's GPU share, or scale a Deployment."""
+    key = "patch"
+
+    def run(self, ctx: StepContext, value) -> None:
+        r = ctx.run
+        parents = {n: p for n, p, _ in r.ex.queue_tree()}
+        for p in value:
+            if p.queue is not None and p.gpu is not None:
+                parent = parents[p.queue]
+                r.kube.apply(workloads.queue(r.names.queue(p.queue), p.gpu.as_queue_gpu(),
+                                             parent=r.names.queue(parent) if parent else None,
+                                             labels={"kailab.io/exercise": r.ex.exercise}))
+            elif p.deployment is not None:
+                res = r.kube.resource("apps/v1", "Deployment")
+                r.kube.dynamic.patch(res, name=p.deployment, namespace=r.names.namespace,
+                                     body={"spec": {"replicas": p.replicas}},
+                                     content_type="application/merge-patch+json")
+
+
+class Apply(Action):
+    """Create workloads (in parallel); their manifests go to the evidence first."""
+    key = "apply"
+
+    def run(self, ctx: StepContext, value) -> None:
+        r = ctx.run
+        objs = []
+        for item in value:
+            objs += item.manifests(r.names.namespace, r.names.queue(item.workload.queue))
+            r.applied[item.workload.name] = item.kind
+        r.evidence.manifests(ctx.index + 1, ctx.step.name, objs)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(r.kube.apply, objs))
+
+
+class Faults(Action):
+    """Kill / restart lab processes, take nodes away: what do KAI and the controllers do then?"""
+    key = "faults"
+
+    def run(self, ctx: StepContext, value) -> None:
+        r = ctx.run
+        fleet_nodes = {n["metadata"]["name"]: n for n in load_fleet(r.ex.fleet).node_manifests()}
+        for fault in value:
+            if fault.kill:
+                r.runtime.kill(r.lab, fault.kill)
+                r.killed.add(fault.kill)
+                r.observer.note(f"fault: killed {fault.kill}")
+            elif fault.restart:
+                r.runtime.restart(r.lab, fault.restart)
+                r.killed.discard(fault.restart)
+                r.observer.note(f"fault: restarted {fault.restart}")
+            elif fault.node_down:
+                r.kube.delete("v1", "Node", fault.node_down)
+                r.downed.add(fault.node_down)
+                r.observer.note(f"fault: node {fault.node_down} gone")
+            elif fault.node_up:
+                r.node_up(fleet_nodes[fault.node_up])
+                r.observer.note(f"fault: node {fault.node_up} back")
+            elif fault.pause:
+                time.sleep(seconds(fault.pause))
+
+
+class Settle(Action):
+    """Wait until no pod changes placement or phase for this long (within the step's timeout)."""
+    key = "settle"
+
+    def run(self, ctx: StepContext, value) -> None:
+        ctx.run.observer.wait_settled(seconds(value), ctx.timeout)
+
+
+class Expect(Action):
+    """Eventually true within the step's timeout: state checks wait on the watch, event checks poll."""
+    key = "expect"
+    EVENT_POLL = 1.0
+
+    def run(self, ctx: StepContext, value) -> None:
+        r = ctx.run
+        on_state = [e for e in value if type(e) in state_kinds()]
+        on_events = [e for e in value if type(e) in event_kinds()]
+        deadline = time.time() + ctx.timeout
+
+        def evaluate(state) -> list[Result]:
+            return evaluate_all(on_state, state, r.names, ctx.since, ctx.step.name)
+
+        r.observer.wait_for(lambda s: all(x.passed for x in evaluate(s)), ctx.timeout)
+        with r.observer.state.cond:
+            results = evaluate(r.observer.state)
+        while on_events:
+            listed = r.list_events()
+            with r.observer.state.cond:
+                ev = evaluate_all(on_events, r.observer.state, r.names, ctx.since, ctx.step.name,
+                                  events=listed, since_wall=ctx.since_wall)
+            if all(x.passed for x in ev) or time.time() > deadline:
+                results += ev
+                break
+            time.sleep(self.EVENT_POLL)
+        r.outcome.results += results
+
+
+class Stays(Action):
+    """Every condition must hold at every change for the whole window; stop at the first breach."""
+    key = "stays"
+
+    def run(self, ctx: StepContext, value) -> None:
+        r = ctx.run
+        start = time.time()
+        end = start + seconds(value.for_)
+        seen: dict[str, dict] = {}  # what -> lowest/highest value observed, expected, first breach
+        breach_at: float | None = None
+        with r.observer.state.cond:
+            while True:
+                breach_at = self._look(r, ctx, value, seen, breach_at)
+                if breach_at is not None or time.time() >= end:
+                    break
+                r.observer.state.cond.wait(timeout=min(0.5, max(0.01, end - time.time())))
+        into = round(time.time() - start, 1)
+        for what, s in seen.items():
+            r.outcome.results.append(self._result(ctx, value, what, s, breach_at, into))
+
+    @staticmethod
+    def _look(r, ctx: StepContext, value, seen: dict, breach_at: float | None) -> float | None:
+        for e in value.that:
+            for res in evaluate_count(r.observer.state, e, r.names, ctx.since, ctx.step.name, kind="stays"):
+                n = int(res.observed)
+                s = seen.setdefault(res.what, {"lo": n, "hi": n, "expected": res.expected, "breach": None})
+                s["lo"], s["hi"] = min(s["lo"], n), max(s["hi"], n)
+                if not res.passed and s["breach"] is None:
+                    s["breach"] = res
+                    breach_at = res.at if breach_at is None else breach_at
+        return breach_at
+
+    @staticmethod
+    def _result(ctx: StepContext, value, what: str, s: dict, breach_at: float | None, into: float) -> Result:
+        span = str(s["lo"]) if s["lo"] == s["hi"] else f"between {s['lo']} and {s['hi']}"
+        first = s["breach"]
+        if first is not None:
+            observed, pods = f"{first.observed} at t={first.at}s, {into}s into the window", first.offending
+        elif breach_at is not None:
+            observed, pods = f"{span} until the window was broken at t={breach_at}s", []
+        else:
+            observed, pods = f"{span} throughout", []
+        return Result(ctx.step.name, "stays", f"{what} for {value.for_}", s["expected"], observed,
+                      first is None, pods, breach_at)
+
+
+ACTIONS: dict[str, Action] = {a.key: a for a in (Delete(), Patch(), Apply(), Faults(), Settle(), Expect(), Stays())}

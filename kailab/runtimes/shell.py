@@ -1,0 +1,51 @@
+"""Running host commands for the cluster runtimes (kind, vCluster): logged, bounded, one-line errors."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from ..errors import LabError
+
+COMMAND_TIMEOUT = 1800  # seconds; every command has its own shorter --timeout/--wait as well
+
+
+def progress(message: str) -> None:
+    print(f"kailab: {message}", file=sys.stderr, flush=True)
+
+
+def run_logged(argv: list[str], log: Path, shown: list[str], what: str = "") -> None:
+    """Run one command, appending its output to the lab's log; a LabError if it fails."""
+    step = f"{what}: " if what else ""
+    with log.open("a") as f:
+        f.write(f"$ {shlex.join(shown)}\n")
+        f.flush()
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"{step}`{short(shown)}` did not finish in {COMMAND_TIMEOUT}s; "
+                           f"log: {log}") from None
+        f.write(out.stdout + out.stderr + f"(exit {out.returncode})\n")
+    if out.returncode != 0:
+        raise LabError(f"{step}`{short(shown)}` failed (exit {out.returncode}): "
+                       f"{last_line(out.stderr or out.stdout)}; full command and output: {log}")
+
+
+def short(argv: list[str], words: int = 6) -> str:
+    """The command's first words, without the lab's --kubeconfig (the log has it all)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--kubeconfig":
+            skip = True
+        else:
+            out.append(arg)
+    return shlex.join(out[:words]) + (" ..." if len(out) > words else "")
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no output"
