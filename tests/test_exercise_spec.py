@@ -284,3 +284,17 @@ def test_schema_rejects_unknown_top_level_key(validator, reclaim):
 def test_schema_rejects_unknown_step_field(validator, reclaim):
     reclaim["steps"][1]["colour"] = "red"
     assert not validator.is_valid(reclaim)
+
+
+def test_step_operations_run_in_the_order_written(tmp_path, reclaim):
+    step = reclaim["steps"][1]
+    reordered = {"name": step["name"], "expect": step["expect"], "apply": step["apply"], "stays": step["stays"]}
+    reclaim["steps"][1] = reordered
+    ex = load_exercise(write(tmp_path, reclaim))
+    assert [k for k, _ in ex.steps[1].operations()] == ["expect", "apply", "stays"]
+    assert [k for k, _ in ex.steps[0].operations()] == ["apply", "expect"]
+
+
+def test_an_expectation_naming_two_kinds_is_refused_not_guessed(tmp_path, reclaim):
+    reclaim["steps"][1]["expect"][3]["podgroupOf"] = "prod-train"  # an Evict event item, now also a condition
+    refused(write(tmp_path, reclaim), STEP1, "expect[3] names podgroupOf and eventReason: one kind per item")

@@ -313,10 +313,10 @@ class Step(Strict):
     def _one_kind_per_expectation(cls, data):
         if isinstance(data, dict) and isinstance(data.get("expect"), list):
             markers = [m.marker for m in EXPECT_MODELS if m.marker]
-            for item in data["expect"]:
+            for i, item in enumerate(data["expect"]):
                 named = [k for k in markers if isinstance(item, dict) and k in item]
                 if len(named) > 1:
-                    raise ValueError(f"an expectation names {' and '.join(named)}: one kind per item")
+                    raise ValueError(f"expect[{i}] names {' and '.join(named)}: one kind per item")
         return data
 
     @model_validator(mode="wrap")
