@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import InputError
 from .paths import fleets_dir
-from .specs import is_file, read_yaml, validate
+from .inputs import is_file, read_yaml, validate
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"

@@ -41,7 +41,7 @@ def parse_versions(text: str) -> list[str]:
     return out
 
 
-def plan(version_list: list[str], exercises: list[str], fleet: str) -> dict:
+def checked_plan(version_list: list[str], exercises: list[str], fleet: str) -> dict:
     """Everything checked before any lab starts: versions, exercise files, fleet sizes."""
     paths = [resolve_exercise(e) for e in exercises]
     loaded = [load_exercise(p) for p in paths]
@@ -58,7 +58,7 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
     """One trial, whatever runs the versions: checked plan, trial directory, the versions' runs
     (binary: a lab per version, side by side; kind: a vCluster per version on one kind host),
     then the matrix and the report, all read back from the runs' evidence."""
-    the_plan = {**plan(version_list, exercises, fleet), "repeat": repeat, "runtime": runtime}
+    the_plan = {**checked_plan(version_list, exercises, fleet), "repeat": repeat, "runtime": runtime}
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     trial_dir = (root or evidence_dir()) / f"trial-{stamp}"
     if runtime == "kind":
@@ -112,7 +112,7 @@ def dry_run_kind(version_list: list[str], exercises: list[str], fleet: str) -> s
     load_fleet(fleet)  # bad input fails here, before anything is printed
     warnings = []
     try:
-        names = [Path(p).stem for p in plan(version_list, exercises, fleet)["exercises"]]
+        names = [Path(p).stem for p in checked_plan(version_list, exercises, fleet)["exercises"]]
     except InputError:  # a missing or invalid exercise file: bad input fails
         raise
     except KailabError as err:  # an exercise sized for another fleet: a real run stops there

@@ -14,7 +14,7 @@ from ..errors import InputError, KailabError
 from ..exercise.spec import Exercise, Strict, load_exercise
 from ..fleet import load_fleet
 from ..paths import exercises_dir
-from ..specs import read_yaml, validate
+from ..inputs import read_yaml, validate
 from .words import action_lines, answer_lines, step_commands
 
 COURSE_FILE = Path(__file__).resolve().parent.parent / "data" / "course.yaml"

@@ -20,7 +20,7 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, 
 from ..errors import InputError
 from ..fleet import Fleet, load_fleet
 from .. import workloads
-from ..specs import UNION_TAGS, one_line, read_yaml, validate
+from ..inputs import UNION_TAGS, one_line, read_yaml, validate
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)$")
@@ -269,7 +269,7 @@ def _expect_kind(v: object) -> str:
     return named[0].__name__ if named else CountExpect.__name__
 
 
-# tags are class names, never field names: error locations drop them (see specs.validate)
+# tags are class names, never field names: error locations drop them (see inputs.validate)
 ExpectItem = Annotated[Union[Annotated[CountExpect, Tag("CountExpect")],
                              Annotated[ConditionExpect, Tag("ConditionExpect")],
                              Annotated[EventExpect, Tag("EventExpect")]], Discriminator(_expect_kind)]

@@ -33,7 +33,7 @@ def pod_gpus(run: Run) -> dict[str, int]:
     return out
 
 
-def queue_tree(run: Run) -> tuple[list[str], set[str]]:
+def run_queue_order(run: Run) -> tuple[list[str], set[str]]:
     """(logical queue names in order, the logical names that are parents of others)."""
     order: list[str] = list(run.queue_map.values())
     parents: set[str] = set()
@@ -99,7 +99,7 @@ def peak(points: list[tuple[float, int]]) -> int:
 
 def charted_queues(run: Run, series: dict[str, list]) -> list[str]:
     """The queues the timeline charts: leaves, and any queue the timeline or the series name."""
-    order, parents = queue_tree(run)
+    order, parents = run_queue_order(run)
     seen = {run.logical(e.get("queue")) for e in run.timeline if e.get("queue")}
     queues = [q for q in order if q in seen or q in series or q not in parents]
     queues += sorted(q for q in set(series) | seen if q not in queues and q)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .. import evidence
 from .read import SNAPSHOT_FILE, Run, Snapshot
-from .series import (NodeUse, charted_queues, decided, held_series, lane_marks, node_use, peak, queue_tree,
+from .series import (NodeUse, charted_queues, decided, held_series, lane_marks, node_use, peak, run_queue_order,
                      quota_lines, run_end)
 from .text import esc, fmt
 
@@ -39,7 +39,7 @@ def nice_max(v: float) -> tuple[float, float]:
 
 
 def colours(run: Run, queues: list[str]) -> dict[str, str]:
-    order, _ = queue_tree(run)
+    order, _ = run_queue_order(run)
     names = order + [q for q in queues if q not in order]
     return {q: PALETTE[i % len(PALETTE)] for i, q in enumerate(names)}
 
