@@ -237,21 +237,7 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str) -> KindPlan:
         ["kind", "create", "cluster", "--name", cluster, "--config", path("kind-config.yaml"),
          "--kubeconfig", kubeconfig, "--wait", t["kind_create"]])
 
-    kw = p["kwok"]
-    kwok_ns, kwok_dep = kw["namespace"], kw["deployment"]
-    add(f"Install the KWOK {versions.KWOK_VERSION} controller and its CRDs (release manifest)",
-        [*kubectl, "apply", "-f", kw["manifest"].format(version=versions.KWOK_VERSION)])
-    add("Wait for KWOK's Stage CRD",
-        [*kubectl, "wait", "--for=condition=Established", f"crd/{STAGE_CRD}", f"--timeout={t['crd']}"])
-    add("KWOK's options, as the binary runtime runs it (a ConfigMap)",
-        [*kubectl, "apply", "-f", path("kwok-config.yaml")])
-    add("Point kwok-controller at them, widen its fake pod CIDR, keep it on the real node",
-        [*kubectl, "-n", kwok_ns, "patch", "deployment", kwok_dep, "--type=json",
-         "-p", json.dumps(kwok_deployment_patch(), separators=(",", ":"))])
-    add("kailab's KWOK stages as Stage CRs (the binary runtime's stages, verbatim)",
-        [*kubectl, "apply", "-f", path("kwok-stages.yaml")])
-    add("Wait for kwok-controller to roll out",
-        [*kubectl, "-n", kwok_ns, "rollout", "status", f"deployment/{kwok_dep}", f"--timeout={t['rollout']}"])
+    steps += _kwok_steps(kubectl, path, t)
 
     if spec.with_kai:
         # KAI before fake-gpu-operator: KAI's chart creates the reservation namespace, and
@@ -267,23 +253,48 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str) -> KindPlan:
          "--values", path("fake-gpu-operator-values.yaml"), "--wait", "--timeout", t["helm"],
          "--kubeconfig", kubeconfig])
 
-    # the fleet last, once every infrastructure pod is placed on the real node
-    add(f"Create the fleet's {fleet.nodes_total} KWOK nodes (fleet.node_manifests(), as the binary runtime)",
-        [*kubectl, "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
-         "-f", path("fleet-nodes.yaml")])
-    add(f"Set their capacity ({fleet.gpus_total} GPUs) through the status subresource, as the binary runtime",
-        [*kubectl, "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}-status",
-         "--subresource=status", "-f", path("fleet-nodes.yaml")])
-    add("Wait for KWOK to mark them Ready",
-        [*kubectl, "wait", "--for=condition=Ready", "node", "-l", f"{FLEET_LABEL}={fleet.name}",
-         f"--timeout={t['nodes_ready']}"])
+    steps += _fleet_steps(kubectl, path, t, fleet)  # last: every infrastructure pod is on the real node
 
-    images = [kw["image"].format(version=versions.KWOK_VERSION), *fgo["images"]]
+    images = [p["kwok"]["image"].format(version=versions.KWOK_VERSION), *fgo["images"]]
     if spec.with_kai:
         images += kai_images(release.version)
     return KindPlan(kind_config=config, commands=[argv for _, argv in steps], files=files,
                     node_manifests=nodes, descriptions=[what for what, _ in steps],
                     preload_images=images, cluster=cluster, lab_dir=str(lab), kubeconfig=kubeconfig)
+
+
+def _kwok_steps(kubectl: list[str], path, t: dict) -> list[tuple[str, list[str]]]:
+    kw = pins()["kwok"]
+    ns, dep = kw["namespace"], kw["deployment"]
+    return [
+        (f"Install the KWOK {versions.KWOK_VERSION} controller and its CRDs (release manifest)",
+         [*kubectl, "apply", "-f", kw["manifest"].format(version=versions.KWOK_VERSION)]),
+        ("Wait for KWOK's Stage CRD",
+         [*kubectl, "wait", "--for=condition=Established", f"crd/{STAGE_CRD}", f"--timeout={t['crd']}"]),
+        ("KWOK's options, as the binary runtime runs it (a ConfigMap)",
+         [*kubectl, "apply", "-f", path("kwok-config.yaml")]),
+        ("Point kwok-controller at them, widen its fake pod CIDR, keep it on the real node",
+         [*kubectl, "-n", ns, "patch", "deployment", dep, "--type=json",
+          "-p", json.dumps(kwok_deployment_patch(), separators=(",", ":"))]),
+        ("kailab's KWOK stages as Stage CRs (the binary runtime's stages, verbatim)",
+         [*kubectl, "apply", "-f", path("kwok-stages.yaml")]),
+        ("Wait for kwok-controller to roll out",
+         [*kubectl, "-n", ns, "rollout", "status", f"deployment/{dep}", f"--timeout={t['rollout']}"]),
+    ]
+
+
+def _fleet_steps(kubectl: list[str], path, t: dict, fleet: Fleet) -> list[tuple[str, list[str]]]:
+    return [
+        (f"Create the fleet's {fleet.nodes_total} KWOK nodes (fleet.node_manifests(), as the binary runtime)",
+         [*kubectl, "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
+          "-f", path("fleet-nodes.yaml")]),
+        (f"Set their capacity ({fleet.gpus_total} GPUs) through the status subresource, as the binary runtime",
+         [*kubectl, "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}-status",
+          "--subresource=status", "-f", path("fleet-nodes.yaml")]),
+        ("Wait for KWOK to mark them Ready",
+         [*kubectl, "wait", "--for=condition=Ready", "node", "-l", f"{FLEET_LABEL}={fleet.name}",
+          f"--timeout={t['nodes_ready']}"]),
+    ]
 
 
 def render_plan(plan: KindPlan, spec: LabSpec, fleet: Fleet, kai_version: str) -> str:

@@ -203,6 +203,38 @@ def host_plan(version_list: list[str], fleet: Fleet, host_name: str, slugs: list
                          lab_dir=base.lab_dir, kubeconfig=base.kubeconfig)
 
 
+def _cleanup_steps(lab_name: str, name: str, ns: str, s: str, n_nodes: int, vcluster: list[str],
+                   host_kubectl: list[str], t: dict) -> list[tuple[str, list[str]]]:
+    return [
+        (f"Forget the exercise lab {lab_name} (the existing runtime never touches the cluster)",
+         ["kailab", "down", "--name", lab_name]),
+        (f"Delete the vCluster {name} and its namespace {ns}",
+         [*vcluster, "delete", name, "-n", ns, "--delete-namespace", "--ignore-not-found"]),
+        ("Delete its data PVC explicitly (retained by the StatefulSet; a re-used name would bring back "
+         "the old CRDs and objects)",
+         [*host_kubectl, "-n", ns, "delete", "pvc", "-l", statefulset_selector(name), "--ignore-not-found"]),
+        (f"Delete this version's {n_nodes} KWOK nodes on the host (never its kind worker)",
+         [*host_kubectl, "delete", "nodes", "-l", trial_node_selector(s), "--ignore-not-found"]),
+        (f"Make sure the namespace {ns} is gone",
+         [*host_kubectl, "delete", "namespace", ns, "--ignore-not-found", f"--timeout={t['rollout']}"]),
+    ]
+
+
+def _node_steps(host_kubectl: list[str], nodes_file: str, s: str, n_nodes: int, gpus: int,
+                t: dict) -> list[tuple[str, list[str]]]:
+    return [
+        (f"Create this version's {n_nodes} KWOK nodes ({gpus} GPUs), named {s}-*, labelled {TRIAL_LABEL}={s}",
+         [*host_kubectl, "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
+          "-f", nodes_file]),
+        ("Set their capacity through the status subresource, as the binary runtime",
+         [*host_kubectl, "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}-status",
+          "--subresource=status", "-f", nodes_file]),
+        ("Wait for KWOK to mark them Ready",
+         [*host_kubectl, "wait", "--for=condition=Ready", "node", "-l", trial_node_selector(s),
+          f"--timeout={t['nodes_ready']}"]),
+    ]
+
+
 def version_plan(version: str, fleet: Fleet, host: kind.KindPlan, host_name: str,
                  exercises: list[str], evidence_root: str) -> VersionPlan:
     release = versions.kai_release(version)
@@ -224,19 +256,7 @@ def version_plan(version: str, fleet: Fleet, host: kind.KindPlan, host_name: str
     files = {f"{s}/vcluster.yaml": kind.dump(values), f"{s}/kai-values.yaml": kind.dump(kai_values()),
              f"{s}/fleet-nodes.yaml": kind.dump_all(nodes)}
 
-    cleanup_steps = [
-        (f"Forget the exercise lab {lab_name} (the existing runtime never touches the cluster)",
-         [*kailab, "down", "--name", lab_name]),
-        (f"Delete the vCluster {name} and its namespace {ns}",
-         [*vcluster, "delete", name, "-n", ns, "--delete-namespace", "--ignore-not-found"]),
-        ("Delete its data PVC explicitly (retained by the StatefulSet; a re-used name would bring back "
-         "the old CRDs and objects)",
-         [*host_kubectl, "-n", ns, "delete", "pvc", "-l", statefulset_selector(name), "--ignore-not-found"]),
-        (f"Delete this version's {len(nodes)} KWOK nodes on the host (never its kind worker)",
-         [*host_kubectl, "delete", "nodes", "-l", trial_node_selector(s), "--ignore-not-found"]),
-        (f"Make sure the namespace {ns} is gone",
-         [*host_kubectl, "delete", "namespace", ns, "--ignore-not-found", f"--timeout={t['rollout']}"]),
-    ]
+    cleanup_steps = _cleanup_steps(lab_name, name, ns, s, len(nodes), vcluster, host_kubectl, t)
 
     # the clean-up first as well (idempotent), so nothing an interrupted trial left under these names
     # survives; not `kailab down`, which could stop a lab of another runtime that happens to share the name
@@ -244,15 +264,7 @@ def version_plan(version: str, fleet: Fleet, host: kind.KindPlan, host_name: str
                                           for what, argv in cleanup_steps if argv[0] != "kailab"]
     stdout_files: dict[int, str] = {}
     add = lambda what, argv: steps.append((what, argv))  # noqa: E731
-    add(f"Create this version's {len(nodes)} KWOK nodes ({gpus} GPUs), named {s}-*, labelled {TRIAL_LABEL}={s}",
-        [*host_kubectl, "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
-         "-f", path("fleet-nodes.yaml")])
-    add("Set their capacity through the status subresource, as the binary runtime",
-        [*host_kubectl, "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}-status",
-         "--subresource=status", "-f", path("fleet-nodes.yaml")])
-    add("Wait for KWOK to mark them Ready",
-        [*host_kubectl, "wait", "--for=condition=Ready", "node", "-l", trial_node_selector(s),
-         f"--timeout={t['nodes_ready']}"])
+    steps += _node_steps(host_kubectl, path("fleet-nodes.yaml"), s, len(nodes), gpus, t)
     add(f"Create the vCluster {name} (chart {vc['chart_version']}, virtual scheduler on, node sync "
         f"{TRIAL_LABEL}={s} only)",
         [*vcluster, "create", name, "-n", ns, "--values", path("vcluster.yaml"),
