@@ -7,6 +7,7 @@ so a lab never mixes one version's binaries with another's CRDs.
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -156,3 +157,39 @@ def health_url(name: str, ports: dict[str, int]) -> str:
 
 def snapshot_url(ports: dict[str, int]) -> str:
     return f"http://127.0.0.1:{ports['scheduler.plugins']}/get-snapshot"
+
+
+PLACEMENTS = ("binpack", "spread")
+_DEFAULT_CONF = re.compile(r"const defaultSchedulerConf = `(.*?)`", re.S)
+
+
+def default_scheduler_conf(tree: Path) -> dict:
+    """KAI's built-in scheduler configuration (actions and plugin tiers), read from its source."""
+    src = tree / "pkg" / "scheduler" / "conf_util" / "scheduler_conf_util.go"
+    m = _DEFAULT_CONF.search(src.read_text()) if src.is_file() else None
+    if not m:
+        raise BuildError(f"no defaultSchedulerConf in {src}: this KAI source cannot be reconfigured by kailab")
+    return yaml.safe_load(m.group(1))
+
+
+def scheduler_conf(tree: Path, placement: str) -> dict:
+    """KAI's default configuration with `placement` applied as KAI's operator applies it: spread
+    swaps gpupack for gpuspread, drops gpusharingorder, sets nodeplacement to spread and turns
+    the consolidation action off (a --scheduler-conf with tiers replaces KAI's whole list)."""
+    conf = default_scheduler_conf(tree)
+    if placement == "binpack":
+        return conf
+    actions = [a.strip() for a in conf["actions"].split(",") if a.strip() != "consolidation"]
+    conf["actions"] = ", ".join(actions)
+    for tier in conf["tiers"]:
+        plugins = []
+        for plugin in tier["plugins"]:
+            if plugin["name"] == "gpusharingorder":
+                continue
+            if plugin["name"] == "gpupack":
+                plugin = {**plugin, "name": "gpuspread"}
+            if plugin["name"] == "nodeplacement":
+                plugin = {**plugin, "arguments": {"cpu": "spread", "gpu": "spread"}}
+            plugins.append(plugin)
+        tier["plugins"] = plugins
+    return conf

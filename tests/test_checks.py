@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from kailab.exercise.checks import Names, check_invariant, evaluate_condition, evaluate_event
+from kailab.exercise.checks import Names, check_invariant, evaluate_condition, evaluate_count, evaluate_event
 from kailab.exercise.spec import ConditionExpect, EventExpect, Range
 from kailab.exercise.state import ClusterState
 
@@ -174,3 +174,15 @@ def test_no_gpu_overcommit_counts_deleting_pods_until_they_are_gone():
     s.update_pod(pod("b", node="n1", deleting=True))
     s.update_pod(pod("c", node="n1"))
     assert check_invariant("no-gpu-overcommit", s, NAMES) == ["node n1 holds 3 GPUs of 2"]
+
+
+def test_nodes_counts_the_distinct_nodes_of_bound_pods():
+    from kailab.exercise.spec import CountExpect
+
+    s = ClusterState(node_gpus={"n1": 8, "n2": 8})
+    s.update_pod(pod("w-0", node="n1"))
+    s.update_pod(pod("w-1", node="n1"))
+    s.update_pod(pod("w-2", node="n2"))
+    s.update_pod(pod("w-3"))  # pending: on no node
+    (r,) = evaluate_count(s, CountExpect.model_validate({"workload": "w", "nodes": 2}), NAMES, 0, "s")
+    assert (r.what, r.observed, r.passed, r.offending) == ("workload w nodes", "2", True, ["n1", "n2"])

@@ -53,6 +53,8 @@ BROKEN = {
                                   "the Deployment stops at quota", "workload web bound"),
     # the node dies without taking anything with it: nothing lost, nothing replaced
     "node-failure": (lambda d: _drop_faults(d, 1), "h100-0 dies", "workload serve bound"),
+    # the trap: the same pods without the spread strategy pile onto one node
+    "placement": (lambda d: d["steps"][1].pop("scheduler"), "spreading", "workload spread nodes"),
 }
 
 

@@ -3,6 +3,7 @@ process flags. (The builds themselves run for real in every lab test.)"""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from kailab import kai, toolchain, versions
@@ -119,3 +120,47 @@ def test_recent_log_is_plain_text_while_the_log_file_stays_raw(tmp_path):
     (tmp_path / "logs" / "scheduler.log").write_text(raw)
     assert processes.recent_log(tmp_path, "scheduler", 5) == "2026-11-22 INFO scheduler started\nERROR boom"
     assert (tmp_path / "logs" / "scheduler.log").read_text() == raw
+
+
+GO_CONF = '''package conf_util
+
+const defaultSchedulerConf = `
+actions: "allocate, consolidation, reclaim, preempt"
+tiers:
+- plugins:
+  - name: proportion
+  - name: gpusharingorder
+  - name: gpupack
+  - name: nodeplacement
+    arguments:
+      cpu: binpack
+      gpu: binpack
+`
+'''
+
+
+def test_spread_is_kais_default_configuration_changed_as_its_operator_changes_it(tmp_path):
+    src = tmp_path / "pkg" / "scheduler" / "conf_util"
+    src.mkdir(parents=True)
+    (src / "scheduler_conf_util.go").write_text(GO_CONF)
+    binpack = kai.scheduler_conf(tmp_path, "binpack")
+    assert binpack == kai.default_scheduler_conf(tmp_path)
+    assert [p["name"] for p in binpack["tiers"][0]["plugins"]] == ["proportion", "gpusharingorder", "gpupack",
+                                                                  "nodeplacement"]
+    spread = kai.scheduler_conf(tmp_path, "spread")
+    assert spread["actions"] == "allocate, reclaim, preempt"
+    plugins = spread["tiers"][0]["plugins"]
+    assert [p["name"] for p in plugins] == ["proportion", "gpuspread", "nodeplacement"]
+    assert plugins[-1]["arguments"] == {"cpu": "spread", "gpu": "spread"}
+
+
+def test_placement_is_validated_exactly():
+    """KAI takes any word but `spread` as binpack without a word: the format refuses it."""
+    import pydantic
+
+    from kailab.exercise.spec import SchedulerSetting
+
+    assert SchedulerSetting.model_validate({"placement": "spread"}).placement == "spread"
+    for bad in ("Spread", "spreading", "pack"):
+        with pytest.raises(pydantic.ValidationError):
+            SchedulerSetting.model_validate({"placement": bad})

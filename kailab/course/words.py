@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..exercise.spec import ConditionExpect, CountExpect, EventExpect, GpuShare, Range, Step
 from ..workloads import OWNER_LABEL, QUEUE_LABEL
 
-METRICS = ("bound", "running", "pending", "evicted")
+METRICS = ("bound", "running", "pending", "evicted", "nodes")
 
 INVARIANT_TEXT = {
     "no-gpu-overcommit": "no node's bound pods ask for more GPUs than the node has",
@@ -108,17 +108,35 @@ def _apply_line(item) -> str | None:
 
 
 def action_lines(step: Step) -> list[str]:
-    """What the runner does in this step, in its order: delete, patch, apply, settle."""
-    out = [f"deletes workload {d.workload}" for d in step.delete]
-    for p in step.patch:
-        if p.queue is not None and p.gpu is not None:
-            out.append(f"changes queue {p.queue} to {share_words(p.gpu)}")
-        else:
-            out.append(f"scales Deployment {p.deployment} to {p.replicas} replicas")
-    out += [line for item in step.apply if (line := _apply_line(item)) is not None]
-    if step.settle:
-        out.append(f"waits until no pod changes placement for {step.settle}")
+    """What the runner does in this step, in the order the step writes it (checks aside)."""
+    out: list[str] = []
+    for key, value in step.operations():
+        out += _ACTION_WORDS.get(key, lambda v: [])(value)
     return out
+
+
+def _patch_line(p) -> str:
+    if p.queue is not None and p.gpu is not None:
+        return f"changes queue {p.queue} to {share_words(p.gpu)}"
+    return f"scales Deployment {p.deployment} to {p.replicas} replicas"
+
+
+def _fault_line(f) -> str:
+    if f.kill or f.restart:
+        return f"{'kills' if f.kill else 'restarts'} KAI's {f.kill or f.restart}"
+    if f.node_down or f.node_up:
+        return f"node {f.node_down} dies (its Node object is deleted)" if f.node_down else f"node {f.node_up} comes back"
+    return f"waits {f.pause}"
+
+
+_ACTION_WORDS = {
+    "scheduler": lambda v: [f"restarts KAI's scheduler with placement {v.placement}"],
+    "delete": lambda v: [f"deletes workload {d.workload}" for d in v],
+    "patch": lambda v: [_patch_line(p) for p in v],
+    "apply": lambda v: [line for item in v if (line := _apply_line(item)) is not None],
+    "faults": lambda v: [_fault_line(f) for f in v],
+    "settle": lambda v: [f"waits until no pod changes placement for {v}"],
+}
 
 
 # ---------------------------------------------------------------------------- how to see it by hand

@@ -36,6 +36,23 @@ class Action:
         raise NotImplementedError
 
 
+class Scheduler(Action):
+    """Restart KAI's scheduler with a placement strategy; its configuration goes to the evidence,
+    and the run puts KAI's default back at its end."""
+    key = "scheduler"
+
+    def run(self, ctx: StepContext, value) -> None:
+        from .. import kai, toolchain, versions
+
+        r = ctx.run
+        tree = kai.source_dir(toolchain.kai_recipe(versions.kai_release(r.lab.kai_version)))
+        conf = kai.scheduler_conf(tree, value.placement)
+        r.evidence.write(f"scheduler-conf/{ctx.index + 1:02d}-{value.placement}.yaml", conf)
+        r.runtime.configure_scheduler(r.lab, conf)
+        r.scheduler_changed = True
+        r.observer.note(f"scheduler restarted with placement {value.placement}")
+
+
 class Delete(Action):
     """Delete workloads applied earlier (the exercise's own deletions are not evictions)."""
     key = "delete"
@@ -200,4 +217,5 @@ class Stays(Action):
                       first is None, pods, breach_at)
 
 
-ACTIONS: dict[str, Action] = {a.key: a for a in (Delete(), Patch(), Apply(), Faults(), Settle(), Expect(), Stays())}
+ACTIONS: dict[str, Action] = {a.key: a for a in (Scheduler(), Delete(), Patch(), Apply(), Faults(), Settle(),
+                                                 Expect(), Stays())}

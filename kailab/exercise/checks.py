@@ -61,6 +61,9 @@ def count_metrics(state: ClusterState, exp: CountExpect, names: Names, since: fl
             out[metric] = (len(chosen), sorted(f"{p.name}@{p.node or '-'}" for p in chosen))
     if exp.evicted is not None:
         out["evicted"] = (evicted, [e.pod for e in state.timeline if e.what == "evicted" and e.t >= since])
+    if exp.nodes is not None:
+        on = sorted({p.node for p in pods if p.bound})
+        out["nodes"] = (len(on), on)
     return out
 
 

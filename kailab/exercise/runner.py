@@ -81,6 +81,7 @@ class ExerciseRun:
         self.applied: dict[str, str] = {}  # workload -> kind
         self.killed: set[str] = set()  # processes the exercise's faults stopped on purpose
         self.downed: set[str] = set()  # fleet nodes the exercise's faults took away
+        self.scheduler_changed = False  # a step reconfigured KAI's scheduler: put the default back
 
     # ------------------------------------------------------------------ top level
     def run(self) -> Outcome:
@@ -114,6 +115,8 @@ class ExerciseRun:
         return self.outcome
 
     def _preflight(self) -> None:
+        if any(s.scheduler for s in self.ex.steps) and not self.runtime.process_faults:
+            self.runtime.configure_scheduler(self.lab, None)  # its one-line refusal
         wants_processes = [f for s in self.ex.steps for f in s.faults if f.kill or f.restart]
         if wants_processes and not self.runtime.process_faults:
             self.runtime.kill(self.lab, wants_processes[0].kill or wants_processes[0].restart)  # its one-line refusal
@@ -235,6 +238,9 @@ class ExerciseRun:
         for name in sorted(self.killed):
             self.runtime.restart(self.lab, name)
         self.killed.clear()
+        if self.scheduler_changed:
+            self.runtime.configure_scheduler(self.lab, None)
+            self.scheduler_changed = False
         if self.downed:
             fleet_nodes = {n["metadata"]["name"]: n for n in load_fleet(self.ex.fleet).node_manifests()}
             for name in sorted(self.downed):

@@ -206,6 +206,14 @@ class FaultItem(Strict):
         return self
 
 
+class SchedulerSetting(Strict):
+    """How KAI's scheduler places pods from this step on (restarted with a generated configuration;
+    binary runtime). Any value but the exact word `spread` would silently mean binpack in KAI."""
+
+    placement: Literal["binpack", "spread"] = Field(description="binpack: fullest node first (KAI's "
+                                                   "default); spread: emptiest node first")
+
+
 class DeleteItem(Strict):
     workload: str
 
@@ -222,14 +230,15 @@ class CountExpect(Strict):
     running: Count | None = None
     pending: Count | None = None
     evicted: Count | None = Field(None, description="pods of it deleted by KAI since the step began")
+    nodes: Count | None = Field(None, description="distinct nodes its bound pods are on")
     why: str = Field("", description="one line: the KAI arithmetic behind the numbers, for a trainer")
 
     @model_validator(mode="after")
     def _shape(self) -> "CountExpect":
         if (self.queue is None) == (self.workload is None):
             raise ValueError("an expectation names exactly one of: queue, workload")
-        if all(getattr(self, k) is None for k in ("bound", "running", "pending", "evicted")):
-            raise ValueError("an expectation needs at least one of: bound, running, pending, evicted")
+        if all(getattr(self, k) is None for k in ("bound", "running", "pending", "evicted", "nodes")):
+            raise ValueError("an expectation needs at least one of: bound, running, pending, evicted, nodes")
         return self
 
 
@@ -291,13 +300,14 @@ class Stays(Strict):
 
 
 # the step keys that act (see actions.py), in the order used when a step is not built from a file
-OPERATIONS = ("delete", "patch", "apply", "faults", "settle", "expect", "stays")
+OPERATIONS = ("scheduler", "delete", "patch", "apply", "faults", "settle", "expect", "stays")
 
 
 class Step(Strict):
     name: str
     explain: str = ""
     predict: str | None = Field(None, description="question for a learner before the step runs")
+    scheduler: SchedulerSetting | None = None
     apply: list[ApplyItem] = []
     patch: list[PatchItem] = []
     delete: list[DeleteItem] = []

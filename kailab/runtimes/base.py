@@ -115,6 +115,11 @@ class Runtime(ABC):
         raise Unsupported(f"the {self.name} runtime cannot restart lab processes (fault `restart: "
                           f"{component}`): process faults need the binary runtime")
 
+    def configure_scheduler(self, record: "LabRecord", conf: dict | None) -> None:
+        """Run KAI's scheduler with this configuration (None: KAI's built-in default)."""
+        raise Unsupported(f"the {self.name} runtime cannot reconfigure KAI's scheduler (step `scheduler:`): "
+                          "use the binary runtime, or configure the SchedulingShard yourself")
+
     def dead_components(self, record: "LabRecord", ignore: set[str]) -> list[tuple[str, str]]:
         """KAI components that died unasked, each with its last log lines. A cluster restarts
         KAI's pods itself, so by default nothing is reported dead."""

@@ -15,6 +15,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import yaml
+
 from .. import kai, toolchain, versions
 from ..errors import KailabError, LabError
 from ..fleet import FLEET_LABEL, Fleet, load_fleet
@@ -207,6 +209,19 @@ class BinaryRuntime(Runtime):
     # ---------------------------------------------------------------- what exercises ask of a lab
     def kill(self, rec: LabRecord, component: str) -> None:
         processes.kill(processes.records(rec.dir)[component])
+
+    def configure_scheduler(self, rec: LabRecord, conf: dict | None) -> None:
+        """Restart the scheduler with --scheduler-conf (or without it); the new command line is
+        its record, so a repair restarts it the same way."""
+        old = processes.records(rec.dir)["scheduler"]
+        argv = [a for a in old.argv if not a.startswith("--scheduler-conf=")]
+        if conf is not None:
+            path = rec.dir / "scheduler-conf.yaml"
+            path.write_text(yaml.safe_dump(conf, sort_keys=False))
+            argv.append(f"--scheduler-conf={path}")
+        processes.stop(old)
+        processes.start(rec.dir, "scheduler", argv, old.ports, old.env)
+        self._wait_healthy(rec.dir, "scheduler", rec.ports)
 
     def dead_components(self, rec: LabRecord, ignore: set[str]) -> list[tuple[str, str]]:
         recs = processes.records(rec.dir)
