@@ -13,6 +13,7 @@ PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
 # KAI reads the gang size from the Job/JobSet's own metadata, never from a pod template
 GANG_ANNOTATION = "kai.scheduler/batch-min-member"
 RUN_DURATION_ANNOTATION = "kailab.io/run-duration"
+PODGROUP_ANNOTATION = "pod-group-name"  # the PodGroup a pod belongs to (set by KAI's podgrouper, or by us)
 OWNER_LABEL = "kailab.io/workload"
 IMAGE = "kailab.io/fake-gpu-workload:never-pulled"  # KWOK never pulls: any name works
 # workload kinds backed by a controller: (apiVersion, kind) to delete them by name
@@ -92,6 +93,24 @@ def job(name: str, namespace: str, queue_name: str, parallelism: int, gpus: int 
                      "podFailurePolicy": {"rules": [{"action": "Ignore",
                                                      "onPodConditions": [{"type": "DisruptionTarget"}]}]},
                      "template": {"metadata": template_meta, "spec": pod_spec}}}
+
+
+def elastic(name: str, namespace: str, queue_name: str, count: int, min_member: int, gpus: int = 1,
+            priority_class: str | None = "train", preemptible: bool | None = None) -> list[dict]:
+    """An elastic workload as KAI's own e2e tests build one: a PodGroup with minMember below its
+    pod count, and `count` bare pods in it. KAI runs at least min_member together, grows into
+    idle GPUs, and under reclaim evicts only pods above the minimum (or the whole group)."""
+    group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": namespace,
+                          "labels": _labels(queue_name, name, preemptible, None)},
+             "spec": {"minMember": min_member, "queue": queue_name}}
+    if priority_class:
+        group["spec"]["priorityClassName"] = priority_class
+    members = pods(name, namespace, queue_name, count, gpus, priority_class, preemptible,
+                   labels={PODGROUP_ANNOTATION: name})
+    for pod in members:
+        pod["metadata"]["annotations"] = {PODGROUP_ANNOTATION: name}
+    return [group, *members]
 
 
 def deployment(name: str, namespace: str, queue_name: str, replicas: int, gpus: int = 1,

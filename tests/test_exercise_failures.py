@@ -55,6 +55,9 @@ BROKEN = {
     "node-failure": (lambda d: _drop_faults(d, 1), "h100-0 dies", "workload serve bound"),
     # the trap: the same pods without the spread strategy pile onto one node
     "placement": (lambda d: d["steps"][1].pop("scheduler"), "spreading", "workload spread nodes"),
+    # the trap: a rigid gang (minimum = every pod) cannot shrink, so reclaim takes all of it
+    "elastic": (lambda d: d["steps"][0]["apply"][0]["elastic"].update(minMember=32),
+                "research comes back and the workload shrinks to its minimum", "workload train bound"),
 }
 
 

@@ -98,6 +98,10 @@ def _apply_line(item) -> str | None:
         gang = f"a gang of {j.gang} (all or nothing)" if j.gang else "no gang size"
         return (f"creates Job {j.name} with {j.parallelism} pods in queue {j.queue}: {_gpus(j.gpus)} each, "
                 f"{gang}, {_class_words(j)}")
+    if item.elastic:
+        e = item.elastic
+        return (f"creates elastic workload {e.name}: {e.pods} pods in one PodGroup (minMember {e.min_member}) "
+                f"in queue {e.queue}: {_gpus(e.gpus)} each, {_class_words(e)}")
     if item.deployment:
         d = item.deployment
         cls = (_class_words(d) if d.priority_class else

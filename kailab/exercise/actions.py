@@ -64,9 +64,11 @@ class Delete(Action):
             with r.observer.state.cond:
                 pods = list(r.observer.state.workload_pods(d.workload))
                 r.observer.state.our_deletions.update(p.uid for p in pods)
-            if kind == "pods":
+            if kind in ("pods", "elastic"):
                 for p in pods:
                     r.kube.delete("v1", "Pod", p.name, r.names.namespace)
+                if kind == "elastic":
+                    r.kube.delete("scheduling.run.ai/v2alpha2", "PodGroup", d.workload, r.names.namespace)
             elif kind in workloads.CONTROLLERS:
                 api_version, api_kind = workloads.CONTROLLERS[kind]
                 r.kube.delete(api_version, api_kind, d.workload, r.names.namespace)

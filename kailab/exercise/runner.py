@@ -75,7 +75,7 @@ class ExerciseRun:
         self.runtime = runtime_of(lab)  # faults, KAI's logs, dead components: whatever runs the lab
         self.evidence = EvidenceDir(evidence_root or evidence_dir(), ex.exercise)
         self.outcome = Outcome(ex.exercise, "error", evidence=str(self.evidence.path))
-        gangs = {a.job.name: a.job.gang for s in ex.steps for a in s.apply if a.job and a.job.gang}
+        gangs = {a.workload.name: a.gang for s in ex.steps for a in s.apply if a.gang}
         self.observer = Observer(self.kube, self.names, list(ex.invariants), gangs)
         self.log_mark: dict = {}
         self.applied: dict[str, str] = {}  # workload -> kind

@@ -128,30 +128,50 @@ class JobWorkload(_Workload):
         return self
 
 
+class ElasticWorkload(_Workload):
+    pods: int = Field(ge=1, le=10000, description="pods in the group")
+    min_member: int = Field(ge=1, alias="minMember", description="KAI runs at least this many together")
+
+    @model_validator(mode="after")
+    def _min(self) -> "ElasticWorkload":
+        if self.min_member > self.pods:
+            raise ValueError(f"minMember {self.min_member} is larger than pods {self.pods}: it could never start")
+        return self
+
+
 class DeploymentWorkload(_Workload):
     replicas: int = Field(ge=0, le=10000)
     priority_class: str | None = Field(None, alias="priorityClass",
                                        description="unset: KAI's podgrouper gives Deployments 'inference'")
 
 
+WORKLOAD_KINDS = ("pods", "job", "deployment", "elastic")
+
+
 class ApplyItem(Strict):
     pods: PodsWorkload | None = None
     job: JobWorkload | None = None
     deployment: DeploymentWorkload | None = None
+    elastic: ElasticWorkload | None = None
 
     @model_validator(mode="after")
     def _one(self) -> "ApplyItem":
-        if sum(x is not None for x in (self.pods, self.job, self.deployment)) != 1:
-            raise ValueError("each apply item is exactly one of: pods, job, deployment")
+        if sum(getattr(self, k) is not None for k in WORKLOAD_KINDS) != 1:
+            raise ValueError("each apply item is exactly one of: " + ", ".join(WORKLOAD_KINDS))
         return self
 
     @property
     def workload(self) -> _Workload:
-        return self.pods or self.job or self.deployment  # type: ignore[return-value]
+        return getattr(self, self.kind)
 
     @property
     def kind(self) -> str:
-        return "pods" if self.pods else "job" if self.job else "deployment"
+        return next(k for k in WORKLOAD_KINDS if getattr(self, k) is not None)
+
+    @property
+    def gang(self) -> int | None:
+        """The minimum KAI must run together, for gang-never-partial (None: no gang)."""
+        return self.job.gang if self.job else self.elastic.min_member if self.elastic else None
 
     def manifests(self, namespace: str, queue: str) -> list[dict]:
         """The objects this item creates, in the cluster's namespace and real queue name."""
@@ -163,6 +183,10 @@ class ApplyItem(Strict):
             j = self.job
             return [workloads.job(j.name, namespace, queue, j.parallelism, j.gpus, j.gang, j.priority_class,
                                   j.preemptible, j.run_duration)]
+        if self.elastic:
+            e = self.elastic
+            return workloads.elastic(e.name, namespace, queue, e.pods, e.min_member, e.gpus, e.priority_class,
+                                     e.preemptible)
         d = self.deployment
         return [workloads.deployment(d.name, namespace, queue, d.replicas, d.gpus, d.priority_class,
                                      d.preemptible)]
@@ -392,7 +416,7 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
         where = f"steps[{si}] ({one_line(step.name)})"
         for ai, item in enumerate(step.apply):
             w = item.workload
-            kind = "pods" if item.pods else "job" if item.job else "deployment"
+            kind = item.kind
             field = f"{where}.apply[{ai}].{kind}"
             if w.queue not in names:
                 raise InputError(path, f"{field}.queue", f"queue {w.queue!r} is not in the queue tree",

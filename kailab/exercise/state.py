@@ -10,12 +10,12 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 
-from ..workloads import OWNER_LABEL, PREEMPTIBILITY_LABEL, QUEUE_LABEL
+from ..workloads import OWNER_LABEL, PODGROUP_ANNOTATION, PREEMPTIBILITY_LABEL, QUEUE_LABEL
 
 GPU = "nvidia.com/gpu"
 # KAI: priority >= 100 is non-preemptible unless the preemptibility label says otherwise
 NON_PREEMPTIBLE_FROM = 100
-PODGROUP_ANNOTATION = "pod-group-name"
+
 # KAI decides a gang in one scheduling cycle, then commits it one BindRequest per pod (10 pods in
 # ~0.2 s): any instant of that commit shows a partial gang. A gang may pass through partial states
 # while being committed or evicted; resting partial this long (10 of the lab's 500 ms scheduling
