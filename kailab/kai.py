@@ -72,9 +72,12 @@ def crd_documents(tree: Path) -> list[dict]:
 
 
 def base_objects() -> list[dict]:
-    """The namespaces KAI's processes use."""
-    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-            for ns in (KAI_NAMESPACE, RESERVATION_NAMESPACE)]
+    """The namespaces KAI's processes use, and the service account the binder's GPU reservation
+    pods run as (fractional GPUs): its chart makes both."""
+    return [*({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+              for ns in (KAI_NAMESPACE, RESERVATION_NAMESPACE)),
+            {"apiVersion": "v1", "kind": "ServiceAccount",
+             "metadata": {"name": RESERVATION_NAMESPACE, "namespace": RESERVATION_NAMESPACE}}]
 
 
 def chart_objects(tree: Path) -> list[dict]:

@@ -14,6 +14,12 @@ PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
 GANG_ANNOTATION = "kai.scheduler/batch-min-member"
 RUN_DURATION_ANNOTATION = "kailab.io/run-duration"
 PODGROUP_ANNOTATION = "pod-group-name"  # the PodGroup a pod belongs to (set by KAI's podgrouper, or by us)
+# a part of one GPU (KAI's GPU sharing): a fraction of its memory, or MiB of it
+GPU_FRACTION, GPU_MEMORY = "gpu-fraction", "gpu-memory"
+GPU_GROUP_LABEL = "runai-gpu-group"  # KAI's binder: the shared device a fractional pod is on
+# KAI's admission webhook names the config map its binder writes for a fractional pod; a binary lab
+# runs no webhooks, so the pod is created as the webhook would have left it
+SHARED_GPU_CONFIGMAP = "runai/shared-gpu-configmap"
 OWNER_LABEL = "kailab.io/workload"
 IMAGE = "kailab.io/fake-gpu-workload:never-pulled"  # KWOK never pulls: any name works
 # workload kinds backed by a controller: (apiVersion, kind) to delete them by name
@@ -60,14 +66,18 @@ def _labels(queue_name: str, workload: str, preemptible: bool | None, extra: dic
 def pods(name: str, namespace: str, queue_name: str, count: int, gpus: int = 1,
          priority_class: str | None = "train", preemptible: bool | None = None,
          run_duration: str | None = None, labels: dict | None = None,
-         node_selector: dict | None = None) -> list[dict]:
-    """`count` bare pods named <name>-<i>; KAI's podgrouper gives each its own PodGroup."""
+         node_selector: dict | None = None, share: dict | None = None) -> list[dict]:
+    """`count` bare pods named <name>-<i>; KAI's podgrouper gives each its own PodGroup.
+    `share` ({GPU_FRACTION: "0.5"} or {GPU_MEMORY: "20000"}): a part of one GPU instead of `gpus`."""
     out = []
     for i in range(count):
         meta: dict = {"name": f"{name}-{i}", "namespace": namespace,
                       "labels": _labels(queue_name, name, preemptible, labels)}
-        if run_duration:
-            meta["annotations"] = {RUN_DURATION_ANNOTATION: run_duration}
+        annotations = {**(share or {}), **({RUN_DURATION_ANNOTATION: run_duration} if run_duration else {})}
+        if share:
+            annotations[SHARED_GPU_CONFIGMAP] = f"{name}-{i}-shared-gpu"
+        if annotations:
+            meta["annotations"] = annotations
         out.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
                     "spec": _pod_spec(gpus, priority_class, node_selector)})
     return out

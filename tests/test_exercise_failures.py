@@ -31,6 +31,15 @@ def _first_expect(doc, step_index, **changes):
     doc["steps"][step_index]["expect"][0].update(changes)
 
 
+def _unshare(doc, name):
+    for step in doc["steps"]:
+        for item in step.get("apply", []):
+            w = item.get("pods")
+            if w and w["name"] == name:
+                w.pop("gpuFraction")
+                w["gpus"] = 1
+
+
 def _drop_faults(doc, step_index):
     doc["steps"][step_index].pop("faults")
 
@@ -55,6 +64,8 @@ BROKEN = {
     "node-failure": (lambda d: _drop_faults(d, 1), "h100-0 dies", "workload serve bound"),
     # the trap: the same pods without the spread strategy pile onto one node
     "placement": (lambda d: d["steps"][1].pop("scheduler"), "spreading", "workload spread nodes"),
+    # the trap: the same pods asking for whole GPUs take a device each
+    "fractional": (lambda d: _unshare(d, "halves"), "four half-GPU pods", "workload halves devices"),
     # the trap: a rigid gang (minimum = every pod) cannot shrink, so reclaim takes all of it
     "elastic": (lambda d: d["steps"][0]["apply"][0]["elastic"].update(minMember=32),
                 "research comes back and the workload shrinks to its minimum", "workload train bound"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..exercise.spec import ConditionExpect, CountExpect, EventExpect, GpuShare, Range, Step
 from ..workloads import OWNER_LABEL, QUEUE_LABEL
 
-METRICS = ("bound", "running", "pending", "evicted", "nodes")
+METRICS = ("bound", "running", "pending", "evicted", "nodes", "devices")
 
 INVARIANT_TEXT = {
     "no-gpu-overcommit": "no node's bound pods ask for more GPUs than the node has",
@@ -91,8 +91,10 @@ def _class_words(w) -> str:
 def _apply_line(item) -> str | None:
     if item.pods:
         p = item.pods
+        size = (f"{p.gpu_fraction} of a GPU" if p.gpu_fraction is not None else
+                f"{p.gpu_memory} MiB of a GPU" if p.gpu_memory is not None else _gpus(p.gpus))
         return (f"creates {p.count} pods {p.name}-0..{p.count - 1} in queue {p.queue}: "
-                f"{_gpus(p.gpus)} each, {_class_words(p)}")
+                f"{size} each, {_class_words(p)}")
     if item.job:
         j = item.job
         gang = f"a gang of {j.gang} (all or nothing)" if j.gang else "no gang size"

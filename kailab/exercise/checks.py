@@ -64,6 +64,11 @@ def count_metrics(state: ClusterState, exp: CountExpect, names: Names, since: fl
     if exp.nodes is not None:
         on = sorted({p.node for p in pods if p.bound})
         out["nodes"] = (len(on), on)
+    if exp.devices is not None:
+        # a shared device once, by its GPU group; whole GPUs one each
+        shared = sorted({f"{p.node}/{p.gpu_group}" for p in pods if p.bound and p.gpu_group})
+        whole = sum(p.gpus for p in pods if p.bound and not p.gpu_group)
+        out["devices"] = (len(shared) + whole, shared)
     return out
 
 

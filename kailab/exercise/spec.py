@@ -114,6 +114,26 @@ class _Workload(Strict):
 class PodsWorkload(_Workload):
     count: int = Field(ge=1, le=10000)
     run_duration: Duration | None = Field(None, alias="runDuration")
+    gpu_fraction: float | None = Field(None, gt=0, lt=1, alias="gpuFraction",
+                                       description="a part of one GPU's memory (KAI's gpu-fraction), e.g. 0.5")
+    gpu_memory: int | None = Field(None, gt=0, alias="gpuMemory", description="MiB of one GPU (KAI's gpu-memory)")
+
+    @model_validator(mode="after")
+    def _share(self) -> "PodsWorkload":
+        shares = [k for k in ("gpu_fraction", "gpu_memory") if getattr(self, k) is not None]
+        if len(shares) > 1:
+            raise ValueError("gpuFraction and gpuMemory are two ways to ask for a part of a GPU: use one")
+        if shares and "gpus" in self.model_fields_set and self.gpus:
+            raise ValueError("a pod asking for a part of a GPU asks for no whole GPUs: drop gpus")
+        return self
+
+    @property
+    def share(self) -> dict | None:
+        if self.gpu_fraction is not None:
+            return {workloads.GPU_FRACTION: str(self.gpu_fraction)}
+        if self.gpu_memory is not None:
+            return {workloads.GPU_MEMORY: str(self.gpu_memory)}
+        return None
 
 
 class JobWorkload(_Workload):
@@ -177,8 +197,8 @@ class ApplyItem(Strict):
         """The objects this item creates, in the cluster's namespace and real queue name."""
         if self.pods:
             p = self.pods
-            return workloads.pods(p.name, namespace, queue, p.count, p.gpus, p.priority_class, p.preemptible,
-                                  p.run_duration)
+            return workloads.pods(p.name, namespace, queue, p.count, 0 if p.share else p.gpus, p.priority_class,
+                                  p.preemptible, p.run_duration, share=p.share)
         if self.job:
             j = self.job
             return [workloads.job(j.name, namespace, queue, j.parallelism, j.gpus, j.gang, j.priority_class,
@@ -243,6 +263,9 @@ class DeleteItem(Strict):
 
 
 # ----------------------------------------------------------------------------- expectations
+COUNT_METRICS = ("bound", "running", "pending", "evicted", "nodes", "devices")
+
+
 class CountExpect(Strict):
     """Pod counts for a queue or a workload. bound = has a node; running = phase Running."""
 
@@ -255,14 +278,15 @@ class CountExpect(Strict):
     pending: Count | None = None
     evicted: Count | None = Field(None, description="pods of it deleted by KAI since the step began")
     nodes: Count | None = Field(None, description="distinct nodes its bound pods are on")
+    devices: Count | None = Field(None, description="GPU devices its bound pods use (a shared device counts once)")
     why: str = Field("", description="one line: the KAI arithmetic behind the numbers, for a trainer")
 
     @model_validator(mode="after")
     def _shape(self) -> "CountExpect":
         if (self.queue is None) == (self.workload is None):
             raise ValueError("an expectation names exactly one of: queue, workload")
-        if all(getattr(self, k) is None for k in ("bound", "running", "pending", "evicted", "nodes")):
-            raise ValueError("an expectation needs at least one of: bound, running, pending, evicted, nodes")
+        if all(getattr(self, k) is None for k in COUNT_METRICS):
+            raise ValueError("an expectation needs at least one of: " + ", ".join(COUNT_METRICS))
         return self
 
 

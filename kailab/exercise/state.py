@@ -10,7 +10,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 
-from ..workloads import OWNER_LABEL, PODGROUP_ANNOTATION, PREEMPTIBILITY_LABEL, QUEUE_LABEL
+from ..workloads import GPU_GROUP_LABEL, OWNER_LABEL, PODGROUP_ANNOTATION, PREEMPTIBILITY_LABEL, QUEUE_LABEL
 
 GPU = "nvidia.com/gpu"
 # KAI: priority >= 100 is non-preemptible unless the preemptibility label says otherwise
@@ -46,6 +46,7 @@ class PodView:
     priority: int
     preemptibility_label: str | None
     podgroup: str | None
+    gpu_group: str | None = None  # the shared device of a fractional pod (KAI's binder labels it)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -78,7 +79,8 @@ class PodView:
                    gpus=_gpus(pod), node=spec.get("nodeName"), phase=status.get("phase", "Pending"),
                    deleting=bool(meta.get("deletionTimestamp")), priority=priority,
                    preemptibility_label=labels.get(PREEMPTIBILITY_LABEL),
-                   podgroup=(meta.get("annotations") or {}).get(PODGROUP_ANNOTATION))
+                   podgroup=(meta.get("annotations") or {}).get(PODGROUP_ANNOTATION),
+                   gpu_group=labels.get(GPU_GROUP_LABEL))
 
 
 @dataclass
