@@ -126,6 +126,45 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
     return results
 
 
+def soak(cycles: int, fleet: str = "tiny", out_dir: Path | None = None, echo=print) -> dict:
+    """`up` + `down` of a KAI lab, `cycles` times: after every `down`, whatever the lab had
+    (its processes by marker, its recorded ports, its directory) must be gone."""
+    from .paths import lab_dir
+    from .runtimes import processes
+
+    rt = get_runtime("binary")
+    name = f"bench-{os.getpid()}-soak"
+    rows = []
+    for i in range(1, cycles + 1):
+        start = time.perf_counter()
+        rec = rt.up(LabSpec(name=name, runtime="binary", fleet=fleet))
+        up_s = time.perf_counter() - start
+        ports = sorted(set(rec.ports.values()))
+        start = time.perf_counter()
+        rt.down(name)
+        down_s = time.perf_counter() - start
+        left = {"processes": len(processes.marked_pids(lab_dir(name))),
+                "ports": [p for p in ports if processes.port_in_use(p)],
+                "directory": lab_dir(name).exists()}
+        rows.append({"cycle": i, "up_s": round(up_s, 2), "down_s": round(down_s, 2), "left": left})
+        echo(f"cycle {i}/{cycles}: up {up_s:.1f} s, down {down_s:.1f} s, left {left}")
+    clean = [r for r in rows if not (r["left"]["processes"] or r["left"]["ports"] or r["left"]["directory"])]
+    results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
+               "fleet": fleet, "cycles": cycles, "clean_cycles": len(clean), "rows": rows,
+               "up_s_median": statistics.median(r["up_s"] for r in rows),
+               "down_s_median": statistics.median(r["down_s"] for r in rows)}
+    out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = dt.date.today().isoformat() + "-soak"
+    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out_dir / f"{stem}.md").write_text(
+        f"# Soak: {cycles} up/down cycles of a KAI lab ({fleet}), {results['date']}\n\n"
+        f"Cycles that left nothing behind (processes, ports, directory): **{len(clean)} / {cycles}**; "
+        f"`up` median {results['up_s_median']} s, `down` median {results['down_s_median']} s.\n")
+    results["written"] = str(out_dir / f"{stem}.json")
+    return results
+
+
 def _repeat_on(lab_rec, runs: int, paths: list[Path], echo) -> list[dict]:
     from .exercise.runner import run_exercise
     from .paths import evidence_dir

@@ -333,10 +333,16 @@ def trial(version_text, exercises, fleet, parallel, runtime, dry_run, repeat) ->
 @click.option("--exercises", "exercise_names", default=None, help="With --repeat-exercises: comma-separated names.")
 @click.option("--lab", "lab_name", default=None,
               help="With --repeat-exercises: a running lab to use (default: one brought up and down for it).")
-def bench(quick, repeats, repeat_exercises, exercise_names, lab_name) -> None:
+@click.option("--soak", type=click.IntRange(1, 1000), default=None,
+              help="Instead: N up/down cycles of a KAI lab; checks nothing is left after each down.")
+def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from . import bench as bench_mod
 
+    if soak:
+        results = bench_mod.soak(soak, echo=console.print)
+        out.print((Path(results["written"]).with_suffix(".md")).read_text(), markup=False, highlight=False)
+        sys.exit(0 if results["clean_cycles"] == results["cycles"] else 1)
     if repeat_exercises:
         names = [n.strip() for n in exercise_names.split(",")] if exercise_names else None
         results = bench_mod.repeatability(repeat_exercises, names, lab_name, echo=console.print)
