@@ -57,7 +57,7 @@ BROKEN = {
     "starvation": (lambda d: d["queues"]["lab"]["children"]["starved"]["gpu"].update(quota=4),
                    "the starved queue asks", "queue starved bound"),
     "preemption": (lambda d: _set_workload(d, "a-urgent", priorityClass="train"),
-                   "a higher-priority job arrives in team-a", "workload a-urgent bound"),
+                   "a higher-priority job arrives in team-a", "workload a-low bound"),
     "pitfall-deployment-borrow": (lambda d: _set_workload(d, "web", priorityClass="train"),
                                   "the Deployment stops at quota", "workload web bound"),
     # the node dies without taking anything with it: nothing lost, nothing replaced
