@@ -125,7 +125,7 @@ def elastic(name: str, namespace: str, queue_name: str, count: int, min_member: 
 
 def deployment(name: str, namespace: str, queue_name: str, replicas: int, gpus: int = 1,
                priority_class: str | None = None, preemptible: bool | None = None,
-               labels: dict | None = None) -> dict:
+               labels: dict | None = None, node_selector: dict | None = None) -> dict:
     pod_labels = _labels(queue_name, name, preemptible, labels)
     pod_labels["app"] = name
     return {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -133,7 +133,7 @@ def deployment(name: str, namespace: str, queue_name: str, replicas: int, gpus: 
                          "labels": _labels(queue_name, name, preemptible, labels)},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
                      "template": {"metadata": {"labels": pod_labels},
-                                  "spec": _pod_spec(gpus, priority_class)}}}
+                                  "spec": _pod_spec(gpus, priority_class, node_selector)}}}
 
 
 def namespace(name: str, labels: dict | None = None) -> dict:

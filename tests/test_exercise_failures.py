@@ -64,6 +64,9 @@ BROKEN = {
     "node-failure": (lambda d: _drop_faults(d, 1), "h100-0 dies", "workload serve bound"),
     # the trap: the same pods without the spread strategy pile onto one node
     "placement": (lambda d: d["steps"][1].pop("scheduler"), "spreading", "workload spread nodes"),
+    # non-preemptible training cannot be moved: the big pod never fits
+    "consolidation": (lambda d: _set_workload(d, "train", priorityClass="build"),
+                      "the placeholders leave and an 8-GPU pod arrives", "workload train evicted"),
     # the trap: the same pods asking for whole GPUs take a device each
     "fractional": (lambda d: _unshare(d, "halves"), "four half-GPU pods", "workload halves devices"),
     # the trap: a rigid gang (minimum = every pod) cannot shrink, so reclaim takes all of it

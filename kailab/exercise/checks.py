@@ -46,6 +46,7 @@ class Names:
 
 def count_metrics(state: ClusterState, exp: CountExpect, names: Names, since: float) -> dict[str, tuple[int, list[str]]]:
     """Observed value and the pods behind it, for every metric the expectation names."""
+    queues: set[str] = set()
     if exp.queue is not None:
         pods = state.queue_pods(names.queue(exp.queue))
         queues = state.subtree(names.queue(exp.queue))
@@ -60,7 +61,8 @@ def count_metrics(state: ClusterState, exp: CountExpect, names: Names, since: fl
             chosen = [p for p in pods if getattr(p, metric)]
             out[metric] = (len(chosen), sorted(f"{p.name}@{p.node or '-'}" for p in chosen))
     if exp.evicted is not None:
-        out["evicted"] = (evicted, [e.pod for e in state.timeline if e.what == "evicted" and e.t >= since])
+        mine = (lambda e: e.queue in queues) if exp.queue is not None else (lambda e: e.workload == exp.workload)
+        out["evicted"] = (evicted, [e.pod for e in state.timeline if e.what == "evicted" and e.t >= since and mine(e)])
     if exp.nodes is not None:
         on = sorted({p.node for p in pods if p.bound})
         out["nodes"] = (len(on), on)

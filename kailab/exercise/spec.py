@@ -107,6 +107,8 @@ class _Workload(Strict):
     priority_class: str | None = Field("train", alias="priorityClass")
     preemptible: bool | None = Field(None, description="sets kai.scheduler/preemptibility")
     unschedulable: bool = Field(False, description="this workload is meant never to fit a node")
+    node_selector: dict[str, str] | None = Field(None, alias="nodeSelector",
+                                                 description="only nodes with these labels (e.g. kubernetes.io/hostname)")
 
     _n = field_validator("name")(staticmethod(_name))
 
@@ -198,7 +200,7 @@ class ApplyItem(Strict):
         if self.pods:
             p = self.pods
             return workloads.pods(p.name, namespace, queue, p.count, 0 if p.share else p.gpus, p.priority_class,
-                                  p.preemptible, p.run_duration, share=p.share)
+                                  p.preemptible, p.run_duration, node_selector=p.node_selector, share=p.share)
         if self.job:
             j = self.job
             return [workloads.job(j.name, namespace, queue, j.parallelism, j.gpus, j.gang, j.priority_class,
@@ -209,7 +211,7 @@ class ApplyItem(Strict):
                                      e.preemptible)
         d = self.deployment
         return [workloads.deployment(d.name, namespace, queue, d.replicas, d.gpus, d.priority_class,
-                                     d.preemptible)]
+                                     d.preemptible, node_selector=d.node_selector)]
 
 
 class PatchItem(Strict):
@@ -452,6 +454,10 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
                 raise InputError(path, f"{field}.gpus", f"{w.gpus} GPUs per pod is more than any node of "
                                  f"fleet {fleet.name!r} has ({fleet.max_gpus_per_node})",
                                  "lower it, or set unschedulable: true if that is the point")
+            if w.node_selector and not any(all(n["metadata"]["labels"].get(k) == v for k, v in w.node_selector.items())
+                                           for n in fleet.node_manifests()):
+                raise InputError(path, f"{field}.nodeSelector", f"no node of fleet {fleet.name!r} has the labels "
+                                 f"{w.node_selector}", "use a node's labels, e.g. kubernetes.io/hostname: <node>")
             if w.name in workloads and workloads[w.name] != kind:
                 raise InputError(path, f"{field}.name", f"workload {w.name!r} is already a {workloads[w.name]}")
             workloads[w.name] = kind
