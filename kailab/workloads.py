@@ -20,6 +20,16 @@ GPU_GROUP_LABEL = "runai-gpu-group"  # KAI's binder: the shared device a fractio
 # KAI's admission webhook names the config map its binder writes for a fractional pod; a binary lab
 # runs no webhooks, so the pod is created as the webhook would have left it
 SHARED_GPU_CONFIGMAP = "runai/shared-gpu-configmap"
+# a workload's topology constraint, read by KAI's podgrouper from the top owner's annotations
+TOPOLOGY = "kai.scheduler/topology"
+TOPOLOGY_REQUIRED = "kai.scheduler/topology-required-placement"
+TOPOLOGY_PREFERRED = "kai.scheduler/topology-preferred-placement"
+
+
+def topology(name: str, levels: list[str]) -> dict:
+    """A KAI Topology: nodes grouped into nested domains by these labels, widest first."""
+    return {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": name},
+            "spec": {"levels": [{"nodeLabel": label} for label in levels]}}
 OWNER_LABEL = "kailab.io/workload"
 IMAGE = "kailab.io/fake-gpu-workload:never-pulled"  # KWOK never pulls: any name works
 # workload kinds backed by a controller: (apiVersion, kind) to delete them by name

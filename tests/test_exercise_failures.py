@@ -64,6 +64,9 @@ BROKEN = {
     "node-failure": (lambda d: _drop_faults(d, 1), "h100-0 dies", "workload serve bound"),
     # the trap: the same pods without the spread strategy pile onto one node
     "placement": (lambda d: d["steps"][1].pop("scheduler"), "spreading", "workload spread nodes"),
+    # without the required rack the gang spreads over both racks at once
+    "topology": (lambda d: d["steps"][1]["apply"][0]["job"].pop("topology"),
+                 "a 12-pod gang that must stay in one rack", "workload strict bound"),
     # non-preemptible training cannot be moved: the big pod never fits
     "consolidation": (lambda d: _set_workload(d, "train", priorityClass="build"),
                       "the placeholders leave and an 8-GPU pod arrives", "workload train evicted"),

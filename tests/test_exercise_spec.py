@@ -298,3 +298,19 @@ def test_step_operations_run_in_the_order_written(tmp_path, reclaim):
 def test_an_expectation_naming_two_kinds_is_refused_not_guessed(tmp_path, reclaim):
     reclaim["steps"][1]["expect"][3]["podgroupOf"] = "prod-train"  # an Evict event item, now also a condition
     refused(write(tmp_path, reclaim), STEP1, "expect[3] names podgroupOf and eventReason: one kind per item")
+
+
+def test_topology_constraints_name_a_level_of_the_exercises_topology(tmp_path, reclaim):
+    reclaim["steps"][0]["apply"][0]["pods"]["topology"] = {"required": "kailab.io/rack"}
+    refused(write(tmp_path, reclaim), f"{STEP0}.apply[0].pods.topology.required", "not a level",
+            "none (add topology:)")
+    reclaim["topology"] = ["topology.kubernetes.io/zone", "kailab.io/rack"]
+    ex = load_exercise(write(tmp_path, reclaim))
+    pod = ex.steps[0].apply[0].manifests("ns", "q", "x-topology")[0]
+    assert pod["metadata"]["annotations"]["kai.scheduler/topology-required-placement"] == "kailab.io/rack"
+    assert pod["metadata"]["annotations"]["kai.scheduler/topology"] == "x-topology"
+
+
+def test_domains_needs_its_level(tmp_path, reclaim):
+    reclaim["steps"][1]["expect"][0] = {"queue": "prod", "domains": 1}
+    refused(write(tmp_path, reclaim), f"{STEP1}.expect[0]", "domains and level go together")

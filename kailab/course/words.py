@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..exercise.spec import ConditionExpect, CountExpect, EventExpect, GpuShare, Range, Step
 from ..workloads import OWNER_LABEL, QUEUE_LABEL
 
-METRICS = ("bound", "running", "pending", "evicted", "nodes", "devices")
+METRICS = ("bound", "running", "pending", "evicted", "nodes", "devices", "domains")
 
 INVARIANT_TEXT = {
     "no-gpu-overcommit": "no node's bound pods ask for more GPUs than the node has",

@@ -102,7 +102,7 @@ class Apply(Action):
         r = ctx.run
         objs = []
         for item in value:
-            objs += item.manifests(r.names.namespace, r.names.queue(item.workload.queue))
+            objs += item.manifests(r.names.namespace, r.names.queue(item.workload.queue), r.topology_name)
             r.applied[item.workload.name] = item.kind
         r.evidence.manifests(ctx.index + 1, ctx.step.name, objs)
         with ThreadPoolExecutor(max_workers=8) as pool:

@@ -71,6 +71,9 @@ def count_metrics(state: ClusterState, exp: CountExpect, names: Names, since: fl
         shared = sorted({f"{p.node}/{p.gpu_group}" for p in pods if p.bound and p.gpu_group})
         whole = sum(p.gpus for p in pods if p.bound and not p.gpu_group)
         out["devices"] = (len(shared) + whole, shared)
+    if exp.domains is not None:
+        values = sorted({state.node_labels.get(p.node or "", {}).get(exp.level or "", "(none)") for p in pods if p.bound})
+        out["domains"] = (len(values), [f"{exp.level}={v}" for v in values])
     return out
 
 

@@ -122,6 +122,7 @@ class Observer:
             self.state.node_gpus.pop(name, None)
         else:
             self.state.node_gpus[name] = int(((node.get("status") or {}).get("allocatable") or {}).get(GPU, 0))
+            self.state.node_labels[name] = dict(node["metadata"].get("labels") or {})
 
     def _on_queue(self, kind: str, q: dict) -> None:
         name = q["metadata"]["name"]

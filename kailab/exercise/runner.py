@@ -82,6 +82,7 @@ class ExerciseRun:
         self.killed: set[str] = set()  # processes the exercise's faults stopped on purpose
         self.downed: set[str] = set()  # fleet nodes the exercise's faults took away
         self.scheduler_changed = False  # a step reconfigured KAI's scheduler: put the default back
+        self.topology_name = f"{self.names.prefix}-topology" if ex.topology else None
 
     # ------------------------------------------------------------------ top level
     def run(self) -> Outcome:
@@ -139,6 +140,8 @@ class ExerciseRun:
             objs.append(workloads.queue(self.names.queue(name), gpu.as_queue_gpu(),
                                         parent=self.names.queue(parent) if parent else None,
                                         labels={"kailab.io/exercise": self.ex.exercise}))
+        if self.topology_name:
+            objs.append(workloads.topology(self.topology_name, self.ex.topology))
         self.evidence.manifests(0, "queues-and-namespace", objs)
         for obj in objs:
             self.kube.apply(obj)
@@ -261,6 +264,8 @@ class ExerciseRun:
             time.sleep(0.2)
         for name, _, _ in reversed(self.ex.queue_tree()):  # children before parents
             self.kube.delete("scheduling.run.ai/v2", "Queue", self.names.queue(name))
+        if self.topology_name:
+            self.kube.delete("kai.scheduler/v1alpha1", "Topology", self.topology_name)
 
 
 def _camel_event(e: dict) -> dict:

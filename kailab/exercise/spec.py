@@ -100,6 +100,20 @@ def count_text(expected: Count) -> str:
 
 
 # ----------------------------------------------------------------------------- workloads
+class TopologyConstraint(Strict):
+    """Where a workload's pods must (required) or should (preferred) stay together: a level (node
+    label) of the exercise's topology."""
+
+    required: str | None = None
+    preferred: str | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> "TopologyConstraint":
+        if self.required is None and self.preferred is None:
+            raise ValueError("a topology constraint names required, preferred or both (a level's node label)")
+        return self
+
+
 class _Workload(Strict):
     name: str
     queue: str
@@ -109,6 +123,7 @@ class _Workload(Strict):
     unschedulable: bool = Field(False, description="this workload is meant never to fit a node")
     node_selector: dict[str, str] | None = Field(None, alias="nodeSelector",
                                                  description="only nodes with these labels (e.g. kubernetes.io/hostname)")
+    topology: TopologyConstraint | None = Field(None, description="keep its pods within a topology level")
 
     _n = field_validator("name")(staticmethod(_name))
 
@@ -195,8 +210,21 @@ class ApplyItem(Strict):
         """The minimum KAI must run together, for gang-never-partial (None: no gang)."""
         return self.job.gang if self.job else self.elastic.min_member if self.elastic else None
 
-    def manifests(self, namespace: str, queue: str) -> list[dict]:
-        """The objects this item creates, in the cluster's namespace and real queue name."""
+    def manifests(self, namespace: str, queue: str, topology: str | None = None) -> list[dict]:
+        """The objects this item creates, in the cluster's namespace and real queue name; with a
+        topology constraint, annotated where KAI's podgrouper reads it (the top owner)."""
+        objs = self._objects(namespace, queue)
+        t = self.workload.topology
+        if t is not None and topology:
+            marks = {workloads.TOPOLOGY: topology,
+                     **({workloads.TOPOLOGY_REQUIRED: t.required} if t.required else {}),
+                     **({workloads.TOPOLOGY_PREFERRED: t.preferred} if t.preferred else {})}
+            for obj in objs:
+                if obj["kind"] in ("Job", "Deployment", "Pod"):
+                    obj["metadata"].setdefault("annotations", {}).update(marks)
+        return objs
+
+    def _objects(self, namespace: str, queue: str) -> list[dict]:
         if self.pods:
             p = self.pods
             return workloads.pods(p.name, namespace, queue, p.count, 0 if p.share else p.gpus, p.priority_class,
@@ -265,7 +293,7 @@ class DeleteItem(Strict):
 
 
 # ----------------------------------------------------------------------------- expectations
-COUNT_METRICS = ("bound", "running", "pending", "evicted", "nodes", "devices")
+COUNT_METRICS = ("bound", "running", "pending", "evicted", "nodes", "devices", "domains")
 
 
 class CountExpect(Strict):
@@ -281,6 +309,8 @@ class CountExpect(Strict):
     evicted: Count | None = Field(None, description="pods of it deleted by KAI since the step began")
     nodes: Count | None = Field(None, description="distinct nodes its bound pods are on")
     devices: Count | None = Field(None, description="GPU devices its bound pods use (a shared device counts once)")
+    domains: Count | None = Field(None, description="distinct values of node label `level` among its bound pods' nodes")
+    level: str | None = Field(None, description="with domains: the node label, e.g. kailab.io/rack")
     why: str = Field("", description="one line: the KAI arithmetic behind the numbers, for a trainer")
 
     @model_validator(mode="after")
@@ -289,6 +319,8 @@ class CountExpect(Strict):
             raise ValueError("an expectation names exactly one of: queue, workload")
         if all(getattr(self, k) is None for k in COUNT_METRICS):
             raise ValueError("an expectation needs at least one of: " + ", ".join(COUNT_METRICS))
+        if (self.domains is None) != (self.level is None):
+            raise ValueError("domains and level go together: domains counts the values of the node label `level`")
         return self
 
 
@@ -401,6 +433,8 @@ class Exercise(Strict):
     concept: str
     fleet: str = Field(description="the fleet the numbers are chosen for (fleets/NAME.yaml)")
     queues: dict[str, QueueNode] = Field(min_length=1)
+    topology: list[str] | None = Field(None, min_length=1, description="a KAI Topology: its levels' node labels, "
+                                       "widest first (e.g. [topology.kubernetes.io/zone, kailab.io/rack])")
     steps: list[Step] = Field(min_length=1)
     invariants: list[Literal[INVARIANTS]] = []  # type: ignore[valid-type]
     proves: str = ""
@@ -458,6 +492,13 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
                                            for n in fleet.node_manifests()):
                 raise InputError(path, f"{field}.nodeSelector", f"no node of fleet {fleet.name!r} has the labels "
                                  f"{w.node_selector}", "use a node's labels, e.g. kubernetes.io/hostname: <node>")
+            if w.topology is not None:
+                levels = ex.topology or []
+                for which in ("required", "preferred"):
+                    level = getattr(w.topology, which)
+                    if level is not None and level not in levels:
+                        raise InputError(path, f"{field}.topology.{which}", f"{level!r} is not a level of the "
+                                         "exercise's topology", f"levels: {', '.join(levels) or 'none (add topology:)'}")
             if w.name in workloads and workloads[w.name] != kind:
                 raise InputError(path, f"{field}.name", f"workload {w.name!r} is already a {workloads[w.name]}")
             workloads[w.name] = kind

@@ -101,6 +101,7 @@ class ClusterState:
     started: float = field(default_factory=time.time)
     pods: dict[tuple[str, str], PodView] = field(default_factory=dict)
     node_gpus: dict[str, int] = field(default_factory=dict)
+    node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     queues: dict[str, dict] = field(default_factory=dict)  # real name -> {parent, quota, limit}
     bind_requests: set[tuple[str, str]] = field(default_factory=set)  # (namespace, pod name)
     podgroups: dict[tuple[str, str], dict] = field(default_factory=dict)
