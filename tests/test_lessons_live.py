@@ -96,11 +96,12 @@ def test_a_lesson_in_a_terminal_asks_runs_reveals_then_explains_step_by_step(sma
     assert term.wait() == 0, term.screen[-2000:]
 
 
-def test_every_lesson_runs_live_in_course_order(small_lab, tmp_path, monkeypatch):
+def test_every_lesson_runs_live_in_course_order(kailab_labs, tmp_path, monkeypatch):
     monkeypatch.setenv("KAILAB_COURSE_STATUS", str(tmp_path / "progress.json"))
     shown: list[str] = []
     for lesson in course.lessons():
-        code = course.run_lesson(lesson, small_lab.name, False, shown.append, evidence_root=tmp_path / "ev")
+        lab = kailab_labs.get(lesson.exercise.fleet, with_kai=True)
+        code = course.run_lesson(lesson, lab.name, False, shown.append, evidence_root=tmp_path / "ev")
         assert code == 0, "\n".join(shown[-40:])
         assert course.load_status()["done"].get(lesson.name), lesson.name
 
