@@ -29,6 +29,8 @@ class ExerciseItem(pytest.Item):
         ex = load_exercise(self.path)  # a bad file fails here, before any lab work
         pool = lab_pool(self.config)
         lab = pool.get(ex.fleet, with_kai=True)
+        if lab.fleet != ex.fleet:  # --kailab-lab runs another fleet: this exercise gets a lab of its own
+            lab = pool.get(ex.fleet, with_kai=True, own=True)
         root = self.config.getoption("--kailab-evidence")
         self.outcome = ExerciseRun(ex, self.path, lab, Path(root) if root else None).run()
         self.config._kailab_outcomes = getattr(self.config, "_kailab_outcomes", []) + [self.outcome]

@@ -43,8 +43,9 @@ class LabPool:
         self.labs: dict[tuple[str, bool], LabRecord] = {}
         self.external = config.getoption("--kailab-lab")
 
-    def get(self, fleet: str = "tiny", with_kai: bool | None = None) -> LabRecord:
-        if self.external:
+    def get(self, fleet: str = "tiny", with_kai: bool | None = None, own: bool = False) -> LabRecord:
+        """The session's lab for `fleet` (--kailab-lab's, unless `own`: then one of the session's)."""
+        if self.external and not own:
             rec = LabRecord.load(self.external)
             if rec is None or rec.state != "up":
                 raise KailabError(f"--kailab-lab {self.external}: no such lab is up")
