@@ -29,7 +29,7 @@ class ExerciseItem(pytest.Item):
         ex = load_exercise(self.path)  # a bad file fails here, before any lab work
         pool = lab_pool(self.config)
         lab = pool.get(ex.fleet, with_kai=True)
-        if lab.fleet != ex.fleet:  # --kailab-lab runs another fleet: this exercise gets a lab of its own
+        if lab.runtime == "binary" and lab.fleet != ex.fleet:  # --kailab-lab's lab is another fleet: own lab
             lab = pool.get(ex.fleet, with_kai=True, own=True)
         root = self.config.getoption("--kailab-evidence")
         self.outcome = ExerciseRun(ex, self.path, lab, Path(root) if root else None).run()
