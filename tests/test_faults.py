@@ -55,6 +55,7 @@ def test_scheduler_dying_mid_exercise_is_reported_as_a_component_death(kai_lab, 
             BinaryRuntime().restart(kai_lab, "scheduler")
     assert outcome.verdict == "error", outcome.report()
     assert outcome.error.startswith("KAI component died: scheduler")
+    assert "\x1b" not in outcome.error  # KAI's colour codes stay in the raw log, out of the message
     assert (Path(outcome.evidence) / "logs" / "scheduler.log").is_file()
     assert json.loads((Path(outcome.evidence) / "verdict.json").read_text())["verdict"] == "error"
 
@@ -94,6 +95,7 @@ def test_interrupted_run_keeps_evidence_and_removes_its_workloads(kailab_labs, t
     (run_dir,) = list(tmp_path.iterdir())
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert verdict["verdict"] == "interrupted"
-    namespace = json.loads((run_dir / "run.json").read_text())["namespace"]
+    run = json.loads((run_dir / "run.json").read_text())
     kube = Kube(lab.kubeconfig)
-    assert kube.get("v1", "Namespace", namespace) is None or not kube.core.list_namespaced_pod(namespace).items
+    assert kube.get("v1", "Namespace", run["namespace"]) is None or not kube.core.list_namespaced_pod(run["namespace"]).items
+    assert all(kube.get("scheduling.run.ai/v2", "Queue", q) is None for q in run["queues"].values())
