@@ -1,0 +1,1 @@
+"""pytest support: the plugin (labs as fixtures, exercise files as tests) and its parts."""

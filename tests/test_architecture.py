@@ -1,0 +1,31 @@
+"""The architecture is a contract: layers import only downwards, packages have no cycles
+(pyproject.toml [tool.importlinter]; README: Layout)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_import_contracts_hold():
+    tool = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    assert tool, "import-linter is a test dependency: pip install -e '.[test]'"
+    out = subprocess.run([tool], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "0 broken" in out.stdout
+
+
+def test_an_upward_import_would_break_them(tmp_path):
+    """The contract can fail: a copy of the package where a base module imports the CLI breaks it."""
+    shutil.copytree(ROOT / "kailab", tmp_path / "kailab")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    errors = tmp_path / "kailab" / "errors.py"
+    errors.write_text(errors.read_text() + "\nfrom . import cli  # noqa: E402,F401\n")
+    tool = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    out = subprocess.run([tool], cwd=tmp_path, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert out.returncode != 0 and "BROKEN" in out.stdout.upper(), out.stdout[-2000:]
