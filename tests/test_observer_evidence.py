@@ -43,8 +43,8 @@ def place(kube: Kube, ns: str, name: str, node: str | None, gpus: int = 1, workl
 
 
 @contextmanager
-def observing(kube: Kube, names: Names, invariants: list[str]):
-    obs = Observer(kube, names, invariants)
+def observing(kube: Kube, names: Names, invariants: list[str], gangs: dict | None = None):
+    obs = Observer(kube, names, invariants, gangs)
     obs.start()
     try:
         yield obs
@@ -86,6 +86,23 @@ def test_gpu_overcommit_is_caught_on_the_watch_stream(env):
         assert details == ["node a100-1 holds 5 GPUs of 4"]
         for i in range(5):
             kube.delete("v1", "Pod", f"over-{i}", ns, grace=0)
+
+
+def test_a_gang_left_partial_is_a_violation_once_it_rests_there(env):
+    """The test binds 2 of a 4-pod gang itself and nothing completes it: not a commit in progress,
+    a partial gang. (KAI's own one-BindRequest-per-pod commits pass: the gang exercise.)"""
+    kube, ns, names = env
+    with observing(kube, names, ["gang-never-partial"], gangs={"g": 4}) as obs:
+        for i in range(4):
+            place(kube, ns, f"g-{i}", "a100-0" if i < 2 else None, workload="g")
+        assert obs.wait_for(lambda s: s.gang_allocation(ns)["g"] == (2, 4), 30)
+        assert "gang-never-partial" not in obs.violations  # could still be KAI committing it
+        assert obs.wait_for(lambda s: "gang-never-partial" in obs.violations, 30)
+        t, details = obs.violations["gang-never-partial"]
+        assert details[0].startswith("gang g: 2 of 4 pods allocated for ")
+        with obs.state.cond:
+            since = obs.state.gang_partial_since["g"]
+        assert t - since >= obs.state.gang_grace
 
 
 def test_count_expectation_sees_bound_and_pending(env):
