@@ -100,7 +100,8 @@ class EvidenceDir:
             text = yaml.safe_dump_all([_plain(o) for o in objects], sort_keys=False)
             self.write(f"{MANIFESTS}/{index:02d}-{_slug(name)}.yaml", text)
 
-    def snapshot(self, rel: str, kube: Kube, namespace: str, queues: list[str], state) -> None:
+    def snapshot(self, rel: str, kube: Kube, namespace: str, queues: list[str], state,
+                 reservation_namespace: str = "") -> None:
         """queues (spec+status), podgroups (with conditions), pods, nodes' GPU use, events by time."""
         try:
             qs = [kube.get("scheduling.run.ai/v2", "Queue", q) for q in queues]
@@ -116,10 +117,7 @@ class EvidenceDir:
                                               "spec": p.get("spec"), "status": p.get("status")} for p in pgs])
         with state.cond:
             pods = [p for p in state.pods_table() if p["namespace"] == namespace]
-            used = state.gpus_on_nodes()
-            nodes = {n: {"allocatable": g, "used": used.get(n, 0),
-                         "pods": sorted(p.name for p in state.pods.values() if p.node == n and p.bound)}
-                     for n, g in sorted(state.node_gpus.items())}
+            nodes = state.node_use(reservation_namespace)
         self.write(f"{rel}/pods.yaml", pods)
         self.write(f"{rel}/nodes.yaml", nodes)
         self.write(f"{rel}/events.yaml", events_by_time(kube, namespace))

@@ -186,3 +186,21 @@ def test_nodes_counts_the_distinct_nodes_of_bound_pods():
     s.update_pod(pod("w-3"))  # pending: on no node
     (r,) = evaluate_count(s, CountExpect.model_validate({"workload": "w", "nodes": 2}), NAMES, 0, "s")
     assert (r.what, r.observed, r.passed, r.offending) == ("workload w nodes", "2", True, ["n1", "n2"])
+
+
+def test_a_half_used_gpu_counts_as_half_in_node_use():
+    s = ClusterState(node_gpus={"n1": 4})
+    for i, group in enumerate(["g1", "g1", "g2"]):  # three half-GPU pods on two shared devices
+        p = pod(f"h-{i}", node="n1", gpus=0)
+        p["metadata"]["labels"]["runai-gpu-group"] = group
+        p["metadata"]["annotations"]["gpu-fraction"] = "0.5"
+        s.update_pod(p)
+    s.update_pod(pod("whole", node="n1"))
+    for group in ("g1", "g2"):  # KAI's reservation pods hold each shared device whole
+        r = pod(f"reserve-{group}", node="n1")
+        r["metadata"]["namespace"] = "kai-resource-reservation"
+        s.update_pod(r)
+    use = s.node_use("kai-resource-reservation")["n1"]
+    assert use["used"] == 2.5 and use["shared"] == {"g1": 1.0, "g2": 0.5}
+    assert use["pods"] == ["h-0", "h-1", "h-2", "whole"]
+    assert s.gpus_on_nodes()["n1"] == 3  # the overcommit check still sees the reserved devices whole

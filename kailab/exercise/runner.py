@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import evidence, workloads
+from ..kai import RESERVATION_NAMESPACE
 from ..errors import KailabError, LabError
 from ..evidence import EvidenceDir
 from ..fleet import load_fleet
@@ -166,7 +167,8 @@ class ExerciseRun:
             ACTIONS[key].run(ctx, value)
             self.check_components()
         self.evidence.snapshot(self.evidence.step_dir(index + 1, step.name), self.kube, self.names.namespace,
-                               [self.names.queue(n) for n, _, _ in self.ex.queue_tree()], self.observer.state)
+                               [self.names.queue(n) for n, _, _ in self.ex.queue_tree()], self.observer.state,
+                               RESERVATION_NAMESPACE)
         self.after_step(index, step, self.outcome.results[first_result:])
 
     def node_up(self, node: dict) -> None:
@@ -211,7 +213,8 @@ class ExerciseRun:
         parts = [
             ("final snapshot", lambda: self.evidence.snapshot(
                 "final", self.kube, self.names.namespace,
-                [self.names.queue(n) for n, _, _ in self.ex.queue_tree()], self.observer.state)),
+                [self.names.queue(n) for n, _, _ in self.ex.queue_tree()], self.observer.state,
+                               RESERVATION_NAMESPACE)),
             ("namespace dump", lambda: self.outcome.verdict != "passed"
              and self.evidence.dump_namespace(self.kube, self.names.namespace)),
             ("KAI logs", self._copy_logs),

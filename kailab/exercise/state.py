@@ -10,7 +10,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 
-from ..workloads import GPU_GROUP_LABEL, OWNER_LABEL, PODGROUP_ANNOTATION, PREEMPTIBILITY_LABEL, QUEUE_LABEL
+from ..workloads import (GPU_FRACTION, GPU_GROUP_LABEL, GPU_MEMORY, OWNER_LABEL, PODGROUP_ANNOTATION,
+                         PREEMPTIBILITY_LABEL, QUEUE_LABEL)
 
 GPU = "nvidia.com/gpu"
 # KAI: priority >= 100 is non-preemptible unless the preemptibility label says otherwise
@@ -32,6 +33,14 @@ def _gpus(pod: dict) -> int:
     return total
 
 
+def _share(annotations: dict) -> str | None:
+    if GPU_FRACTION in annotations:
+        return f"fraction:{annotations[GPU_FRACTION]}"
+    if GPU_MEMORY in annotations:
+        return f"memory:{annotations[GPU_MEMORY]}"
+    return None
+
+
 @dataclass
 class PodView:
     namespace: str
@@ -47,6 +56,7 @@ class PodView:
     preemptibility_label: str | None
     podgroup: str | None
     gpu_group: str | None = None  # the shared device of a fractional pod (KAI's binder labels it)
+    gpu_share: str | None = None  # "fraction:0.5" or "memory:20000" (MiB): a part of one GPU
 
     @property
     def key(self) -> tuple[str, str]:
@@ -80,7 +90,7 @@ class PodView:
                    deleting=bool(meta.get("deletionTimestamp")), priority=priority,
                    preemptibility_label=labels.get(PREEMPTIBILITY_LABEL),
                    podgroup=(meta.get("annotations") or {}).get(PODGROUP_ANNOTATION),
-                   gpu_group=labels.get(GPU_GROUP_LABEL))
+                   gpu_group=labels.get(GPU_GROUP_LABEL), gpu_share=_share(meta.get("annotations") or {}))
 
 
 @dataclass
@@ -220,6 +230,32 @@ class ClusterState:
             if p.bound or (p.node and p.deleting):  # a deleting pod still holds its GPUs
                 used[p.node] = used.get(p.node, 0) + p.gpus  # type: ignore[index]
         return used
+
+    def share_of_a_gpu(self, pod: PodView) -> float:
+        """How much of one GPU a fractional pod asks for (gpu-memory as a part of its node's GPU memory)."""
+        kind, _, value = (pod.gpu_share or ":").partition(":")
+        if kind == "fraction":
+            return float(value)
+        if kind == "memory":
+            per_gpu = float(self.node_labels.get(pod.node or "", {}).get("nvidia.com/gpu.memory", 0) or 0)
+            return min(1.0, float(value) / per_gpu) if per_gpu else 0.0
+        return 0.0
+
+    def node_use(self, reservation_namespace: str) -> dict[str, dict]:
+        """Per node: GPUs in use (a shared device counts by what its pods ask of it, so a half-used
+        GPU is half used), the shared devices' use, and the pods on it (not KAI's reservation pods)."""
+        out: dict[str, dict] = {}
+        for n, alloc in sorted(self.node_gpus.items()):
+            on = [p for p in self.pods.values() if p.node == n and p.bound]
+            shared: dict[str, float] = {}
+            for p in on:
+                if p.gpu_group and p.gpu_share:
+                    shared[p.gpu_group] = round(shared.get(p.gpu_group, 0.0) + self.share_of_a_gpu(p), 3)
+            whole = sum(p.gpus for p in on if p.namespace != reservation_namespace and not p.gpu_share)
+            out[n] = {"allocatable": alloc, "used": round(whole + sum(shared.values()), 3),
+                      **({"shared": shared} if shared else {}),
+                      "pods": sorted(p.name for p in on if p.namespace != reservation_namespace)}
+        return out
 
     def pods_table(self) -> list[dict]:
         return [asdict(p) for p in sorted(self.pods.values(), key=lambda p: p.key)]

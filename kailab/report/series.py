@@ -184,7 +184,20 @@ class NodeUse(NamedTuple):
     used: object
     alloc_n: float  # the same as numbers (0 when not one)
     used_n: float
-    by_queue: dict[str, int]  # logical queue ("" unknown) -> GPUs its pods hold on the node
+    by_queue: dict[str, float]  # logical queue ("" unknown) -> GPUs its pods hold on the node (fractions too)
+
+
+def _gpus_held(pod: dict | None) -> float:
+    """A pod's GPUs as pods.yaml has them: whole ones, or its fraction of a shared one."""
+    if not pod:
+        return 1
+    share = str(pod.get("gpu_share") or "")
+    if share.startswith("fraction:"):
+        try:
+            return float(share.split(":", 1)[1])
+        except ValueError:
+            return 0
+    return pod.get("gpus", 1) if isinstance(pod.get("gpus"), int) else 1
 
 
 def node_use(run: Run, snap: Snapshot) -> list[NodeUse]:
@@ -196,10 +209,10 @@ def node_use(run: Run, snap: Snapshot) -> list[NodeUse]:
         alloc, used = info.get("allocatable"), info.get("used")
         alloc_n = alloc if isinstance(alloc, (int, float)) else 0
         used_n = used if isinstance(used, (int, float)) else 0
-        segs: dict[str, int] = {}
+        segs: dict[str, float] = {}
         for pod in info.get("pods") or []:
             p = pods.get(str(pod))
             q = run.logical(p.get("queue")) if p else ""
-            segs[q] = segs.get(q, 0) + (p.get("gpus", 1) if p and isinstance(p.get("gpus"), int) else 1)
+            segs[q] = segs.get(q, 0) + _gpus_held(p)
         rows.append(NodeUse(str(name), alloc, used, alloc_n, used_n, segs))
     return rows

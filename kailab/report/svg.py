@@ -288,7 +288,7 @@ def _node_bars(rows: list[NodeUse], col: dict[str, str]) -> str:
                 continue
             w = bar_w * n / max_alloc
             out.append(f'<rect class="node-used" x="{num(xpos)}" y="{y0 + 2}" width="{num(w)}" height="{row_h - 6}" '
-                       f'fill="{col.get(q, "#8c8c8c")}"><title>{esc(q or "unknown queue")}: {n} GPUs</title></rect>')
+                       f'fill="{col.get(q, "#8c8c8c")}"><title>{esc(q or "unknown queue")}: {num(n)} GPUs</title></rect>')
             xpos += w
             left_over -= n
         if left_over > 0:
