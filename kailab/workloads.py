@@ -146,6 +146,23 @@ def deployment(name: str, namespace: str, queue_name: str, replicas: int, gpus: 
                                   "spec": _pod_spec(gpus, priority_class, node_selector)}}}
 
 
+def adopt(obj: dict, namespace: str, queue_name: str | None) -> dict:
+    """A user's manifest, made a workload of the run: its namespace, the workload label (on it and
+    on its pod template, if it has one) and, when given, KAI's queue label."""
+    import copy
+
+    out = copy.deepcopy(obj)
+    name = out["metadata"]["name"]
+    marks = {OWNER_LABEL: name, **({QUEUE_LABEL: queue_name} if queue_name else {})}
+    out["metadata"]["namespace"] = namespace
+    out["metadata"]["labels"] = {**(out["metadata"].get("labels") or {}), **marks}
+    template = (out.get("spec") or {}).get("template")
+    if isinstance(template, dict):
+        template.setdefault("metadata", {})
+        template["metadata"]["labels"] = {**(template["metadata"].get("labels") or {}), **marks}
+    return out
+
+
 def namespace(name: str, labels: dict | None = None) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "kailab", **(labels or {})}}}

@@ -314,3 +314,34 @@ def test_topology_constraints_name_a_level_of_the_exercises_topology(tmp_path, r
 def test_domains_needs_its_level(tmp_path, reclaim):
     reclaim["steps"][1]["expect"][0] = {"queue": "prod", "domains": 1}
     refused(write(tmp_path, reclaim), f"{STEP1}.expect[0]", "domains and level go together")
+
+
+RAW_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "raw", "annotations": {"note": "mine"}},
+           "spec": {"schedulerName": "kai-scheduler",
+                    "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (lambda o: o.pop("kind"), "object.kind is required"),
+    (lambda o: o["metadata"].update(namespace="elsewhere"), "set by the run"),
+    (lambda o: o["metadata"].update(name="Not_A_Name"), "is not a valid name"),
+])
+def test_a_raw_manifest_is_still_validated(tmp_path, reclaim, change, fragment):
+    import copy
+
+    obj = copy.deepcopy(RAW_POD)
+    change(obj)
+    reclaim["steps"][0]["apply"].append({"manifest": {"queue": "prod", "object": obj}})
+    refused(write(tmp_path, reclaim), f"{STEP0}.apply[1].manifest", fragment)
+
+
+def test_a_raw_manifest_becomes_a_workload_of_the_run(tmp_path, reclaim):
+    import copy
+
+    reclaim["steps"][0]["apply"].append({"manifest": {"queue": "prod", "object": copy.deepcopy(RAW_POD)}})
+    ex = load_exercise(write(tmp_path, reclaim))
+    item = ex.steps[0].apply[1]
+    (pod,) = item.manifests("kx-ns", "x1-prod")
+    assert pod["metadata"]["namespace"] == "kx-ns" and pod["metadata"]["annotations"] == {"note": "mine"}
+    assert pod["metadata"]["labels"] == {"kailab.io/workload": "raw", "kai.scheduler/queue": "x1-prod"}
+    assert item.kind == "manifest" and item.workload.name == "raw"

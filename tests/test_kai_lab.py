@@ -121,3 +121,25 @@ def test_two_kai_labs_run_side_by_side(kai_lab, kailab_labs):
             assert wait_until(f"PodGroup status in lab {lab.name}", probe_group_has_status, timeout=60)
         finally:
             kube.close()
+
+
+def test_a_raw_manifest_runs_as_a_workload_of_an_exercise(kai_lab, tmp_path):
+    """The escape hatch end to end: a pod the format does not model, applied from its manifest,
+    is scheduled by KAI in its queue and counted like any workload."""
+    from kailab.exercise.runner import ExerciseRun
+    from kailab.exercise.spec import load_exercise
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "raw", "annotations": {"team": "x"}},
+           "spec": {"schedulerName": "kai-scheduler", "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "c", "image": "never-pulled",
+                                    "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}
+    doc = {"exercise": "rawmanifest", "title": "t", "concept": "c", "fleet": "tiny",
+           "queues": {"q": {"gpu": {"quota": 8}}},
+           "steps": [{"name": "raw pod", "apply": [{"manifest": {"queue": "q", "object": pod}}],
+                      "expect": [{"workload": "raw", "bound": 1}, {"queue": "q", "bound": 1}]},
+                     {"name": "it goes", "delete": [{"workload": "raw"}],
+                      "expect": [{"workload": "raw", "bound": 0}]}]}
+    path = tmp_path / "rawmanifest.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    outcome = ExerciseRun(load_exercise(path), path, kai_lab, tmp_path / "ev").run()
+    assert outcome.verdict == "passed", outcome.report()

@@ -100,6 +100,10 @@ def _apply_line(item) -> str | None:
         gang = f"a gang of {j.gang} (all or nothing)" if j.gang else "no gang size"
         return (f"creates Job {j.name} with {j.parallelism} pods in queue {j.queue}: {_gpus(j.gpus)} each, "
                 f"{gang}, {_class_words(j)}")
+    if item.manifest:
+        m = item.manifest
+        return (f"creates {m.object['kind']} {m.name} from its manifest"
+                + (f" in queue {m.queue}" if m.queue else ""))
     if item.elastic:
         e = item.elastic
         return (f"creates elastic workload {e.name}: {e.pods} pods in one PodGroup (minMember {e.min_member}) "

@@ -72,6 +72,9 @@ class Delete(Action):
             elif kind in workloads.CONTROLLERS:
                 api_version, api_kind = workloads.CONTROLLERS[kind]
                 r.kube.delete(api_version, api_kind, d.workload, r.names.namespace)
+            elif kind == "manifest":
+                o = r.manifests_applied[d.workload]
+                r.kube.delete(o["apiVersion"], o["kind"], d.workload, r.names.namespace)
 
 
 class Patch(Action):
@@ -102,8 +105,11 @@ class Apply(Action):
         r = ctx.run
         objs = []
         for item in value:
-            objs += item.manifests(r.names.namespace, r.names.queue(item.workload.queue), r.topology_name)
+            queue = r.names.queue(item.workload.queue) if item.workload.queue else ""
+            objs += item.manifests(r.names.namespace, queue, r.topology_name)
             r.applied[item.workload.name] = item.kind
+            if item.manifest:
+                r.manifests_applied[item.workload.name] = item.manifest.object
         r.evidence.manifests(ctx.index + 1, ctx.step.name, objs)
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(r.kube.apply, objs))

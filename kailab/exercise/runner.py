@@ -80,6 +80,7 @@ class ExerciseRun:
         self.observer = Observer(self.kube, self.names, list(ex.invariants), gangs)
         self.log_mark: dict = {}
         self.applied: dict[str, str] = {}  # workload -> kind
+        self.manifests_applied: dict[str, dict] = {}  # raw manifests by workload name (to delete them)
         self.killed: set[str] = set()  # processes the exercise's faults stopped on purpose
         self.downed: set[str] = set()  # fleet nodes the exercise's faults took away
         self.scheduler_changed = False  # a step reconfigured KAI's scheduler: put the default back

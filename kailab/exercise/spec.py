@@ -182,7 +182,40 @@ class DeploymentWorkload(_Workload):
                                        description="unset: KAI's podgrouper gives Deployments 'inference'")
 
 
-WORKLOAD_KINDS = ("pods", "job", "deployment", "elastic")
+class ManifestWorkload(Strict):
+    """The escape hatch: any namespaced Kubernetes object the format does not model (a JobSet, a
+    PyTorchJob, a pod with its own annotations). kailab puts it in the run's namespace, labels it
+    (and its pod template) with the workload's name and, with `queue`, with the real queue."""
+
+    queue: str | None = Field(None, description="sets kai.scheduler/queue to this queue's real name")
+    object: dict = Field(description="the manifest: apiVersion, kind, metadata.name, ...")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "ManifestWorkload":
+        o = self.object
+        for key in ("apiVersion", "kind"):
+            if not isinstance(o.get(key), str) or not o[key]:
+                raise ValueError(f"object.{key} is required")
+        meta = o.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            raise ValueError("object.metadata.name is required")
+        _name(meta["name"])
+        if "namespace" in meta:
+            raise ValueError("object.metadata.namespace is set by the run (each run has its own): remove it")
+        return self
+
+    # what the rest of the format asks of a workload
+    @property
+    def name(self) -> str:
+        return self.object["metadata"]["name"]
+
+    gpus: ClassVar[int] = 0
+    unschedulable: ClassVar[bool] = False
+    node_selector: ClassVar[None] = None
+    topology: ClassVar[None] = None
+
+
+WORKLOAD_KINDS = ("pods", "job", "deployment", "elastic", "manifest")
 
 
 class ApplyItem(Strict):
@@ -190,6 +223,7 @@ class ApplyItem(Strict):
     job: JobWorkload | None = None
     deployment: DeploymentWorkload | None = None
     elastic: ElasticWorkload | None = None
+    manifest: ManifestWorkload | None = None
 
     @model_validator(mode="after")
     def _one(self) -> "ApplyItem":
@@ -237,6 +271,8 @@ class ApplyItem(Strict):
             e = self.elastic
             return workloads.elastic(e.name, namespace, queue, e.pods, e.min_member, e.gpus, e.priority_class,
                                      e.preemptible)
+        if self.manifest:
+            return [workloads.adopt(self.manifest.object, namespace, queue if self.manifest.queue else None)]
         d = self.deployment
         return [workloads.deployment(d.name, namespace, queue, d.replicas, d.gpus, d.priority_class,
                                      d.preemptible, node_selector=d.node_selector)]
@@ -478,10 +514,12 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
             w = item.workload
             kind = item.kind
             field = f"{where}.apply[{ai}].{kind}"
-            if w.queue not in names:
+            if w.queue is None:  # a manifest that names no queue
+                pass
+            elif w.queue not in names:
                 raise InputError(path, f"{field}.queue", f"queue {w.queue!r} is not in the queue tree",
                                  f"define it under queues (have: {', '.join(names)})")
-            if w.queue not in leaves:
+            if w.queue is not None and w.queue not in leaves:
                 raise InputError(path, f"{field}.queue", f"queue {w.queue!r} has children; KAI schedules "
                                  "workloads in leaf queues only", "use one of its child queues")
             if w.gpus > fleet.max_gpus_per_node and not w.unschedulable:
