@@ -54,10 +54,11 @@ BROKEN = {
                 "research comes back", "queue prod bound"),
     "gang": (lambda d: _set_workload(d, "gang-job", gang=None),
              "a 10-pod gang meets 8 free GPUs", "workload gang-job bound"),
-    # a guarantee from the start (the fleet split 28 + 4): the starved queue is never starved
+    # a guarantee from the start (the fleet split 28 + 4): KAI reclaims for the starved queue at
+    # once - the window breaks when flood loses its first pod (the eviction precedes the bind)
     "starvation": (lambda d: (d["queues"]["lab"]["children"]["starved"]["gpu"].update(quota=4),
                               d["queues"]["lab"]["children"]["flood"]["gpu"].update(quota=28)),
-                   "the starved queue asks", "queue starved bound"),
+                   "the starved queue asks", "queue flood bound"),
     "preemption": (lambda d: _set_workload(d, "a-urgent", priorityClass="train"),
                    "a higher-priority job arrives in team-a", "workload a-low bound"),
     "pitfall-deployment-borrow": (lambda d: _set_workload(d, "web", priorityClass="train"),
