@@ -127,7 +127,7 @@ def kai_ran(rec) -> dict:
 
     manifest = toolchain.manifest("kai", rec.kai_version) or {}
     said = {}
-    for line in processes.recent_log(rec.dir, "scheduler", 2000).splitlines():
+    for line in processes.log_head(rec.dir, "scheduler", 200).splitlines():
         for key in ("gitVersion", "gitCommit"):
             if line.strip().startswith(key + ":"):
                 said.setdefault(key, line.split(":", 1)[1].strip())

@@ -102,7 +102,8 @@ def test_podgroupcontrollers_private_8080_is_bridged_to_its_metrics_port(kai_lab
 
 
 def test_two_kai_labs_run_side_by_side(kai_lab, kailab_labs):
-    """The session keeps a tiny and a small KAI lab up at once: both whole, both scheduling."""
+    """The session keeps a tiny and a small KAI lab up at once: both whole, and in each, KAI binds a
+    pod and that lab's own podgroupcontroller writes what its PodGroup holds (resourcesStatus)."""
     other = kailab_labs.get("small", with_kai=True)
     for lab in (kai_lab, other):
         out = subprocess.run([sys.executable, "-m", "kailab.cli", "status", "--json", "--name", lab.name],
@@ -111,15 +112,27 @@ def test_two_kai_labs_run_side_by_side(kai_lab, kailab_labs):
         assert out.returncode == 0 and info["state"] == "up", out.stdout + out.stderr
         assert info["components"]["podgroupcontroller"]["state"] == "running"
         kube = Kube(lab.kubeconfig)
+        ns = "side-by-side"
         try:
-            # the podgroupcontroller of each lab writes PodGroup status in its own lab
-            def probe_group_has_status():
-                groups = kube.list("scheduling.run.ai/v2alpha2", "PodGroup", "kailab-system")
-                return any((g.get("status") or {}).get("resourcesStatus") is not None for g in groups) or \
-                    any(g.get("status") for g in groups)
+            kube.apply(workloads.namespace(ns))
+            kube.apply(workloads.queue("sbs-root", {"quota": -1, "limit": -1}))
+            kube.apply(workloads.queue("sbs", {"quota": 2, "limit": -1}, parent="sbs-root"))
+            wait_until("default ServiceAccount", lambda: kube.core.read_namespaced_service_account("default", ns),
+                       timeout=60)
+            for pod in workloads.pods("sbs", ns, "sbs", 1, gpus=1):
+                kube.apply(pod)
 
-            assert wait_until(f"PodGroup status in lab {lab.name}", probe_group_has_status, timeout=60)
+            def allocated():
+                groups = kube.list("scheduling.run.ai/v2alpha2", "PodGroup", ns)
+                return [g for g in groups if ((g.get("status") or {}).get("resourcesStatus") or {}).get("allocated")]
+
+            (group,) = wait_until(f"the podgroupcontroller of lab {lab.name} to record the allocation", allocated,
+                                  timeout=60)
+            assert group["status"]["resourcesStatus"]["allocated"]["nvidia.com/gpu"] in ("1", 1)
         finally:
+            kube.delete("v1", "Namespace", ns)
+            for q in ("sbs", "sbs-root"):
+                kube.delete("scheduling.run.ai/v2", "Queue", q)
             kube.close()
 
 

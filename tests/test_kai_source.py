@@ -138,8 +138,10 @@ def test_the_cached_kai_build_says_where_its_source_came_from(kai_lab):
     assert src["kind"] in ("repository", "module-proxy", "work-tree")
     if src["kind"] == "repository":
         assert src["commit"] == kai_source.commit_of(kai_lab.kai_version)
-        listed = kailab("tools", "list").stdout
+        import os
+
+        listed = kailab("tools", "list", env={**os.environ, "COLUMNS": "400"}).stdout  # one line per build
         assert f"repository {src['origin']} @ {src['commit'][:12]}" in " ".join(listed.split())
-    log = processes.recent_log(kai_lab.dir, "scheduler", 400)
+    log = processes.log_head(kai_lab.dir, "scheduler", 200)
     assert f"gitVersion: {kai_lab.kai_version}" in log
     assert json.loads(json.dumps(record))["binaries"].keys() == set(versions.KAI_COMPONENTS)

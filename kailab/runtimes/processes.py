@@ -116,6 +116,20 @@ def recent_log(lab: Path, name: str, lines: int = 20) -> str:
     return strip_ansi("\n".join(text.splitlines()[-lines:]))
 
 
+def log_head(lab: Path, name: str, lines: int = 200) -> str:
+    """The first lines of a process's log (what it said when it started), as plain text."""
+    out = []
+    try:
+        with open(logs_dir(lab) / f"{name}.log", "rb") as f:
+            for raw in f:
+                out.append(raw.decode(errors="replace").rstrip("\n"))
+                if len(out) >= lines:
+                    break
+    except OSError:
+        return "(no log)"
+    return strip_ansi("\n".join(out))
+
+
 def marked_pids(lab: Path) -> list[int]:
     """Every live process carrying this lab's marker, whatever started it."""
     want = f"{MARKER}={lab.resolve()}".encode()
