@@ -151,8 +151,8 @@ def soak(cycles: int, fleet: str = "tiny", out_dir: Path | None = None, echo=pri
     clean = [r for r in rows if not (r["left"]["processes"] or r["left"]["ports"] or r["left"]["directory"])]
     results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
                "fleet": fleet, "cycles": cycles, "clean_cycles": len(clean), "rows": rows,
-               "up_s_median": statistics.median(r["up_s"] for r in rows),
-               "down_s_median": statistics.median(r["down_s"] for r in rows)}
+               "up_s_median": round(statistics.median(r["up_s"] for r in rows), 2),
+               "down_s_median": round(statistics.median(r["down_s"] for r in rows), 2)}
     out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = dt.date.today().isoformat() + "-soak"
