@@ -67,7 +67,7 @@ def matrix_html(trial_dir: Path, matrix: dict, base: Path) -> str:
     for p in matrix.get("problems") or []:
         out.append(f'<p class="problem">{esc(evidence.MATRIX)}: {esc(p)}</p>')
     out.append("<table><thead><tr><th>exercise</th>" + "".join(f"<th>{esc(v)}</th>" for v in versions)
-               + "</tr></thead><tbody>")
+               + "</tr></thead><tbody>" + _ran_row(matrix, versions))
     for name, cells, verdict_differs, differs in _matrix_rows(matrix, versions):
         tds = [f'<td class="{"differs" if verdict_differs else ""}">'
                f'{_matrix_cell(trial_dir, cells.get(v), base)}</td>' for v in versions]
@@ -78,6 +78,19 @@ def matrix_html(trial_dir: Path, matrix: dict, base: Path) -> str:
                    + "".join(tds) + "</tr>")
     out.append("</tbody></table></section>")
     return "".join(out)
+
+
+def _ran_row(matrix: dict, versions: list[str]) -> str:
+    """What each version's lab really ran, as its scheduler reported it (kai.json), when known."""
+    ran = matrix.get("kai") if isinstance(matrix.get("kai"), dict) else {}
+    if not ran:
+        return ""
+    cells = []
+    for v in versions:
+        k = ran.get(v) if isinstance(ran.get(v), dict) else {}
+        said = f'{fmt(k.get("scheduler_version") or "?")} @ {fmt(k.get("scheduler_commit") or "?")[:12]}'
+        cells.append(f'<td class="small">{esc(said)}</td>')
+    return '<tr><td class="small">scheduler ran</td>' + "".join(cells) + "</tr>"
 
 
 def _matrix_rows(matrix: dict, versions: list[str]) -> list[tuple[str, dict, bool, bool]]:
