@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from kailab.exercise.checks import Names, check_invariant, evaluate_condition, evaluate_count, evaluate_event
+from kailab.exercise.checks import (Names, Result, check_invariant, evaluate_condition, evaluate_count,
+                                    evaluate_event)
 from kailab.exercise.spec import ConditionExpect, EventExpect, Range
 from kailab.exercise.state import ClusterState
 
@@ -204,3 +205,11 @@ def test_a_half_used_gpu_counts_as_half_in_node_use():
     assert use["used"] == 2.5 and use["shared"] == {"g1": 1.0, "g2": 0.5}
     assert use["pods"] == ["h-0", "h-1", "h-2", "whole"]
     assert s.gpus_on_nodes()["n1"] == 3  # the overcommit check still sees the reserved devices whole
+
+
+def test_settle_times_are_measured_from_each_steps_start_to_its_last_expectation():
+    from kailab.exercise.runner import settle_times
+
+    results = [Result("a", "expect", "x", "1", "1", True, at=12.5), Result("a", "expect", "y", "1", "1", True, at=13.0),
+               Result("a", "stays", "z", "1", "1", True, at=None), Result("b", "expect", "x", "1", "0", False, at=40.0)]
+    assert settle_times(results, {"a": 10.0, "b": 20.0}) == {"expected_after_s.01": 3.0}

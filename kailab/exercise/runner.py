@@ -81,6 +81,7 @@ class ExerciseRun:
         self.log_mark: dict = {}
         self.applied: dict[str, str] = {}  # workload -> kind
         self.manifests_applied: dict[str, dict] = {}  # raw manifests by workload name (to delete them)
+        self.step_started: dict[str, float] = {}  # step name -> when it began (observer time)
         self.killed: set[str] = set()  # processes the exercise's faults stopped on purpose
         self.downed: set[str] = set()  # fleet nodes the exercise's faults took away
         self.scheduler_changed = False  # a step reconfigured KAI's scheduler: put the default back
@@ -164,6 +165,7 @@ class ExerciseRun:
         self.before_step(index, step)
         first_result = len(self.outcome.results)
         ctx = StepContext(self, step, index, self.observer.state.now(), time.time(), seconds(step.timeout))
+        self.step_started[step.name] = ctx.since
         for key, value in step.operations():
             ACTIONS[key].run(ctx, value)
             self.check_components()
@@ -231,7 +233,8 @@ class ExerciseRun:
         self.observer.stop()
         with self.observer.state.cond:
             self.evidence.timeline(list(self.observer.state.timeline))
-            self.outcome.figures = figures(self.observer.state, self.ex)
+            self.outcome.figures = {**figures(self.observer.state, self.ex),
+                                    **settle_times(self.outcome.results, self.step_started)}
         self._write_verdict(notes)
         try:
             self._cleanup()
@@ -291,6 +294,17 @@ def figures(state, ex: Exercise) -> dict:
         decided = [e.t for e in state.timeline if e.what == "decided" and e.workload == workload]
         if decided and times:  # KAI's decision (first BindRequest) to the last pod bound
             out[f"gang_decision_to_bound_s.{workload}"] = round(max(times) - min(decided), 3)
+    return out
+
+
+def settle_times(results: list[Result], started: dict[str, float]) -> dict:
+    """Per step whose expectations all held: seconds from the step's start to the last of them
+    holding - how long KAI took to reach the expected state (a trial compares it across versions)."""
+    out: dict = {}
+    for i, (step, t0) in enumerate(started.items(), 1):
+        mine = [r for r in results if r.step == step and r.kind == "expect"]
+        if mine and all(r.passed and r.at is not None for r in mine):
+            out[f"expected_after_s.{i:02d}"] = round(max(r.at for r in mine) - t0, 3)
     return out
 
 
