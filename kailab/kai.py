@@ -162,7 +162,6 @@ def snapshot_url(ports: dict[str, int]) -> str:
     return f"http://127.0.0.1:{ports['scheduler.plugins']}/get-snapshot"
 
 
-PLACEMENTS = ("binpack", "spread")
 _DEFAULT_CONF = re.compile(r"const defaultSchedulerConf = `(.*?)`", re.S)
 
 

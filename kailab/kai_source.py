@@ -114,14 +114,6 @@ def commit_of(version: str) -> str:
     return out.strip()
 
 
-def has(version: str) -> bool:
-    try:
-        commit_of(version)
-    except BuildError:
-        return False
-    return True
-
-
 def export_tree(version: str) -> Path:
     """The tag's tree under the cache (exported once; an existing complete export is reused)."""
     commit = commit_of(version)
