@@ -27,6 +27,7 @@ class Terminal:
         if self.pid == 0:  # the child: the program, with the pty as its terminal
             os.execvpe(argv[0], argv, env)
         self.screen = ""
+        self.pos = 0  # where the next expect starts looking
         self.code: int | None = None
 
     def _read(self, seconds: float) -> bool:
@@ -43,12 +44,13 @@ class Terminal:
         return True
 
     def expect(self, text: str, timeout: float = 300) -> int:
-        start = len(self.screen)
+        """Wait for `text` after the previous match (as pexpect does); returns where it starts."""
         deadline = time.time() + timeout
-        while text not in self.screen[start - len(text):] if start >= len(text) else text not in self.screen:
+        while (at := self.screen.find(text, self.pos)) < 0:
             if time.time() > deadline or not self._read(1):
                 raise AssertionError(f"{text!r} never appeared; screen ends with:\n{self.screen[-2000:]}")
-        return self.screen.index(text, max(0, start - len(text)))
+        self.pos = at + len(text)
+        return at
 
     def type(self, keys: str) -> None:
         os.write(self.fd, keys.encode())
