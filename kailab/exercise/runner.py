@@ -119,10 +119,10 @@ class ExerciseRun:
         return self.outcome
 
     def _preflight(self) -> None:
-        if any(s.scheduler for s in self.ex.steps) and not self.runtime.process_faults:
+        if any(s.scheduler for s in self.ex.steps) and not self.runtime.controls_processes:
             self.runtime.configure_scheduler(self.lab, None)  # its one-line refusal
         wants_processes = [f for s in self.ex.steps for f in s.faults if f.kill or f.restart]
-        if wants_processes and not self.runtime.process_faults:
+        if wants_processes and not self.runtime.controls_processes:
             self.runtime.kill(self.lab, wants_processes[0].kill or wants_processes[0].restart)  # its one-line refusal
         if self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "queues.scheduling.run.ai") is None:
             raise LabError(f"lab {self.lab.name!r} has no KAI (CRD queues.scheduling.run.ai is missing): "

@@ -86,7 +86,7 @@ class Runtime(ABC):
     """
 
     name: str = ""
-    process_faults = False  # can kill / restart the lab's own processes (exercise faults)
+    controls_processes = False  # runs KAI as its own processes: can kill, restart and reconfigure them
 
     def __init__(self) -> None:
         self.repaired: list[str] = []  # what the last `up` restarted on a broken lab

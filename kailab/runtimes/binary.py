@@ -47,7 +47,7 @@ def _http_ok(url: str, any_status: bool = False) -> bool:
 
 class BinaryRuntime(Runtime):
     name = "binary"
-    process_faults = True
+    controls_processes = True
 
     # ---------------------------------------------------------------- up
     def up(self, spec: LabSpec) -> LabRecord:
