@@ -17,7 +17,7 @@ from pathlib import Path
 from . import toolchain, versions
 from .errors import KailabError
 from .paths import PROJECT_ROOT
-from .runtimes import LabSpec, get_runtime, lab
+from .runtimes import LabRecord, LabSpec, get_runtime, lab
 
 
 def machine() -> dict:
@@ -44,18 +44,131 @@ def _time(fn) -> float:
 
 
 def bench_lab(fleet: str, repeats: int, with_kai: bool) -> dict:
-    """Warm `up` and `down` of one fleet, `repeats` times each (binaries already cached)."""
+    """Warm `up` and `down` of one fleet, `repeats` times each (binaries and seed already cached:
+    one unmeasured cycle first makes sure), with the median of each phase of `up`."""
     rt = get_runtime("binary")
-    ups, downs = [], []
+    ups, downs, phases = [], [], {}
     name = f"bench-{os.getpid()}-{fleet}"
+    spec = LabSpec(name=name, runtime="binary", fleet=fleet, with_kai=with_kai)
+    try:
+        rt.up(spec)
+    finally:
+        rt.down(name)
     for _ in range(repeats):
         try:
-            ups.append(_time(lambda: rt.up(LabSpec(name=name, runtime="binary", fleet=fleet, with_kai=with_kai))))
-            noop = _time(lambda: rt.up(LabSpec(name=name, runtime="binary", fleet=fleet, with_kai=with_kai)))
+            ups.append(_time(lambda: rt.up(spec)))
+            rec = LabRecord.load(name)
+            for phase, (_start, took) in (rec.up_phases if rec else {}).items():
+                phases.setdefault(phase, []).append(took)
+            noop = _time(lambda: rt.up(spec))
         finally:
             downs.append(_time(lambda: rt.down(name)))
-    return {"fleet": fleet, "runs": repeats, "up_s": statistics.median(ups), "up_all_s": ups,
-            "second_up_noop_s": noop, "down_s": statistics.median(downs), "down_all_s": downs}
+    return {"fleet": fleet, "with_kai": with_kai, "runs": repeats, "up_s": statistics.median(ups),
+            "up_all_s": ups, "second_up_noop_s": noop, "down_s": statistics.median(downs), "down_all_s": downs,
+            "up_phases_median_s": {k: round(statistics.median(v), 2) for k, v in phases.items()}}
+
+
+def peer_comparison(runs: int = 5, fleet: str = "tiny", echo=print) -> dict:
+    """kailab against KWOK's own `kwokctl create cluster --runtime binary`, side by side: the same
+    cached etcd, kube-apiserver, kube-controller-manager and kwok binaries, kube-scheduler off,
+    alternating runs, whole commands timed from a shell's point of view (kailab's Python start-up
+    included). Two peer figures: kwokctl bare (create + delete, as it ships: it returns once the
+    API server answers /version, with no nodes) and kwokctl with the same fleet Ready (its nodes
+    created over the API and waited for, as kailab's `up` does)."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    from .fleet import load_fleet
+    from .kube import Kube
+    from .runtimes import clusterinfo
+    from .runtimes.labkit import create_fleet
+    from .runtimes.waits import wait_until
+
+    recipes = [r for r in toolchain.recipes_for(versions.DEFAULT_KAI) if r.component != "kai"]
+    built = toolchain.build_all(recipes + toolchain.peer_recipes())
+    bins = {n: built[r.key] / n for r in recipes + toolchain.peer_recipes() for n in r.binaries}
+    kailab_cli = [sys.executable, "-m", "kailab.cli"]
+    name = f"bench-{os.getpid()}-peer"
+    fl = load_fleet(fleet)
+    work = Path(tempfile.mkdtemp(prefix="kailab-kwokctl-"))
+    env = {**os.environ, "KWOK_WORKDIR": str(work)}
+    kwokctl = [str(bins["kwokctl"])]
+    create = kwokctl + ["create", "cluster", "--name", name, "--runtime", "binary",
+                        f"--etcd-binary={bins['etcd']}", f"--kube-apiserver-binary={bins['kube-apiserver']}",
+                        f"--kube-controller-manager-binary={bins['kube-controller-manager']}",
+                        f"--kwok-controller-binary={bins['kwok']}", "--disable=kube-scheduler", "--quiet-pull"]
+    delete = kwokctl + ["delete", "cluster", "--name", name]
+
+    def run(cmd: list[str], **kw) -> None:
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, **kw)
+
+    def kwokctl_with_fleet() -> None:
+        run(create)
+        kc = work / "kubeconfig.yaml"
+        kc.write_text(subprocess.run(kwokctl + ["get", "kubeconfig", "--name", name], check=True,
+                                     capture_output=True, text=True, env=env).stdout)
+        kube = Kube(kc)
+        try:
+            create_fleet(kube, fl)
+            wait_until("the peer's fleet to be Ready",
+                       lambda: clusterinfo.ready_nodes_and_gpus(kube)[0] == fl.nodes_total, timeout="nodes-ready")
+        finally:
+            kube.close()
+        run(delete)
+
+    cases = {
+        "kailab up --without-kai + down": lambda: (run(kailab_cli + ["up", "--fleet", fleet, "--without-kai",
+                                                                     "--name", name]),
+                                                    run(kailab_cli + ["down", "--name", name])),
+        "kwokctl create + delete": lambda: (run(create), run(delete)),
+        "kwokctl create + same fleet Ready + delete": kwokctl_with_fleet,
+    }
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    try:
+        for fn in cases.values():  # one unmeasured round: seeds, page cache
+            fn()
+        for i in range(runs):
+            for label, fn in cases.items():
+                times[label].append(_time(fn))
+            echo(f"peer round {i + 1}/{runs}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()))
+    finally:
+        subprocess.run(delete, env=env, capture_output=True)
+        subprocess.run(kailab_cli + ["down", "--name", name], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    med = {k: round(statistics.median(v), 2) for k, v in times.items()}
+    ours = med["kailab up --without-kai + down"]
+    return {"fleet": fleet, "runs": runs, "median_s": med, "all_s": times,
+            "ratio_vs_kwokctl_bare": round(ours / med["kwokctl create + delete"], 2),
+            "ratio_vs_kwokctl_with_fleet": round(ours / med["kwokctl create + same fleet Ready + delete"], 2)}
+
+
+def scale(shapes: list[str], count: int | None = None, fleet: str = "large", out_dir: Path | None = None,
+          echo=print) -> dict:
+    """KAI's throughput at scale (kailab/scale.py), each shape on a fresh KAI lab of `fleet`.
+    Default counts are KAI's scale-test shapes: 4000 single-GPU Jobs; 8000 single-GPU pods."""
+    from . import scale as scale_mod
+    from .fleet import load_fleet
+
+    fl = load_fleet(fleet)
+    defaults = {"jobs": fl.gpus_total // 2, "pods": fl.gpus_total}
+    runs = []
+    for shape in shapes:
+        spec = LabSpec(name=f"bench-{os.getpid()}-scale", runtime="binary", fleet=fleet)
+        with lab(spec) as rec:
+            runs.append(scale_mod.run(rec, shape, count or defaults[shape], echo=echo))
+    m = machine()
+    results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": m,
+               "fleet": fleet, "kai_version": versions.DEFAULT_KAI, "runs": runs}
+    out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = dt.date.today().isoformat() + "-scale"
+    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out_dir / f"{stem}.md").write_text(scale_mod.markdown(runs, {**m, "date": results["date"]},
+                                                            versions.DEFAULT_KAI))
+    results["written"] = str(out_dir / f"{stem}.json")
+    return results
 
 
 def run(quick: bool = False, repeats: int | None = None, out_dir: Path | None = None) -> dict:
@@ -72,6 +185,7 @@ def run(quick: bool = False, repeats: int | None = None, out_dir: Path | None = 
         "kai_unavailable": kai_missing,
         "cold_build_s": builds,
         "labs": [bench_lab(f, repeats, with_kai) for f in fleets],
+        "peer": None if quick else peer_comparison(runs=5 if repeats >= 3 else repeats),
         "not_measured": {} if with_kai else {
             k: "needs KAI, which cannot be built here" for k in
             ("exercise_suite_s", "single_exercise_s", "bind_throughput_pods_per_s",
@@ -211,6 +325,18 @@ def markdown(r: dict) -> str:
              "|---|---|---|---|---|"]
     for row in r["labs"]:
         lines.append(f"| {row['fleet']} | {row['runs']} | {row['up_s']} | {row['second_up_noop_s']} | {row['down_s']} |")
+    lines += ["", "Where warm `up` goes (median seconds per phase; phases in one row overlap, see "
+              "kailab/runtimes/binary.py):", ""]
+    for row in r["labs"]:
+        phases = row.get("up_phases_median_s") or {}
+        lines.append(f"- {row['fleet']}: " + ", ".join(f"{k} {v}" for k, v in phases.items()))
+    peer = r.get("peer")
+    if peer:
+        lines += ["", f"Side by side with KWOK's own kwokctl (fleet {peer['fleet']}, {peer['runs']} alternating "
+                  "runs, whole commands, same binaries):", "", "| command | median s |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in peer["median_s"].items()]
+        lines += ["", f"Ratio kailab / kwokctl bare: **{peer['ratio_vs_kwokctl_bare']}**; "
+                  f"kailab / kwokctl with the same fleet Ready: **{peer['ratio_vs_kwokctl_with_fleet']}**."]
     lines += ["", "| cold build | seconds |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(r["cold_build_s"].items())]
     if r["not_measured"]:

@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from . import evidence, toolchain, versions
+from . import toolchain, versions
 from .errors import KailabError
 from .runtimes import LabRecord, LabSpec, get_runtime, require_kai_lab, resolve_runtime
 
@@ -318,6 +318,8 @@ def trial(version_text, exercises, fleet, parallel, runtime, dry_run, repeat) ->
         return
     trial_dir = trial_mod.run_trial(version_list, names, fleet, parallel, console=console, repeat=repeat,
                                     runtime=runtime)
+    from . import evidence
+
     matrix = json.loads((trial_dir / evidence.MATRIX).read_text())
     out.print(trial_mod.matrix_markdown(matrix), markup=False, highlight=False)
     out.print(f"trial evidence: {trial_dir}")
@@ -335,9 +337,31 @@ def trial(version_text, exercises, fleet, parallel, runtime, dry_run, repeat) ->
               help="With --repeat-exercises: a running lab to use (default: one brought up and down for it).")
 @click.option("--soak", type=click.IntRange(1, 1000), default=None,
               help="Instead: N up/down cycles of a KAI lab; checks nothing is left after each down.")
-def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak) -> None:
+@click.option("--scale", "scale_shapes", default=None,
+              help="Instead: KAI's throughput at scale, shapes 'jobs', 'pods' or 'jobs,pods' (each on a "
+                   "fresh lab of --scale-fleet).")
+@click.option("--scale-count", type=click.IntRange(1, 100000), default=None,
+              help="With --scale: objects per shape (default: the fleet's GPUs / 2 Jobs, its GPUs in pods).")
+@click.option("--scale-fleet", default="large", show_default=True, help="With --scale: the fleet.")
+@click.option("--peer", "peer_only", is_flag=True,
+              help="Instead: only the side-by-side with kwokctl (5 alternating runs).")
+def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, scale_shapes, scale_count,
+          scale_fleet, peer_only) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from . import bench as bench_mod
+
+    if scale_shapes:
+        shapes = [x.strip() for x in scale_shapes.split(",") if x.strip()]
+        bad = [x for x in shapes if x not in ("jobs", "pods")]
+        if bad:
+            raise KailabError(f"--scale {scale_shapes}: unknown shape {bad[0]!r}; use jobs, pods or jobs,pods")
+        results = bench_mod.scale(shapes, scale_count, scale_fleet, echo=console.print)
+        out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
+        return
+    if peer_only:
+        peer = bench_mod.peer_comparison(runs=repeats or 5, echo=console.print)
+        out.print(json.dumps(peer, indent=2), markup=False, highlight=False)
+        return
 
     if soak:
         results = bench_mod.soak(soak, echo=console.print)

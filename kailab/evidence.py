@@ -150,12 +150,13 @@ class EvidenceDir:
 
 
 def events_by_time(kube: Kube, namespace: str) -> list[dict]:
-    events = kube.core.list_namespaced_event(namespace).items
     rows = []
-    for e in events:
-        when = e.last_timestamp or e.event_time or e.first_timestamp or e.metadata.creation_timestamp
-        rows.append({"time": when.isoformat() if when else "", "type": e.type, "reason": e.reason,
-                     "object": f"{e.involved_object.kind}/{e.involved_object.name}",
-                     "count": e.count or 1, "source": (e.source.component if e.source else "") or e.reporting_component,
-                     "message": e.message})
+    for e in kube.list("v1", "Event", namespace):
+        meta, involved, source = e.get("metadata") or {}, e.get("involvedObject") or {}, e.get("source") or {}
+        when = e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp") or meta.get("creationTimestamp")
+        rows.append({"time": when or "", "type": e.get("type"), "reason": e.get("reason"),
+                     "object": f"{involved.get('kind')}/{involved.get('name')}",
+                     "count": e.get("count") or 1,
+                     "source": source.get("component") or e.get("reportingComponent") or "",
+                     "message": e.get("message")})
     return sorted(rows, key=lambda r: r["time"])

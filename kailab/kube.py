@@ -6,12 +6,11 @@ import json
 from functools import cached_property
 from pathlib import Path
 
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+# The official client is imported on first use, not with this module: it takes a quarter of a
+# second, which commands that never talk to a cluster (`kailab down`, `--help`) should not pay.
 
 from .errors import KailabError
+from .paths import state_dir
 
 FIELD_MANAGER = "kailab"
 
@@ -20,7 +19,7 @@ class ApiRefused(KailabError):
     """The API server (or an admission webhook) refused an object: its own message, one line."""
 
 
-def server_message(err: ApiException) -> str:
+def server_message(err) -> str:
     """The API server's own words from an error response, on one line."""
     try:
         message = json.loads(err.body or "{}").get("message") or ""
@@ -33,6 +32,8 @@ class Kube:
     """API access for one cluster. Never touches the process-wide default client config."""
 
     def __init__(self, kubeconfig: str | Path, timeout: float = 30):
+        from kubernetes import client, config
+
         self.kubeconfig = str(kubeconfig)
         cfg = client.Configuration()
         config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
@@ -41,11 +42,21 @@ class Kube:
         self.api_client = client.ApiClient(cfg)
 
     @cached_property
-    def core(self) -> client.CoreV1Api:
+    def core(self):
+        """The typed client for core/v1: slow to build (its models), so only where it pays."""
+        from kubernetes import client
+
         return client.CoreV1Api(self.api_client)
 
     @cached_property
-    def dynamic(self) -> DynamicClient:
+    def dynamic(self):
+        from kubernetes.dynamic import DynamicClient
+
+        # a lab's discovery cache lives in the lab (the client's default is a new file in /tmp
+        # for every API server port, never removed)
+        here = Path(self.kubeconfig).resolve().parent
+        if state_dir().resolve() in here.parents:
+            return DynamicClient(self.api_client, cache_file=str(here / ".discovery-cache.json"))
         return DynamicClient(self.api_client)
 
     def resource(self, api_version: str, kind: str):
@@ -59,7 +70,7 @@ class Kube:
             out = self.dynamic.server_side_apply(res, body=obj, name=meta["name"],
                                                  namespace=meta.get("namespace"),
                                                  field_manager=FIELD_MANAGER, force_conflicts=True)
-        except ApiException as err:
+        except _api_exception() as err:
             if err.status and 400 <= err.status < 500 and err.status not in (404, 409, 429):
                 where = f"{meta['namespace']}/" if meta.get("namespace") else ""
                 raise ApiRefused(f"the API server refused {obj['kind']} {where}{meta['name']}: "
@@ -80,7 +91,7 @@ class Kube:
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None:
         try:
             return self.resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
-        except NotFoundError:
+        except _not_found():
             return None
 
     def list(self, api_version: str, kind: str, namespace: str | None = None,
@@ -99,7 +110,7 @@ class Kube:
                 body["gracePeriodSeconds"] = grace
             self.resource(api_version, kind).delete(name=name, namespace=namespace, body=body)
             return True
-        except (NotFoundError, ResourceNotFoundError):  # no such object, or the kind is not served
+        except _not_found() + _kind_not_served():  # no such object, or the kind is not served
             return False
 
     def readyz(self) -> bool:
@@ -116,4 +127,22 @@ class Kube:
 
 
 def is_conflict(err: Exception) -> bool:
-    return isinstance(err, ApiException) and err.status == 409
+    return isinstance(err, _api_exception()) and err.status == 409
+
+
+def _api_exception() -> type:
+    from kubernetes.client.exceptions import ApiException
+
+    return ApiException
+
+
+def _not_found() -> tuple[type, ...]:
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    return (NotFoundError,)
+
+
+def _kind_not_served() -> tuple[type, ...]:
+    from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+    return (ResourceNotFoundError,)

@@ -72,6 +72,13 @@ def recipes_for(kai_version: str) -> list[Recipe]:
     ]
 
 
+def peer_recipes() -> list[Recipe]:
+    """Benchmark peers only, never part of a lab: KWOK's own cluster tool, for the side-by-side
+    `kailab bench --peer` comparison (same control-plane binaries, its own supervision)."""
+    return [Recipe("kwokctl", versions.KWOK_VERSION, "sigs.k8s.io/kwok",
+                   {"kwokctl": "sigs.k8s.io/kwok/cmd/kwokctl"})]
+
+
 def kai_recipe(release: versions.KaiRelease) -> Recipe:
     binaries = {name: f"{release.module}/cmd/{name}" for name in versions.KAI_COMPONENTS}
     local = os.environ.get("KAILAB_KAI_SOURCE")

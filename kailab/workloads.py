@@ -168,9 +168,15 @@ def namespace(name: str, labels: dict | None = None) -> dict:
             "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "kailab", **(labels or {})}}}
 
 
+def service_account(name: str, ns: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns}}
+
+
 def probe_objects(ns: str) -> list[dict]:
     """What `kailab up` asks KAI to schedule before it calls the lab up: one 1-GPU pod."""
-    return [namespace(ns),
+    # the namespace's ServiceAccount is made here, not awaited from kube-controller-manager: the
+    # API server's admission would hold the probe pod until it exists
+    return [namespace(ns), service_account("default", ns),
             queue("kailab-probe-root", {"quota": -1, "limit": -1}),
             queue("kailab-probe", {"quota": 0, "limit": -1}, parent="kailab-probe-root"),
             *pods("kai-probe", ns, "kailab-probe", 1, gpus=1)]

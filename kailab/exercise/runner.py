@@ -18,6 +18,7 @@ from ..fleet import load_fleet
 from ..kube import Kube
 from ..paths import evidence_dir
 from ..runtimes import LabRecord, runtime_of
+from ..runtimes.clusterinfo import ready_nodes_and_gpus
 from .actions import ACTIONS, StepContext
 from .checks import Names, Result
 from .observer import Observer
@@ -128,17 +129,16 @@ class ExerciseRun:
             raise LabError(f"lab {self.lab.name!r} has no KAI (CRD queues.scheduling.run.ai is missing): "
                            "bring up a lab with KAI (`kailab up`)")
         fleet = load_fleet(self.ex.fleet)
-        have = 0
-        for node in self.kube.core.list_node().items:
-            ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
-            if ready:
-                have += int((node.status.allocatable or {}).get("nvidia.com/gpu", "0"))
+        _, have = ready_nodes_and_gpus(self.kube)
         if have != fleet.gpus_total:
             raise LabError(f"exercise {self.ex.exercise} is sized for fleet {fleet.name} ({fleet.gpus_total} GPUs) "
                            f"but lab {self.lab.name!r} has {have} Ready GPUs: run it on a `--fleet {fleet.name}` lab")
 
     def _setup(self) -> None:
-        objs = [workloads.namespace(self.names.namespace, {"kailab.io/exercise": self.ex.exercise})]
+        # the namespace's default ServiceAccount is made with it rather than awaited from
+        # kube-controller-manager: admission holds pods until it exists
+        objs = [workloads.namespace(self.names.namespace, {"kailab.io/exercise": self.ex.exercise}),
+                workloads.service_account("default", self.names.namespace)]
         for name, parent, gpu in self.ex.queue_tree():
             objs.append(workloads.queue(self.names.queue(name), gpu.as_queue_gpu(),
                                         parent=self.names.queue(parent) if parent else None,
@@ -148,16 +148,6 @@ class ExerciseRun:
         self.evidence.manifests(0, "queues-and-namespace", objs)
         for obj in objs:
             self.kube.apply(obj)
-        deadline = time.time() + 60
-        while True:  # kube-controller-manager creates the default ServiceAccount pods need
-            try:
-                self.kube.core.read_namespaced_service_account("default", self.names.namespace)
-                break
-            except Exception:  # noqa: BLE001
-                if time.time() > deadline:
-                    raise LabError(f"namespace {self.names.namespace} got no default ServiceAccount in 60s: "
-                                   "is kube-controller-manager running?") from None
-                time.sleep(0.1)
 
     # ------------------------------------------------------------------ steps
     def _run_step(self, index: int, step: Step) -> None:
@@ -188,7 +178,7 @@ class ExerciseRun:
 
     def list_events(self) -> list[dict]:
         """The run namespace's Events, with the API's field names."""
-        return [_camel_event(e.to_dict()) for e in self.kube.core.list_namespaced_event(self.names.namespace).items]
+        return self.kube.list("v1", "Event", self.names.namespace)
 
     def check_components(self) -> None:
         dead = self.runtime.dead_components(self.lab, ignore=self.killed)
@@ -267,20 +257,12 @@ class ExerciseRun:
         self.kube.delete("v1", "Namespace", self.names.namespace)
         deadline = time.time() + CLEANUP_TIMEOUT
         # the next exercise must start on an empty fleet: wait for this one's pods to be gone
-        while time.time() < deadline and self.kube.core.list_namespaced_pod(self.names.namespace).items:
+        while time.time() < deadline and self.kube.list("v1", "Pod", self.names.namespace):
             time.sleep(0.2)
         for name, _, _ in reversed(self.ex.queue_tree()):  # children before parents
             self.kube.delete("scheduling.run.ai/v2", "Queue", self.names.queue(name))
         if self.topology_name:
             self.kube.delete("kai.scheduler/v1alpha1", "Topology", self.topology_name)
-
-
-def _camel_event(e: dict) -> dict:
-    """The client's snake_case Event -> the API's field names used by the checks."""
-    return {"reason": e.get("reason"), "message": e.get("message"), "count": e.get("count"),
-            "involvedObject": e.get("involved_object") or {}, "lastTimestamp": e.get("last_timestamp"),
-            "eventTime": e.get("event_time"), "firstTimestamp": e.get("first_timestamp"),
-            "metadata": {"creationTimestamp": (e.get("metadata") or {}).get("creation_timestamp")}}
 
 
 def figures(state, ex: Exercise) -> dict:

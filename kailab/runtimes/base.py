@@ -44,6 +44,8 @@ class LabRecord:
     state: str = "starting"  # starting | up | failed
     ports: dict[str, int] = field(default_factory=dict)
     created: str = ""
+    up_seconds: float | None = None  # how long `up` took, and its parts (labkit.Phases)
+    up_phases: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def dir(self) -> Path:

@@ -8,9 +8,11 @@ Everything listens on 127.0.0.1 only.
 
 from __future__ import annotations
 
+import os
 import shutil
 import ssl
 import time
+from concurrent.futures import ThreadPoolExecutor
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -21,11 +23,13 @@ from .. import kai, toolchain, versions
 from ..errors import KailabError, LabError
 from ..fleet import FLEET_LABEL, Fleet, load_fleet
 from ..kube import Kube
+from ..workloads import service_account
 from ..paths import lab_dir, state_dir
 from .waits import wait_until
-from . import clusterinfo, pki, processes
+from . import clusterinfo, pki, processes, seed
 from .base import LabRecord, LabSpec, Runtime, status_report
-from .labkit import create_fleet, kwok_config_text, lab_lock, probe, refuse_other_lab
+from .labkit import (PROBE_NAMESPACE, Phases, await_probe, create_fleet, kwok_config_text, lab_lock, refuse_other_lab,
+                     run_together, submit_probe)
 
 CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
 # stop order for `down`: consumers of the API first, etcd last
@@ -113,27 +117,117 @@ class BinaryRuntime(Runtime):
         pki.generate(pki_dir)
         pki.kubeconfig(kubeconfig, pki_dir, f"https://127.0.0.1:{ports['kube-apiserver']}", f"kailab-{spec.name}")
 
-        self._start_etcd(lab, bins["etcd"], ports)
-        self._start_apiserver(lab, bins["kube-apiserver"], ports, pki_dir)
+        # Every process starts at once (each retries the API server until it answers); then the
+        # fleet, the control plane's health and KAI proceed in parallel. Ordering that matters is
+        # kept inside each part: CRDs before KAI, the probe's queues before its pod.
+        phases = Phases()
+        tree = kai.source_dir(next(r for r in recipes if r.component == "kai")) if spec.with_kai else None
+        with phases.timed("seeded etcd"):
+            self._seed(lab, bins, tree)
+        with phases.timed("processes started"):
+            self._spawn_etcd(lab, bins["etcd"], ports)
+            self._spawn_apiserver(lab, bins["kube-apiserver"], ports, pki_dir)
+            self._spawn_kwok(lab, bins["kwok"], ports, kubeconfig)
         kube = Kube(kubeconfig)
-        self._start_controller_manager(lab, bins["kube-controller-manager"], ports, pki_dir, kubeconfig)
-        self._start_kwok(lab, bins["kwok"], ports, kubeconfig)
-        create_fleet(kube, fleet)
+        # kube-controller-manager is on no path to `up` (we make the ServiceAccounts `up` needs):
+        # it starts once the API server is ready rather than compete with its start-up for CPU
+        start_kcm = lambda: self._spawn_controller_manager(lab, bins["kube-controller-manager"], ports, pki_dir,
+                                                           kubeconfig)
+        parts = {"control plane healthy": lambda: self._control_plane_healthy(lab, kube, ports, start_kcm, phases),
+                 "fleet Ready": lambda: self._fleet_ready(lab, kube, fleet)}
+        if tree is not None:
+            parts["KAI serving, probe bound"] = lambda: self._install_kai(lab, kube, tree, bins, ports,
+                                                                          kubeconfig, phases)
+        try:
+            run_together(lab, parts, phases)
+        finally:
+            kube.close()
+        rec.state = "up"
+        rec.up_phases = phases.spans
+        rec.up_seconds = round(time.perf_counter() - phases.t0, 2)
+        rec.save()
+        return rec
+
+    # ---------------------------------------------------------------- the seed (see seed.py)
+    @staticmethod
+    def _seed_objects(tree: Path | None) -> list[dict]:
+        """What a lab's etcd starts with besides the API server's own bootstrap: KAI's kinds,
+        its chart's objects and the probe's namespace and queues (never the probe pod)."""
+        if tree is None:
+            return []
+        from ..workloads import probe_objects
+
+        return (kai.crd_documents(tree) + kai.base_objects() + kai.chart_objects(tree)
+                + [o for o in probe_objects(PROBE_NAMESPACE) if o["kind"] != "Pod"])
+
+    def _seed(self, lab: Path, bins: dict[str, Path], tree: Path | None) -> None:
+        objects = self._seed_objects(tree)
+        key = seed.key([bins["etcd"], bins["kube-apiserver"]], objects)
+        if seed.restore(key, lab / "etcd"):
+            return
+        with seed.baking(key):
+            if not seed.restore(key, lab / "etcd"):  # unless another `up` baked it meanwhile
+                self._bake(key, bins, objects)
+                if not seed.restore(key, lab / "etcd"):
+                    raise LabError(f"could not seed the lab's etcd from {seed.seeds_dir() / key}")
+
+    def _bake(self, key: str, bins: dict[str, Path], objects: list[dict]) -> None:
+        """Start etcd and an API server on scratch state, let it bootstrap, install `objects`,
+        stop both cleanly and keep etcd's data as seed `key` (about 5 s, once per key)."""
+        work = state_dir() / f".bake-{key}-{os.getpid()}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        try:
+            ports = processes.allocate_ports(["etcd.client", "etcd.peer", "kube-apiserver"])
+            pki.generate(work / "pki")
+            pki.kubeconfig(work / "kubeconfig", work / "pki", f"https://127.0.0.1:{ports['kube-apiserver']}",
+                           "kailab-bake")
+            self._spawn_etcd(work, bins["etcd"], ports)
+            self._spawn_apiserver(work, bins["kube-apiserver"], ports, work / "pki")
+            for name in ("etcd", "kube-apiserver"):
+                self._wait_healthy(work, name, ports)
+            kube = Kube(work / "kubeconfig")
+            try:
+                crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
+                for crd in crds:
+                    kube.apply(crd)
+                for crd in crds:
+                    name = crd["metadata"]["name"]
+                    wait_until(f"CRD {name} to be Established", lambda n=name: _crd_established(kube, n),
+                               timeout="crd-established", lab=work, component="kube-apiserver")
+                for obj in objects:
+                    if obj["kind"] != "CustomResourceDefinition":
+                        kube.apply(obj)
+            finally:
+                kube.close()
+            processes.stop_all(work, ["kube-apiserver", "etcd"])  # cleanly: etcd flushes its data
+            seed.save(key, work / "etcd")
+        finally:
+            processes.stop_all(work, ["kube-apiserver", "etcd"])
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _control_plane_healthy(self, lab: Path, kube: Kube, ports: dict[str, int], start_kcm,
+                               phases: Phases) -> None:
+        for name in CONTROL_PLANE:
+            if name == "kube-controller-manager":
+                start_kcm()
+            with phases.timed(f"{name} healthy"):
+                self._wait_healthy(lab, name, ports)
+        # made here rather than awaited from kube-controller-manager (which would make it within
+        # a second): `kubectl run` in the default namespace needs it the moment `up` returns
+        kube.apply(service_account("default", "default"))
+
+    def _fleet_ready(self, lab: Path, kube: Kube, fleet: Fleet) -> None:
+        # retried: the API server may not be answering yet
+        wait_until("the API server to accept the fleet's nodes", lambda: create_fleet(kube, fleet) or True,
+                   timeout="apiserver-ready", lab=lab, component="kube-apiserver")
         wait_until(f"the fleet's {fleet.nodes_total} nodes to be Ready",
                    lambda: clusterinfo.ready_nodes_and_gpus(kube, f"{FLEET_LABEL}={fleet.name}")[0]
                    == fleet.nodes_total,
                    timeout="nodes-ready", lab=lab, component="kwok",
                    hint="kwok marks nodes Ready through its stages; see its log")
-        self._wait_serviceaccount(kube, "default", lab)
-        if spec.with_kai:
-            kai_recipe = next(r for r in recipes if r.component == "kai")
-            self._install_kai(lab, kube, kai.source_dir(kai_recipe), bins, ports, kubeconfig)
-            probe(kube, lab)
-        rec.state = "up"
-        rec.save()
-        return rec
 
-    def _start_etcd(self, lab: Path, binary: Path, ports: dict[str, int]) -> None:
+    def _spawn_etcd(self, lab: Path, binary: Path, ports: dict[str, int]) -> None:
         client = f"http://127.0.0.1:{ports['etcd.client']}"
         processes.start(lab, "etcd", [
             str(binary), "--name=kailab", f"--data-dir={lab / 'etcd'}",
@@ -144,9 +238,8 @@ class BinaryRuntime(Runtime):
             "--unsafe-no-fsync=true",  # a lab's state is disposable; fsync dominates its latency
             "--quota-backend-bytes=4294967296", "--log-level=warn"],
             {"client": ports["etcd.client"], "peer": ports["etcd.peer"]})
-        self._wait_healthy(lab, "etcd", ports)
 
-    def _start_apiserver(self, lab: Path, binary: Path, ports: dict[str, int], pki_dir: Path) -> None:
+    def _spawn_apiserver(self, lab: Path, binary: Path, ports: dict[str, int], pki_dir: Path) -> None:
         port = ports["kube-apiserver"]
         processes.start(lab, "kube-apiserver", [
             str(binary), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
@@ -163,7 +256,6 @@ class BinaryRuntime(Runtime):
             "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
             "--enable-priority-and-fairness=false", "--v=1"],
             {"secure": port})
-        self._wait_healthy(lab, "kube-apiserver", ports)
 
     def _wait_healthy(self, lab: Path, name: str, ports: dict[str, int]) -> None:
         """Wait for one component's health endpoint; the timeout error carries its log."""
@@ -256,7 +348,7 @@ class BinaryRuntime(Runtime):
         finally:
             kube.close()
 
-    def _start_controller_manager(self, lab: Path, binary: Path, ports: dict[str, int],
+    def _spawn_controller_manager(self, lab: Path, binary: Path, ports: dict[str, int],
                                   pki_dir: Path, kubeconfig: Path) -> None:
         port = ports["kube-controller-manager"]
         processes.start(lab, "kube-controller-manager", [
@@ -270,9 +362,8 @@ class BinaryRuntime(Runtime):
             "--controllers=*,-nodeipam,-service-lb-controller,-route,-cloud-node-lifecycle",
             "--kube-api-qps=200", "--kube-api-burst=400", "--v=1"],
             {"secure": port})
-        self._wait_healthy(lab, "kube-controller-manager", ports)
 
-    def _start_kwok(self, lab: Path, binary: Path, ports: dict[str, int], kubeconfig: Path) -> None:
+    def _spawn_kwok(self, lab: Path, binary: Path, ports: dict[str, int], kubeconfig: Path) -> None:
         config = lab / "kwok.yaml"
         config.write_text(kwok_config_text())
         port = ports["kwok"]
@@ -282,30 +373,36 @@ class BinaryRuntime(Runtime):
             f"--server-address=127.0.0.1:{port}", "--node-ip=127.0.0.1",
             "--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16"],
             {"server": port})
-        self._wait_healthy(lab, "kwok", ports)
-
-    def _wait_serviceaccount(self, kube: Kube, namespace: str, lab: Path) -> None:
-        wait_until(f"ServiceAccount {namespace}/default (made by kube-controller-manager)",
-                   lambda: kube.core.read_namespaced_service_account("default", namespace),
-                   timeout="namespace-serviceaccount", lab=lab, component="kube-controller-manager")
 
     def _install_kai(self, lab: Path, kube: Kube, tree: Path, bins: dict[str, Path],
-                     ports: dict[str, int], kubeconfig: Path) -> None:
+                     ports: dict[str, int], kubeconfig: Path, phases: Phases) -> None:
         crds = kai.crd_documents(tree)
-        for crd in crds:
-            kube.apply(crd)
-        for crd in crds:
-            name = crd["metadata"]["name"]
-            wait_until(f"CRD {name} to be Established", lambda n=name: _crd_established(kube, n),
-                       timeout="crd-established", lab=lab, component="kube-apiserver")
-        for obj in kai.base_objects() + kai.chart_objects(tree):
-            kube.apply(obj)
-        for comp in versions.KAI_COMPONENTS:
-            processes.start(lab, comp, kai.component_argv(comp, bins[comp], ports),
-                            {k.split(".", 1)[1]: v for k, v in ports.items() if k.startswith(comp + ".")},
-                            env={"KUBECONFIG": str(kubeconfig)})
-        for comp in versions.KAI_COMPONENTS:
-            self._wait_healthy(lab, comp, ports)
+        with phases.timed("KAI CRDs Established"):
+            with ThreadPoolExecutor(max_workers=len(crds)) as pool:  # one is 430 kB: apply side by side
+                list(pool.map(lambda crd: wait_until(
+                    f"the API server to accept CRD {crd['metadata']['name']}", lambda: kube.apply(crd),
+                    timeout="apiserver-ready", lab=lab, component="kube-apiserver"), crds))
+            for crd in crds:
+                name = crd["metadata"]["name"]
+                wait_until(f"CRD {name} to be Established", lambda n=name: _crd_established(kube, n),
+                           timeout="crd-established", lab=lab, component="kube-apiserver")
+        # KAI starts as soon as its kinds are served, and what it watches for (the chart's objects,
+        # the probe) is created while it starts. For 2 s after a CRD is Established the API server
+        # holds every create of its kind (an HA safeguard in apiextensions-apiserver), so the
+        # probe's queues and PodGroup wait that out whatever we do; nothing else should.
+        with phases.timed("KAI serving"):
+            for comp in versions.KAI_COMPONENTS:
+                processes.start(lab, comp, kai.component_argv(comp, bins[comp], ports),
+                                {k.split(".", 1)[1]: v for k, v in ports.items() if k.startswith(comp + ".")},
+                                env={"KUBECONFIG": str(kubeconfig)})
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                objects = pool.submit(lambda: [kube.apply(o) for o in kai.base_objects() + kai.chart_objects(tree)])
+                pod = submit_probe(kube, lab)
+                for comp in versions.KAI_COMPONENTS:
+                    self._wait_healthy(lab, comp, ports)
+                objects.result()
+        with phases.timed("probe pod bound"):
+            await_probe(kube, pod, lab)
 
     # ---------------------------------------------------------------- status / down
     def problems(self, rec: LabRecord) -> list[str]:
@@ -346,7 +443,7 @@ class BinaryRuntime(Runtime):
         lab = lab_dir(name)
         failed = failed_logs_dir(name)
         _rmtree(failed)
-        stopped = processes.stop_all(lab, STOP_ORDER) if lab.exists() else []
+        stopped = processes.stop_all(lab, STOP_ORDER, kill_tail=not keep_logs) if lab.exists() else []
         if lab.exists():
             if keep_logs and processes.logs_dir(lab).exists():
                 shutil.copytree(processes.logs_dir(lab), failed)

@@ -30,11 +30,11 @@ def api_server(kubeconfig: str | Path) -> str:
 def ready_nodes_and_gpus(kube: Kube, label_selector: str | None = None) -> tuple[int, int]:
     """How many nodes are Ready, and the allocatable GPUs on those nodes."""
     nodes = gpus = 0
-    kwargs = {"label_selector": label_selector} if label_selector else {}
-    for node in kube.core.list_node(**kwargs).items:
-        if any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or []):
+    for node in kube.list("v1", "Node", label_selector=label_selector):
+        status = node.get("status") or {}
+        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []):
             nodes += 1
-            gpus += _int((node.status.allocatable or {}).get(GPU, "0"))
+            gpus += _int((status.get("allocatable") or {}).get(GPU, "0"))
     return nodes, gpus
 
 

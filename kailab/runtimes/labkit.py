@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from importlib import resources
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from ..fleet import Fleet
 from ..kube import Kube
 from ..paths import state_dir
 from .base import LabRecord, LabSpec
-from .waits import wait_until
+from .waits import abandon, resume, wait_until
 
 PROBE_NAMESPACE = "kailab-system"
 
@@ -32,6 +34,50 @@ def lab_lock(name: str):
         except BlockingIOError:
             raise LabError(f"lab {name!r} is busy: another kailab up/down holds its lock") from None
         yield
+
+
+class Phases:
+    """When each part of an `up` started and how long it took (seconds from the start of `up`):
+    kept in the lab record, printed by `up`, and read by `kailab bench`."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.spans: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def timed(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.spans[name] = [round(start - self.t0, 2), round(time.perf_counter() - start, 2)]
+
+    def summary(self) -> str:
+        ordered = sorted(self.spans.items(), key=lambda kv: kv[1][0])
+        return ", ".join(f"{name} {span[1]:.1f}s" for name, span in ordered)
+
+
+def run_together(lab: Path, tasks: dict[str, object], phases: Phases) -> None:
+    """Run independent parts of an `up` in parallel threads, each timed as a phase. The first
+    failure abandons every other wait on the lab (so nothing keeps polling a lab being torn
+    down) and is raised as is."""
+    resume(lab)
+    pool = ThreadPoolExecutor(max_workers=len(tasks), thread_name_prefix="kailab-up")
+
+    def timed(name, fn):
+        with phases.timed(name):
+            return fn()
+
+    futures = [pool.submit(timed, name, fn) for name, fn in tasks.items()]
+    done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+    failed = next((f for f in futures if f in done and f.exception() is not None), None)
+    if failed is not None:
+        abandon(lab)
+    pool.shutdown(wait=True)  # abandoned waits end at their next poll
+    if failed is not None:
+        raise failed.exception()
 
 
 def kwok_config_text() -> str:
@@ -55,18 +101,37 @@ def create_fleet(kube: Kube, fleet: Fleet) -> None:
 
 def probe(kube: Kube, lab: Path | None = None, hint: str = "") -> None:
     """KAI must bind one real GPU pod before the lab counts as up."""
+    await_probe(kube, submit_probe(kube, lab), lab, hint)
+
+
+def submit_probe(kube: Kube, lab: Path | None = None) -> str:
+    """Create the probe's namespace, queues and pod; returns the pod's name. The queues go in
+    side by side with the pod: a new CRD's first creates can be held for seconds (see binary.py),
+    and the pod needs no queue to exist before it does."""
     from ..workloads import probe_objects
 
-    objs = probe_objects(PROBE_NAMESPACE)
-    for obj in objs:
+    def create(obj: dict) -> None:
         # retried: the namespace's ServiceAccount (and on clusters, KAI's admission webhook) may
         # still be coming up
         wait_until(f"the API server to accept {obj['kind']} {obj['metadata']['name']}",
-                   lambda o=obj: kube.apply(o) or True, timeout=120, lab=lab, component="kube-controller-manager"
-                   if lab else None)
-    pod = next(o for o in objs if o["kind"] == "Pod")["metadata"]["name"]
+                   lambda: kube.apply(obj) or True, timeout=120, lab=lab,
+                   component="kube-controller-manager" if lab else None)
+
+    objs = probe_objects(PROBE_NAMESPACE)
+    queues = [o for o in objs if o["kind"] == "Queue"]
+    with ThreadPoolExecutor(max_workers=len(queues)) as pool:
+        pending = [pool.submit(create, q) for q in queues]
+        for obj in objs:
+            if obj["kind"] != "Queue":
+                create(obj)
+        for f in pending:
+            f.result()
+    return next(o for o in objs if o["kind"] == "Pod")["metadata"]["name"]
+
+
+def await_probe(kube: Kube, pod: str, lab: Path | None = None, hint: str = "") -> None:
     wait_until("KAI to bind the probe pod",
-               lambda: kube.core.read_namespaced_pod(pod, PROBE_NAMESPACE).spec.node_name,
+               lambda: ((kube.get("v1", "Pod", pod, PROBE_NAMESPACE) or {}).get("spec") or {}).get("nodeName"),
                timeout="probe-pod-bound", lab=lab, component="scheduler" if lab else None,
                hint=hint or "check the scheduler and binder logs, and `kubectl get podgroups -A`")
     kube.delete("v1", "Pod", pod, PROBE_NAMESPACE, grace=0)

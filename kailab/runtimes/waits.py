@@ -5,6 +5,7 @@ Timeouts are data (the WAITS table), not magic numbers spread through the code.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -26,8 +27,31 @@ WAITS: dict[str, float] = {
 }
 
 
+# Poll fast, back off a little: every wait here is on a local process, and a poll costs little
+# next to the time a slow first poll interval adds to each step of `up`.
+FIRST_POLL_S, MAX_POLL_S = 0.05, 0.25
+
+_abandoned: set[Path] = set()
+_abandoned_lock = threading.Lock()
+
+
 class _Died(Exception):
     """The component being waited on is no longer running: waiting longer cannot help."""
+
+
+class _Abandoned(Exception):
+    """Another part of a parallel `up` failed: this lab is being torn down."""
+
+
+def abandon(lab: Path) -> None:
+    """Make every wait on `lab` (in any thread) give up at its next poll."""
+    with _abandoned_lock:
+        _abandoned.add(lab.resolve())
+
+
+def resume(lab: Path) -> None:
+    with _abandoned_lock:
+        _abandoned.discard(lab.resolve())
 
 
 def wait_until(what: str, check: Callable[[], object], *, timeout: str | float,
@@ -39,7 +63,11 @@ def wait_until(what: str, check: Callable[[], object], *, timeout: str | float,
     seconds = WAITS[timeout] if isinstance(timeout, str) else float(timeout)
     last_error: list[str] = []
 
+    key = lab.resolve() if lab is not None else None
+
     def attempt() -> object:
+        if key is not None and key in _abandoned:
+            raise _Abandoned()
         if lab is not None and component:
             rec = processes.records(lab).get(component)
             if rec is not None and not rec.alive():
@@ -50,7 +78,7 @@ def wait_until(what: str, check: Callable[[], object], *, timeout: str | float,
             last_error[:] = [f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"]
             return None
 
-    retrying = Retrying(stop=stop_after_delay(seconds), wait=wait_exponential(0.05, max=1.0),
+    retrying = Retrying(stop=stop_after_delay(seconds), wait=wait_exponential(FIRST_POLL_S, max=MAX_POLL_S),
                         retry=retry_if_result(lambda r: not r), reraise=False)
     died = False
     try:
@@ -59,6 +87,8 @@ def wait_until(what: str, check: Callable[[], object], *, timeout: str | float,
         pass
     except _Died:
         died = True
+    except _Abandoned:
+        raise LabError(f"stopped waiting for {what}: another part of the lab's start failed") from None
     parts = [f"{component} exited while waiting for {what}" if died
              else f"timed out after {seconds:.0f}s waiting for {what}"]
     if last_error:
