@@ -153,20 +153,19 @@ def scale(shapes: list[str], count: int | None = None, fleet: str = "large", out
 
     fl = load_fleet(fleet)
     defaults = {"jobs": fl.gpus_total // 2, "pods": fl.gpus_total}
-    runs = []
-    for shape in shapes:
-        spec = LabSpec(name=f"bench-{os.getpid()}-scale", runtime="binary", fleet=fleet)
-        with lab(spec) as rec:
-            runs.append(scale_mod.run(rec, shape, count or defaults[shape], echo=echo))
     m = machine()
     results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": m,
-               "fleet": fleet, "kai_version": versions.DEFAULT_KAI, "runs": runs}
+               "fleet": fleet, "kai_version": versions.DEFAULT_KAI, "runs": []}
     out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = dt.date.today().isoformat() + "-scale"
-    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out_dir / f"{stem}.md").write_text(scale_mod.markdown(runs, {**m, "date": results["date"]},
-                                                            versions.DEFAULT_KAI))
+    for shape in shapes:  # written after each shape: a long run stopped later keeps what it measured
+        spec = LabSpec(name=f"bench-{os.getpid()}-scale", runtime="binary", fleet=fleet)
+        with lab(spec) as rec:
+            results["runs"].append(scale_mod.run(rec, shape, count or defaults[shape], echo=echo))
+        (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
+        (out_dir / f"{stem}.md").write_text(scale_mod.markdown(results["runs"], {**m, "date": results["date"]},
+                                                                versions.DEFAULT_KAI))
     results["written"] = str(out_dir / f"{stem}.json")
     return results
 
@@ -221,7 +220,8 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
         records = _repeat_on(require_kai_lab(lab_name, "repeatability runs"), runs, paths, echo)
     per: dict[str, dict] = {}
     for rec in records:
-        e = per.setdefault(rec["exercise"], {"runs": 0, "passed": 0, "seconds": [], "not_passed": []})
+        e = per.setdefault(rec["exercise"], {"runs": 0, "passed": 0, "seconds": [], "not_passed": [], "wall": []})
+        e["wall"].append(rec.get("wall") or {})
         e["runs"] += 1
         e["passed"] += rec["verdict"] == "passed"
         e["seconds"].append(rec["seconds"])
@@ -291,7 +291,7 @@ def _repeat_on(lab_rec, runs: int, paths: list[Path], echo) -> list[dict]:
             outcome = run_exercise(p, lab_rec, root)
             rec = {"exercise": outcome.exercise, "run": i, "verdict": outcome.verdict,
                    "seconds": round(time.perf_counter() - start, 1), "evidence": outcome.evidence,
-                   "kai_version": lab_rec.kai_version,
+                   "kai_version": lab_rec.kai_version, "wall": outcome.wall,
                    "failed": [r.line() for r in outcome.results if not r.passed][:3]}
             records.append(rec)
             echo(f"run {i}/{runs} {rec['exercise']}: {rec['verdict']} in {rec['seconds']} s")
@@ -308,6 +308,19 @@ def repeatability_markdown(r: dict) -> str:
         secs = e["seconds"]
         lines.append(f"| {name} | {e['passed']} / {e['runs']} | {statistics.median(secs):.1f} "
                      f"({min(secs):.1f}-{max(secs):.1f}) |")
+    kinds = sorted({k for e in r["exercises"].values() for w in e.get("wall", []) for k in w})
+    if kinds:
+        lines += ["", "Where each exercise's wall time goes (median seconds per run; `stays` and `settle` are "
+                  "windows the exercise asks for, `expect` ends when KAI gets there, `evidence` is "
+                  "snapshots and logs, `clean-up` waits for the namespace's pods to be gone):", "",
+                  "| exercise | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
+        totals = {k: 0.0 for k in kinds}
+        for name, e in sorted(r["exercises"].items()):
+            meds = {k: statistics.median([w.get(k, 0.0) for w in e["wall"]]) for k in kinds}
+            for k in kinds:
+                totals[k] += meds[k]
+            lines.append(f"| {name} | " + " | ".join(f"{meds[k]:.1f}" for k in kinds) + " |")
+        lines.append("| **all** | " + " | ".join(f"**{totals[k]:.0f}**" for k in kinds) + " |")
     flakes = [rec for e in r["exercises"].values() for rec in e["not_passed"]]
     if flakes:
         lines += ["", "Runs that did not pass:"]

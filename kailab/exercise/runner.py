@@ -35,6 +35,9 @@ class Outcome:
     evidence: str = ""
     error: str = ""
     figures: dict = field(default_factory=dict)
+    # where the run's wall time went: set-up, each kind of step operation (expect, stays, apply,
+    # ...), evidence, clean-up; seconds, summed over the run (for `kailab bench` and the verdict)
+    wall: dict = field(default_factory=dict)
 
     @property
     def failures(self) -> list[Result]:
@@ -97,10 +100,11 @@ class ExerciseRun:
             "queues": {n: self.names.queue(n) for n, _, _ in self.ex.queue_tree()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         try:
-            self._preflight()
-            self._mark_logs()
-            self.observer.start()
-            self._setup()
+            with self._timed("set-up"):
+                self._preflight()
+                self._mark_logs()
+                self.observer.start()
+                self._setup()
             for index, step in enumerate(self.ex.steps):
                 with _allure_step(f"step {index + 1}: {step.name}"):
                     self._run_step(index, step)
@@ -118,6 +122,14 @@ class ExerciseRun:
         finally:
             self._conclude()
         return self.outcome
+
+    @contextlib.contextmanager
+    def _timed(self, what: str):
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.outcome.wall[what] = round(self.outcome.wall.get(what, 0.0) + time.monotonic() - start, 2)
 
     def _preflight(self) -> None:
         if any(s.scheduler for s in self.ex.steps) and not self.runtime.controls_processes:
@@ -157,11 +169,13 @@ class ExerciseRun:
         ctx = StepContext(self, step, index, self.observer.state.now(), time.time(), seconds(step.timeout))
         self.step_started[step.name] = ctx.since
         for key, value in step.operations():
-            ACTIONS[key].run(ctx, value)
+            with self._timed(key):
+                ACTIONS[key].run(ctx, value)
             self.check_components()
-        self.evidence.snapshot(self.evidence.step_dir(index + 1, step.name), self.kube, self.names.namespace,
-                               [self.names.queue(n) for n, _, _ in self.ex.queue_tree()], self.observer.state,
-                               RESERVATION_NAMESPACE)
+        with self._timed("evidence"):
+            self.evidence.snapshot(self.evidence.step_dir(index + 1, step.name), self.kube, self.names.namespace,
+                                   [self.names.queue(n) for n, _, _ in self.ex.queue_tree()], self.observer.state,
+                                   RESERVATION_NAMESPACE)
         self.after_step(index, step, self.outcome.results[first_result:])
 
     def node_up(self, node: dict) -> None:
@@ -217,7 +231,8 @@ class ExerciseRun:
         notes = []
         for label, fn in parts:
             try:
-                fn()
+                with self._timed("restore faults" if label.startswith("restore") else "evidence"):
+                    fn()
             except BaseException as err:  # noqa: BLE001 - keep going: evidence first
                 notes.append(f"{label}: {type(err).__name__}: {err}")
         self.observer.stop()
@@ -225,12 +240,13 @@ class ExerciseRun:
             self.evidence.timeline(list(self.observer.state.timeline))
             self.outcome.figures = {**figures(self.observer.state, self.ex),
                                     **settle_times(self.outcome.results, self.step_started)}
-        self._write_verdict(notes)
+        self._write_verdict(notes)  # before clean-up: a run killed there still has its verdict
         try:
-            self._cleanup()
+            with self._timed("clean-up"):
+                self._cleanup()
         except BaseException as err:  # noqa: BLE001
             notes.append(f"clean-up: {err}")
-            self._write_verdict(notes)
+        self._write_verdict(notes)
         self.kube.close()
 
     def restore_faults(self) -> None:
@@ -251,7 +267,7 @@ class ExerciseRun:
             "exercise": self.ex.exercise, "verdict": self.outcome.verdict, "error": self.outcome.error,
             "kai_version": self.lab.kai_version, "lab": self.lab.name, "runtime": self.lab.runtime,
             "expectations": [asdict(r) for r in self.outcome.results], "figures": self.outcome.figures,
-            "observer_errors": self.observer.errors, "evidence_notes": notes})
+            "observer_errors": self.observer.errors, "evidence_notes": notes, "wall_seconds": self.outcome.wall})
 
     def _cleanup(self) -> None:
         self.kube.delete("v1", "Namespace", self.names.namespace)

@@ -130,7 +130,7 @@ class BinaryRuntime(Runtime):
             self._spawn_kwok(lab, bins["kwok"], ports, kubeconfig)
         kube = Kube(kubeconfig)
         # kube-controller-manager is on no path to `up` (we make the ServiceAccounts `up` needs):
-        # it starts once the API server is ready rather than compete with its start-up for CPU
+        # it starts once the API server answers rather than compete with its start-up for CPU
         start_kcm = lambda: self._spawn_controller_manager(lab, bins["kube-controller-manager"], ports, pki_dir,
                                                            kubeconfig)
         parts = {"control plane healthy": lambda: self._control_plane_healthy(lab, kube, ports, start_kcm, phases),
@@ -208,8 +208,13 @@ class BinaryRuntime(Runtime):
 
     def _control_plane_healthy(self, lab: Path, kube: Kube, ports: dict[str, int], start_kcm,
                                phases: Phases) -> None:
+        api = f"https://127.0.0.1:{ports['kube-apiserver']}/livez"
         for name in CONTROL_PLANE:
-            if name == "kube-controller-manager":
+            if name == "kube-apiserver":
+                # kube-controller-manager starts once the API server answers at all: its own
+                # start-up then overlaps the API server's last second of bootstrap
+                wait_until("kube-apiserver to answer", lambda: _http_ok(api, any_status=True),
+                           timeout="apiserver-ready", lab=lab, component="kube-apiserver")
                 start_kcm()
             with phases.timed(f"{name} healthy"):
                 self._wait_healthy(lab, name, ports)
@@ -236,6 +241,8 @@ class BinaryRuntime(Runtime):
             f"--initial-advertise-peer-urls=http://127.0.0.1:{ports['etcd.peer']}",
             f"--initial-cluster=kailab=http://127.0.0.1:{ports['etcd.peer']}",
             "--unsafe-no-fsync=true",  # a lab's state is disposable; fsync dominates its latency
+            # one member on loopback: elect itself at once when it restarts on a seed
+            "--heartbeat-interval=10", "--election-timeout=100",
             "--quota-backend-bytes=4294967296", "--log-level=warn"],
             {"client": ports["etcd.client"], "peer": ports["etcd.peer"]})
 

@@ -76,6 +76,7 @@ def run_together(lab: Path, tasks: dict[str, object], phases: Phases) -> None:
     if failed is not None:
         abandon(lab)
     pool.shutdown(wait=True)  # abandoned waits end at their next poll
+    resume(lab)  # only this `up`'s waits were abandoned
     if failed is not None:
         raise failed.exception()
 
