@@ -183,6 +183,15 @@ def tools_list() -> None:
     out.print(table if entries else "the binary cache is empty: run `kailab tools build`")
 
 
+@tools.command("clean-seeds")
+def tools_clean_seeds() -> None:
+    """Forget the baked etcd seeds labs start from (the next `up` bakes a fresh one, ~5 s)."""
+    from .runtimes import seed
+
+    n = seed.remove_all()
+    console.print(f"removed {n} seed(s) from {seed.seeds_dir()}")
+
+
 @cli.command()
 @click.argument("exercises", nargs=-1, required=True)
 @click.option("--evidence", "evidence_root", type=click.Path(file_okay=False), default=None,

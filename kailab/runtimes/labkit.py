@@ -71,7 +71,13 @@ def run_together(lab: Path, tasks: dict[str, object], phases: Phases) -> None:
             return fn()
 
     futures = [pool.submit(timed, name, fn) for name, fn in tasks.items()]
-    done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+    try:
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+    except BaseException:  # Ctrl-C / SIGTERM: the caller tears the lab down; stop waiting on it
+        abandon(lab)
+        pool.shutdown(wait=True, cancel_futures=True)
+        resume(lab)
+        raise
     failed = next((f for f in futures if f in done and f.exception() is not None), None)
     if failed is not None:
         abandon(lab)
