@@ -271,6 +271,10 @@ class ExerciseRun:
 
     def _cleanup(self) -> None:
         self.kube.delete("v1", "Namespace", self.names.namespace)
+        # The namespace controller gets to the pods after seconds of discovery and other kinds;
+        # the namespace is Terminating now, so no controller can make a pod in it again, and
+        # deleting its pods at once cannot change what the run saw (its evidence is written).
+        self.kube.delete_pods(self.names.namespace)
         deadline = time.time() + CLEANUP_TIMEOUT
         # the next exercise must start on an empty fleet: wait for this one's pods to be gone
         while time.time() < deadline and self.kube.list("v1", "Pod", self.names.namespace):
