@@ -270,11 +270,10 @@ class ExerciseRun:
             "observer_errors": self.observer.errors, "evidence_notes": notes, "wall_seconds": self.outcome.wall})
 
     def _cleanup(self) -> None:
+        # The namespace controller removes everything, in its own order, in about 6 s. Deleting
+        # the pods directly saved that but broke the next exercise: preemption after placement
+        # found 3 of its 32 GPUs still taken (twice, 2026-11-22). Kept until that is understood.
         self.kube.delete("v1", "Namespace", self.names.namespace)
-        # The namespace controller gets to the pods after seconds of discovery and other kinds;
-        # the namespace is Terminating now, so no controller can make a pod in it again, and
-        # deleting its pods at once cannot change what the run saw (its evidence is written).
-        self.kube.delete_pods(self.names.namespace)
         deadline = time.time() + CLEANUP_TIMEOUT
         # the next exercise must start on an empty fleet: wait for this one's pods to be gone
         while time.time() < deadline and self.kube.list("v1", "Pod", self.names.namespace):
