@@ -360,8 +360,10 @@ def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, scal
     from . import bench as bench_mod
 
     if scale_shapes:
+        from .scale import SHAPES
+
         shapes = [x.strip() for x in scale_shapes.split(",") if x.strip()]
-        bad = [x for x in shapes if x not in ("jobs", "pods")]
+        bad = [x for x in shapes if x not in SHAPES]
         if bad:
             raise KailabError(f"--scale {scale_shapes}: unknown shape {bad[0]!r}; use jobs, pods or jobs,pods")
         results = bench_mod.scale(shapes, scale_count, scale_fleet, echo=console.print)

@@ -188,13 +188,7 @@ class BinaryRuntime(Runtime):
                 self._wait_healthy(work, name, ports)
             kube = Kube(work / "kubeconfig")
             try:
-                crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
-                for crd in crds:
-                    kube.apply(crd)
-                for crd in crds:
-                    name = crd["metadata"]["name"]
-                    wait_until(f"CRD {name} to be Established", lambda n=name: _crd_established(kube, n),
-                               timeout="crd-established", lab=work, component="kube-apiserver")
+                _install_crds(kube, [o for o in objects if o["kind"] == "CustomResourceDefinition"], work)
                 for obj in objects:
                     if obj["kind"] != "CustomResourceDefinition":
                         kube.apply(obj)
@@ -380,16 +374,8 @@ class BinaryRuntime(Runtime):
 
     def _install_kai(self, lab: Path, kube: Kube, tree: Path, bins: dict[str, Path],
                      ports: dict[str, int], kubeconfig: Path, phases: Phases) -> None:
-        crds = kai.crd_documents(tree)
         with phases.timed("KAI CRDs Established"):
-            with ThreadPoolExecutor(max_workers=len(crds)) as pool:  # one is 430 kB: apply side by side
-                list(pool.map(lambda crd: wait_until(
-                    f"the API server to accept CRD {crd['metadata']['name']}", lambda: kube.apply(crd),
-                    timeout="apiserver-ready", lab=lab, component="kube-apiserver"), crds))
-            for crd in crds:
-                name = crd["metadata"]["name"]
-                wait_until(f"CRD {name} to be Established", lambda n=name: _crd_established(kube, n),
-                           timeout="crd-established", lab=lab, component="kube-apiserver")
+            _install_crds(kube, kai.crd_documents(tree), lab)
         # KAI starts as soon as its kinds are served, and what it watches for (the chart's objects,
         # the probe) is created while it starts. For 2 s after a CRD is Established the API server
         # holds every create of its kind (an HA safeguard in apiextensions-apiserver), so the
@@ -464,6 +450,21 @@ def _rmtree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
     if path.exists():
         shutil.rmtree(path)  # raise now if something still holds it
+
+
+def _install_crds(kube: Kube, crds: list[dict], lab: Path) -> None:
+    """Apply CRDs side by side (retried until the API server takes them), then wait for each to
+    be Established."""
+    if not crds:
+        return
+    with ThreadPoolExecutor(max_workers=len(crds)) as pool:
+        list(pool.map(lambda crd: wait_until(
+            f"the API server to accept CRD {crd['metadata']['name']}", lambda: kube.apply(crd),
+            timeout="apiserver-ready", lab=lab, component="kube-apiserver"), crds))
+    for crd in crds:
+        name = crd["metadata"]["name"]
+        wait_until(f"CRD {name} to be Established", lambda n=name: _crd_established(kube, n),
+                   timeout="crd-established", lab=lab, component="kube-apiserver")
 
 
 def _crd_established(kube: Kube, name: str) -> bool:

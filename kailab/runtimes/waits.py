@@ -23,7 +23,6 @@ WAITS: dict[str, float] = {
     "kai-component-healthy": 90,
     "crd-established": 60,
     "probe-pod-bound": 120,
-    "namespace-serviceaccount": 60,
 }
 
 
