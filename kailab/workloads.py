@@ -20,6 +20,10 @@ GPU_GROUP_LABEL = "runai-gpu-group"  # KAI's binder: the shared device a fractio
 # KAI's admission webhook names the config map its binder writes for a fractional pod; a binary lab
 # runs no webhooks, so the pod is created as the webhook would have left it
 SHARED_GPU_CONFIGMAP = "runai/shared-gpu-configmap"
+# the maps are created before their pods: KAI's binder (v0.17.0 and before) creates them at bind time
+# and reads them straight back through its informer cache; on a busy machine that read misses, the
+# bind is rolled back and the scheduler puts the pod on another device, leaking a reservation
+# (KAI issue #2016, fix in PR #2028 unreleased). A map that already exists is only patched.
 # a workload's topology constraint, read by KAI's podgrouper from the top owner's annotations
 TOPOLOGY = "kai.scheduler/topology"
 TOPOLOGY_REQUIRED = "kai.scheduler/topology-required-placement"
@@ -33,6 +37,8 @@ def topology(name: str, levels: list[str]) -> dict:
 OWNER_LABEL = "kailab.io/workload"
 IMAGE = "kailab.io/fake-gpu-workload:never-pulled"  # KWOK never pulls: any name works
 # workload kinds backed by a controller: (apiVersion, kind) to delete them by name
+# kinds applied before the rest of a step's objects, which read them
+CREATED_FIRST = ("ConfigMap",)
 CONTROLLERS = {"job": ("batch/v1", "Job"), "deployment": ("apps/v1", "Deployment")}
 
 
@@ -85,12 +91,18 @@ def pods(name: str, namespace: str, queue_name: str, count: int, gpus: int = 1,
                       "labels": _labels(queue_name, name, preemptible, labels)}
         annotations = {**(share or {}), **({RUN_DURATION_ANNOTATION: run_duration} if run_duration else {})}
         if share:
-            annotations[SHARED_GPU_CONFIGMAP] = f"{name}-{i}-shared-gpu"
+            annotations[SHARED_GPU_CONFIGMAP] = prefix = f"{name}-{i}-shared-gpu"
+            out += [_config_map(f"{prefix}-0{suffix}", namespace) for suffix in ("", "-evar")]
         if annotations:
             meta["annotations"] = annotations
         out.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
                     "spec": _pod_spec(gpus, priority_class, node_selector)})
     return out
+
+
+def _config_map(name: str, namespace: str) -> dict:
+    """A GPU-sharing config map of container 0, empty until KAI's binder fills it at bind time."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": {}}
 
 
 def job(name: str, namespace: str, queue_name: str, parallelism: int, gpus: int = 1,

@@ -345,3 +345,16 @@ def test_a_raw_manifest_becomes_a_workload_of_the_run(tmp_path, reclaim):
     assert pod["metadata"]["namespace"] == "kx-ns" and pod["metadata"]["annotations"] == {"note": "mine"}
     assert pod["metadata"]["labels"] == {"kailab.io/workload": "raw", "kai.scheduler/queue": "x1-prod"}
     assert item.kind == "manifest" and item.workload.name == "raw"
+
+
+def test_fractional_pods_come_with_their_gpu_sharing_config_maps():
+    # KAI's binder up to v0.17.0 reads a map it has just created through a lagging cache (KAI #2016):
+    # the maps a fractional pod names exist before the pod, and only fractional pods get them
+    ex = load_exercise(PROJECT_ROOT / "exercises" / "fractional.yaml")
+    objs = ex.steps[0].apply[0].manifests("ns", "q", "")
+    pods = [o for o in objs if o["kind"] == "Pod"]
+    maps = {o["metadata"]["name"] for o in objs if o["kind"] == "ConfigMap"}
+    named = {p["metadata"]["annotations"]["runai/shared-gpu-configmap"] for p in pods}
+    assert len(pods) == 4 and maps == {f"{n}-0{s}" for n in named for s in ("", "-evar")}
+    whole = ex.steps[1].apply[0].manifests("ns", "q", "")
+    assert [o["kind"] for o in whole] == ["Pod"] * 4

@@ -64,7 +64,8 @@ def describe_expect(e: CountExpect | ConditionExpect | EventExpect) -> str:
         verb = "carry" if e.present else "do not carry"
         who = "every PodGroup" if e.every else "PodGroups"
         return f"{who} of {e.podgroup_of} {verb} the reason {e.reason}" + (f" - why: {e.why}" if e.why else "")
-    return f"workload {e.workload}: {count_words(e.count)} {e.event_reason} event(s){_why(e.count)}"
+    return (f"workload {e.workload}: {count_words(e.count)} {e.event_reason} event(s){_why(e.count)}"
+            + (f" - why: {e.why}" if e.why else ""))
 
 
 def answer_lines(step: Step) -> list[str]:

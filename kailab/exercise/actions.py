@@ -111,8 +111,11 @@ class Apply(Action):
             if item.manifest:
                 r.manifests_applied[item.workload.name] = item.manifest.object
         r.evidence.manifests(ctx.index + 1, ctx.step.name, objs)
+        # what a pod reads at bind time exists before the pod (see workloads.SHARED_GPU_CONFIGMAP)
+        first = [o for o in objs if o["kind"] in workloads.CREATED_FIRST]
         with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(r.kube.apply, objs))
+            list(pool.map(r.kube.apply, first))
+            list(pool.map(r.kube.apply, [o for o in objs if o["kind"] not in workloads.CREATED_FIRST]))
 
 
 class Faults(Action):

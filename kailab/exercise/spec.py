@@ -382,6 +382,7 @@ class EventExpect(Strict):
     event_reason: str = Field(alias="eventReason")
     workload: str
     count: Count = Range(min=1)
+    why: str = Field("", description="one line: why KAI records (or does not record) these events")
 
 
 EXPECT_MODELS = (CountExpect, ConditionExpect, EventExpect)
