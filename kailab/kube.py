@@ -113,6 +113,15 @@ class Kube:
         except _not_found() + _kind_not_served():  # no such object, or the kind is not served
             return False
 
+    def delete_pods(self, namespace: str) -> None:
+        """Every pod of a namespace, at once (no grace period): for clean-up."""
+        try:
+            # the client sends a collection delete only with a selector; this one matches every pod
+            self.resource("v1", "Pod").delete(namespace=namespace, field_selector=f"metadata.namespace={namespace}",
+                                              body={"gracePeriodSeconds": 0})
+        except _not_found():
+            pass
+
     def readyz(self) -> bool:
         host = self.api_client.configuration.host
         try:

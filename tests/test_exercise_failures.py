@@ -135,3 +135,39 @@ def test_evidence_directory_holds_every_promised_file(kailab_labs, tmp_path):
     assert {"set-up", "apply", "expect", "evidence", "clean-up"} <= set(wall), wall
     assert all(v >= 0 for v in wall.values())
     assert wall == outcome.wall
+
+
+@pytest.mark.parametrize("name", ["consolidation", "fractional"])
+def test_clean_up_leaves_nothing_for_the_next_exercise(kailab_labs, tmp_path, name):
+    """Clean-up deletes the pods itself (the namespace controller takes seconds): nothing of the
+    run may be left, or come back - consolidation's ReplicaSets would recreate deleted pods in a
+    namespace that still took them; fractional's shared devices are held by KAI's reservation pods."""
+    import time
+
+    from kailab.kai import RESERVATION_NAMESPACE
+    from kailab.kube import Kube
+    from kailab.workloads import GPU_GROUP_LABEL
+
+    path = exercises_dir() / f"{name}.yaml"
+    ex = load_exercise(path)
+    lab = kailab_labs.get(ex.fleet, with_kai=True)
+    outcome = ExerciseRun(ex, path, lab, tmp_path).run()
+    assert outcome.verdict == "passed" and not outcome.warnings, outcome.report()
+    root = Path(outcome.evidence)
+    namespace = json.loads((root / "run.json").read_text())["namespace"]
+    pods = yaml.safe_load((root / "final" / "pods.yaml").read_text())
+    groups = {p["gpu_group"] for p in pods if p.get("gpu_group")}
+    assert bool(groups) == (name == "fractional")
+    kube = Kube(lab.kubeconfig)
+    try:
+        def left() -> list[str]:
+            mine = [p["metadata"]["name"] for p in kube.list("v1", "Pod", namespace)]
+            held = [p["metadata"]["name"] for p in kube.list("v1", "Pod", RESERVATION_NAMESPACE)
+                    if (p["metadata"].get("labels") or {}).get(GPU_GROUP_LABEL) in groups]
+            return mine + held
+        end = time.monotonic() + 5  # stays empty: a recreated pod would show up within this window
+        while time.monotonic() < end:
+            assert not left(), left()
+            time.sleep(0.2)
+    finally:
+        kube.close()

@@ -38,6 +38,8 @@ class Outcome:
     # where the run's wall time went: set-up, each kind of step operation (expect, stays, apply,
     # ...), evidence, clean-up; seconds, summed over the run (for `kailab bench` and the verdict)
     wall: dict = field(default_factory=dict)
+    # what went wrong after the verdict, e.g. a clean-up that left the lab dirty for the next run
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def failures(self) -> list[Result]:
@@ -48,6 +50,7 @@ class Outcome:
         if self.error:
             lines.append(f"  {self.error}")
         lines += [f"  {r.line()}" for r in self.results if not r.passed]
+        lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
 
@@ -246,6 +249,8 @@ class ExerciseRun:
                 self._cleanup()
         except BaseException as err:  # noqa: BLE001
             notes.append(f"clean-up: {err}")
+            # the next exercise on this lab may find this one's pods or queues
+            self.outcome.warnings.append(f"clean-up failed, the lab may hold this run's objects: {err}")
         self._write_verdict(notes)
         self.kube.close()
 
@@ -270,14 +275,26 @@ class ExerciseRun:
             "observer_errors": self.observer.errors, "evidence_notes": notes, "wall_seconds": self.outcome.wall})
 
     def _cleanup(self) -> None:
-        # The namespace controller removes everything, in its own order, in about 6 s. Deleting
-        # the pods directly saved that but broke the next exercise: preemption after placement
-        # found 3 of its 32 GPUs still taken (twice, 2026-11-22). Kept until that is understood.
+        # The namespace controller would take about 6 s to reach the pods, after discovery and
+        # every other kind. The namespace is Terminating first, so no controller can make a pod
+        # in it again; its pods then go at once (the run's evidence is already written).
         self.kube.delete("v1", "Namespace", self.names.namespace)
+        self.kube.delete_pods(self.names.namespace)
         deadline = time.time() + CLEANUP_TIMEOUT
-        # the next exercise must start on an empty fleet: wait for this one's pods to be gone
-        while time.time() < deadline and self.kube.list("v1", "Pod", self.names.namespace):
-            time.sleep(0.2)
+        # the next exercise must start on an empty fleet: wait for this one's pods to be gone, and
+        # for the reservation pods KAI's binder held their shared devices with
+        with self.observer.state.cond:
+            groups = sorted({p.gpu_group for p in self.observer.state.pods.values()
+                             if p.gpu_group and p.namespace == self.names.namespace})
+        waits = [(self.names.namespace, None)]
+        if groups:
+            waits.append((RESERVATION_NAMESPACE, f"{workloads.GPU_GROUP_LABEL} in ({','.join(groups)})"))
+        for namespace, selector in waits:
+            while left := self.kube.list("v1", "Pod", namespace, label_selector=selector):
+                if time.time() > deadline:
+                    raise LabError(f"{len(left)} pods of namespace {namespace} still there after "
+                                   f"{CLEANUP_TIMEOUT:.0f} s (e.g. {left[0]['metadata']['name']})")
+                time.sleep(0.2)
         for name, _, _ in reversed(self.ex.queue_tree()):  # children before parents
             self.kube.delete("scheduling.run.ai/v2", "Queue", self.names.queue(name))
         if self.topology_name:

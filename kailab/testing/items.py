@@ -35,6 +35,8 @@ class ExerciseItem(pytest.Item):
         self.outcome = ExerciseRun(ex, self.path, lab, Path(root) if root else None).run()
         self.config._kailab_outcomes = getattr(self.config, "_kailab_outcomes", []) + [self.outcome]
         _attach(self.outcome)
+        for w in self.outcome.warnings:  # shown in pytest's warnings summary, even on a pass
+            self.warn(pytest.PytestWarning(f"{ex.exercise}: {w}"))
         if self.outcome.verdict != "passed":
             raise ExerciseFailed(self.outcome)
 
