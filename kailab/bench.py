@@ -217,7 +217,12 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
         with lab(spec) as rec:
             records = _repeat_on(rec, runs, paths, echo)
     else:
-        records = _repeat_on(require_kai_lab(lab_name, "repeatability runs"), runs, paths, echo)
+        rec = require_kai_lab(lab_name, "repeatability runs")
+        other = sorted(p.stem for p in paths if load_exercise(p).fleet != rec.fleet)
+        if other:  # on another fleet they would only time out
+            raise KailabError(f"lab {lab_name} runs fleet {rec.fleet}, but {', '.join(other)} need another fleet: "
+                              f"leave them out with --exercises, or pass a lab of their fleet")
+        records = _repeat_on(rec, runs, paths, echo)
     per: dict[str, dict] = {}
     for rec in records:
         e = per.setdefault(rec["exercise"], {"runs": 0, "passed": 0, "seconds": [], "not_passed": [], "wall": []})

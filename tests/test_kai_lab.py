@@ -156,3 +156,14 @@ def test_a_raw_manifest_runs_as_a_workload_of_an_exercise(kai_lab, tmp_path):
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     outcome = ExerciseRun(load_exercise(path), path, kai_lab, tmp_path / "ev").run()
     assert outcome.verdict == "passed", outcome.report()
+
+
+def test_repeat_runs_refuse_exercises_of_another_fleet_before_running_any(kai_lab):
+    # on a lab of another fleet an exercise would only time out, step after step
+    proc = subprocess.run([sys.executable, "-m", "kailab.cli", "bench", "--repeat-exercises", "1",
+                           "--lab", kai_lab.name, "--exercises", "reclaim,topology"],
+                          capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    assert proc.returncode != 0
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "topology need another fleet" in lines[0] and kai_lab.fleet in lines[0], proc.stderr
+    assert "run 1/1" not in proc.stdout
