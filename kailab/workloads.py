@@ -37,9 +37,9 @@ def topology(name: str, levels: list[str]) -> dict:
 OWNER_LABEL = "kailab.io/workload"
 IMAGE = "kailab.io/fake-gpu-workload:never-pulled"  # KWOK never pulls: any name works
 # workload kinds backed by a controller: (apiVersion, kind) to delete them by name
+CONTROLLERS = {"job": ("batch/v1", "Job"), "deployment": ("apps/v1", "Deployment")}
 # kinds applied before the rest of a step's objects, which read them
 CREATED_FIRST = ("ConfigMap",)
-CONTROLLERS = {"job": ("batch/v1", "Job"), "deployment": ("apps/v1", "Deployment")}
 
 
 def queue(name: str, gpu: dict, parent: str | None = None, labels: dict | None = None) -> dict:
