@@ -46,6 +46,10 @@ def count_words(c: int | Range) -> str:
     return f"at least {c.min}" if c.min is not None else f"at most {c.max}"
 
 
+def _because(why: str) -> str:
+    return f" - why: {why}" if why else ""
+
+
 def _why(c: int | Range) -> str:
     return f" ({c.why})" if isinstance(c, Range) and c.why else ""
 
@@ -54,7 +58,7 @@ def _why(c: int | Range) -> str:
 def describe_count(e: CountExpect) -> str:
     subject = f"queue {e.queue}" if e.queue is not None else f"workload {e.workload}"
     parts = [f"{count_words(v)} {m}{_why(v)}" for m in METRICS if (v := getattr(e, m)) is not None]
-    return f"{subject}: {', '.join(parts)}" + (f" - why: {e.why}" if e.why else "")
+    return f"{subject}: {', '.join(parts)}" + _because(e.why)
 
 
 def describe_expect(e: CountExpect | ConditionExpect | EventExpect) -> str:
@@ -63,9 +67,8 @@ def describe_expect(e: CountExpect | ConditionExpect | EventExpect) -> str:
     if isinstance(e, ConditionExpect):
         verb = "carry" if e.present else "do not carry"
         who = "every PodGroup" if e.every else "PodGroups"
-        return f"{who} of {e.podgroup_of} {verb} the reason {e.reason}" + (f" - why: {e.why}" if e.why else "")
-    return (f"workload {e.workload}: {count_words(e.count)} {e.event_reason} event(s){_why(e.count)}"
-            + (f" - why: {e.why}" if e.why else ""))
+        return f"{who} of {e.podgroup_of} {verb} the reason {e.reason}" + _because(e.why)
+    return f"workload {e.workload}: {count_words(e.count)} {e.event_reason} event(s){_why(e.count)}{_because(e.why)}"
 
 
 def answer_lines(step: Step) -> list[str]:

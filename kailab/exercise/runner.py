@@ -19,12 +19,11 @@ from ..kube import Kube
 from ..paths import evidence_dir
 from ..runtimes import LabRecord, runtime_of
 from ..runtimes.clusterinfo import ready_nodes_and_gpus
+from ..runtimes.waits import wait_until
 from .actions import ACTIONS, StepContext
 from .checks import Names, Result
 from .observer import Observer
 from .spec import Exercise, Step, load_exercise, seconds
-
-CLEANUP_TIMEOUT = 120.0
 
 
 @dataclass
@@ -280,7 +279,6 @@ class ExerciseRun:
         # in it again; its pods then go at once (the run's evidence is already written).
         self.kube.delete("v1", "Namespace", self.names.namespace)
         self.kube.delete_pods(self.names.namespace)
-        deadline = time.time() + CLEANUP_TIMEOUT
         # the next exercise must start on an empty fleet: wait for this one's pods to be gone, and
         # for the reservation pods KAI's binder held their shared devices with
         with self.observer.state.cond:
@@ -290,11 +288,12 @@ class ExerciseRun:
         if groups:
             waits.append((RESERVATION_NAMESPACE, f"{workloads.GPU_GROUP_LABEL} in ({','.join(groups)})"))
         for namespace, selector in waits:
-            while left := self.kube.list("v1", "Pod", namespace, label_selector=selector):
-                if time.time() > deadline:
-                    raise LabError(f"{len(left)} pods of namespace {namespace} still there after "
-                                   f"{CLEANUP_TIMEOUT:.0f} s (e.g. {left[0]['metadata']['name']})")
-                time.sleep(0.2)
+            def gone(namespace=namespace, selector=selector) -> bool:
+                left = self.kube.list("v1", "Pod", namespace, label_selector=selector)
+                if left:  # shown on timeout as the last error
+                    raise LabError(f"{len(left)} pods left, e.g. {left[0]['metadata']['name']}")
+                return True
+            wait_until(f"the pods of namespace {namespace} to be gone", gone, timeout="exercise-clean-up")
         for name, _, _ in reversed(self.ex.queue_tree()):  # children before parents
             self.kube.delete("scheduling.run.ai/v2", "Queue", self.names.queue(name))
         if self.topology_name:

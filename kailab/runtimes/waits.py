@@ -23,6 +23,7 @@ WAITS: dict[str, float] = {
     "kai-component-healthy": 90,
     "crd-established": 60,
     "probe-pod-bound": 120,
+    "exercise-clean-up": 120,
 }
 
 
