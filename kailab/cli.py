@@ -143,6 +143,31 @@ def tools_build(kai_version, without_kai) -> None:
         out.print(f"{key}: {path}")
 
 
+@tools.command("images")
+@click.option("--kai-version", default=lambda: os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI,
+              show_default=versions.DEFAULT_KAI)
+def tools_images(kai_version) -> None:
+    """Build every image a kind lab needs from source, for hosts that reach no registry.
+
+    The node image (Debian rootfs by mmdebstrap, kind's base files, Kubernetes, containerd, runc,
+    CNI plugins and crictl built from source, the control-plane images preloaded), KWOK's, KAI's and
+    fake-gpu-operator's images under their upstream names, and the charts. Needs a Docker engine,
+    Go, gcc, mmdebstrap, the registered KAI repository and `kailab tools source` for
+    fake-gpu-operator and cri-tools. Cached: nothing made from the same inputs is made again.
+    `kailab up --runtime kind --images local` uses them.
+    """
+    from .images.build import build_images
+
+    def phase(text: str) -> None:
+        console.print(f"[kailab images] {text}", markup=False, highlight=False)
+
+    s = build_images(versions.normalise(kai_version), console, phase)
+    for ref in s.built_images:
+        out.print(ref, markup=False, highlight=False)
+    out.print(f"charts: {s.kai_chart}, {s.fgo_chart}; KWOK manifest: {s.kwok_manifest}", markup=False,
+              highlight=False)
+
+
 @tools.command("kai-source")
 @click.argument("path", required=False)
 def tools_kai_source(path) -> None:
@@ -159,6 +184,27 @@ def tools_kai_source(path) -> None:
         raise KailabError("no KAI repository is registered: `kailab tools kai-source PATH`")
     out.print(f"KAI repository: {record['origin']} ({record['tags']} release tags, {record['oldest']} … "
               f"{record['newest']}), mirrored at {kai_source.mirror()}", markup=False, highlight=False)
+
+
+@tools.command("source")
+@click.argument("project")
+@click.argument("path", required=False)
+def tools_source(project, path) -> None:
+    """Register a git repository of PROJECT to build from where the Go module proxy refuses it.
+
+    PROJECT: kai, fake-gpu-operator, cri-tools, kube-state-metrics. The repository is copied into
+    kailab's cache as a bare mirror (it outlives PATH); its release tags can then be built. Without
+    PATH: show the registered one.
+    """
+    from . import sources
+
+    record = sources.register(project, path) if path else sources.registered(project)
+    if record is None:
+        raise KailabError(f"no {project} repository is registered: "
+                          f"`{sources.register_command(sources.project(project).name)} PATH`")
+    out.print(f"{sources.project(project).title} repository: {record['origin']} ({record['tags']} release "
+              f"tags, {record['oldest']} … {record['newest']}), mirrored at {sources.mirror(project)}",
+              markup=False, highlight=False)
 
 
 def _source_text(entry: dict) -> str:

@@ -44,6 +44,12 @@ class Recipe:
     # maps a local-path replace target (module path) to the version to require instead
     local_replace_version: Callable[[str, str], str] = field(default=lambda mod, ver: ver)
     source: Path | None = None  # a local work tree of `module` to build instead of the proxy's copy
+    # a project registered with `kailab tools source` (sources.py) to build in, for modules the
+    # proxy refuses; "kai" also tries a work tree and the proxy first (kai_origin)
+    repository: str | None = None
+    cgo: bool = False  # e.g. runc (its nsenter is C) — then the host needs a C toolchain
+    tags: tuple[str, ...] = ()
+    vendor: bool = False  # build with the tree's vendor/ (a project whose go.sum is incomplete)
 
     @property
     def key(self) -> str:
@@ -86,8 +92,9 @@ def kai_recipe(release: versions.KaiRelease) -> Recipe:
         # a work tree (a patched KAI): cached apart from the released build of the same version
         src = Path(local).resolve()
         tag = hashlib.sha256(str(src).encode()).hexdigest()[:8]
-        return Recipe("kai", f"{release.version}-src-{tag}", release.module, binaries, source=src)
-    return Recipe("kai", release.version, release.module, binaries)
+        return Recipe("kai", f"{release.version}-src-{tag}", release.module, binaries, source=src,
+                      repository="kai")
+    return Recipe("kai", release.version, release.module, binaries, repository="kai")
 
 
 def kai_origin(recipe: Recipe) -> str:
@@ -147,19 +154,20 @@ def go_binary() -> str:
     return go
 
 
-def _go_env(go_dir: Path, readonly: bool = False) -> dict[str, str]:
+def _go_env(go_dir: Path, readonly: bool = False, recipe: Recipe | None = None) -> dict[str, str]:
     env = dict(os.environ)
     # never let Go fetch another toolchain, and never read a user's GOFLAGS like -mod=vendor;
     # inside a source's own module, its go.mod/go.sum are the truth and are never rewritten
-    env.update({"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly" if readonly else "-mod=mod",
-                "CGO_ENABLED": "0", "GOWORK": "off"})
+    mode = "-mod=vendor" if recipe and recipe.vendor else "-mod=readonly" if readonly else "-mod=mod"
+    env.update({"GOTOOLCHAIN": "local", "GOFLAGS": mode,
+                "CGO_ENABLED": "1" if recipe and recipe.cgo else "0", "GOWORK": "off"})
     return env
 
 
 def _run_go(args: list[str], cwd: Path, log, on_line: Callable[[str], None] | None = None,
-            readonly: bool = False) -> None:
+            readonly: bool = False, recipe: Recipe | None = None) -> None:
     go = go_binary()
-    proc = subprocess.Popen([go, *args], cwd=cwd, env=_go_env(cwd, readonly), stdout=subprocess.PIPE,
+    proc = subprocess.Popen([go, *args], cwd=cwd, env=_go_env(cwd, readonly, recipe), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1)
     tail: list[str] = []
     assert proc.stdout is not None
@@ -240,7 +248,7 @@ def wrapper_gomod(recipe: Recipe, upstream: dict) -> str:
 
 def _version_ldflags(recipe: Recipe, commit: str) -> str:
     """Stamp the version KAI's own Makefile stamps, so `scheduler --version` tells the truth."""
-    if recipe.component != "kai":
+    if recipe.repository != "kai":
         return "-s -w"
     pkg = f"{recipe.module}/pkg/scheduler/version"
     return (f"-s -w -X {pkg}.gitVersion={recipe.version.split('-src-')[0]} -X {pkg}.gitCommit={commit} "
@@ -258,23 +266,39 @@ def _build_wrapped(recipe: Recipe, work: Path, out: Path, log, on_phase) -> None
     _run_go(["mod", "tidy"], work, log, lambda l: on_phase(l[:70]) if l.startswith("go: downloading") else None)
     for name, pkg in recipe.binaries.items():
         on_phase(f"compiling {name}")
-        _run_go(["build", "-trimpath", f"-ldflags={_version_ldflags(recipe, 'module-proxy')}",
-                 "-o", str(out / name), pkg], work, log)
+        _run_go(["build", "-trimpath", *_tags(recipe), f"-ldflags={_version_ldflags(recipe, 'module-proxy')}",
+                 "-o", str(out / name), pkg], work, log, recipe=recipe)
+
+
+def _tags(recipe: Recipe) -> list[str]:
+    return [f"-tags={','.join(recipe.tags)}"] if recipe.tags else []
 
 
 def _build_in_module(recipe: Recipe, tree: Path, commit: str, out: Path, log, on_phase) -> None:
     """Build inside the source tree's own module, trusting its go.sum (never rewriting it)."""
     if not (tree / "go.mod").is_file():
         raise BuildError(f"{tree}: no go.mod there (point KAILAB_KAI_SOURCE at a KAI work tree)")
-    pkgs = ["./" + pkg.removeprefix(recipe.module + "/") for pkg in recipe.binaries.values()]
+    pkgs = ["./" + pkg.removeprefix(recipe.module).lstrip("/") for pkg in recipe.binaries.values()]
     on_phase("compiling " + ", ".join(recipe.binaries) + " (downloads what go.sum names first)")
-    # one `go build` for all five: they share most packages, compiled once
-    _run_go(["build", "-trimpath", f"-ldflags={_version_ldflags(recipe, commit)}", "-o", str(out) + "/",
-             *pkgs], tree, log, readonly=True)
+    # one `go build` for all of them: they share most packages, compiled once
+    _run_go(["build", "-trimpath", *_tags(recipe), f"-ldflags={_version_ldflags(recipe, commit)}",
+             "-o", str(out) + "/", *pkgs], tree, log, readonly=True, recipe=recipe)
+    for name, pkg in recipe.binaries.items():  # `go build -o dir/` names each after its package
+        built = out / pkg.rstrip("/").rsplit("/", 1)[-1]
+        if name != built.name and built.exists():
+            os.replace(built, out / name)
 
 
-def _kai_source(recipe: Recipe) -> tuple[Path | None, dict]:
+def _source_of(recipe: Recipe) -> tuple[Path | None, dict]:
     """(tree to build in, or None for the proxy's module; the manifest's 'source' record)."""
+    if recipe.repository is None:
+        return None, {"kind": "module-proxy", "module": f"{recipe.module}@{recipe.version}"}
+    if recipe.repository != "kai":
+        from . import sources
+
+        tree = sources.export_tree(recipe.repository, recipe.version)
+        return tree, {"kind": "repository", "origin": sources.registered(recipe.repository)["origin"],
+                      "commit": sources.commit_of(recipe.repository, recipe.version), "tree": str(tree)}
     origin = kai_origin(recipe)
     if origin == "work-tree":
         return recipe.source, {"kind": origin, "tree": str(recipe.source)}
@@ -314,11 +338,8 @@ def _try_lock(f) -> bool:
 def _build_locked(recipe: Recipe, work: Path, dest: Path, on_phase: Callable[[str], None]) -> Path:
     started = time.time()
     with open(work / "build.log", "a") as log:
-        source = {"kind": "module-proxy", "module": f"{recipe.module}@{recipe.version}"}
-        tree = None
-        if recipe.component == "kai":
-            on_phase("finding KAI's source")
-            tree, source = _kai_source(recipe)
+        on_phase("finding the source")
+        tree, source = _source_of(recipe)
         tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=work))
         try:
             if tree is None:

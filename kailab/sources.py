@@ -1,0 +1,187 @@
+"""Registered git repositories: where source comes from when the Go module proxy refuses a project.
+
+One mechanism for every such project (KAI, fake-gpu-operator, cri-tools, kube-state-metrics):
+`kailab tools source NAME PATH` checks PATH is a git repository of that project with release tags,
+mirrors it into kailab's cache (so it outlives PATH), and any tag can then be exported next to it
+(one tree per version, never re-exported) and built inside the project's own module.
+
+Nothing of these projects is ever copied into kailab: mirrors and trees live in the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BuildError, KailabError
+from .paths import cache_dir
+
+
+@dataclass(frozen=True)
+class Project:
+    """A project kailab may build from a registered repository."""
+
+    name: str
+    title: str             # how messages name it
+    repository: str        # where its public repository is, for messages
+    module: re.Pattern     # its go.mod's module line
+    tag: re.Pattern        # which tags are releases
+    needed_for: str        # what kailab builds from it
+
+    def tag_key(self, tag: str) -> tuple:
+        return tuple(int(x) for x in re.findall(r"\d+", tag))
+
+
+def _module(path: str) -> re.Pattern:
+    return re.compile(rf"^module\s+{path}\s*$", re.M | re.I)
+
+
+PROJECTS: dict[str, Project] = {p.name: p for p in [
+    Project("kai", "KAI", "github.com/kai-scheduler/KAI-scheduler",
+            _module(r"github\.com/(kai-scheduler|NVIDIA)/KAI-scheduler"), re.compile(r"^v\d+\.\d+\.\d+$"),
+            "KAI's components, CRDs and chart"),
+    Project("fake-gpu-operator", "fake-gpu-operator", "github.com/run-ai/fake-gpu-operator",
+            _module(r"github\.com/run-ai/fake-gpu-operator"), re.compile(r"^v?\d+\.\d+\.\d+$"),
+            "fake-gpu-operator's images and chart (kind labs built here)"),
+    Project("cri-tools", "cri-tools", "github.com/kubernetes-sigs/cri-tools",
+            _module(r"sigs\.k8s\.io/cri-tools"), re.compile(r"^v\d+\.\d+\.\d+$"),
+            "crictl for the kind node image (`kind load` needs it)"),
+    Project("kube-state-metrics", "kube-state-metrics", "github.com/kubernetes/kube-state-metrics",
+            _module(r"k8s\.io/kube-state-metrics(/v\d+)?"), re.compile(r"^v\d+\.\d+\.\d+$"),
+            "kube-state-metrics for a lab's metrics"),
+]}
+
+
+def project(name: str) -> Project:
+    try:
+        return PROJECTS[name]
+    except KeyError:
+        raise KailabError(f"unknown source {name!r}: choose one of {', '.join(PROJECTS)}") from None
+
+
+def home(name: str) -> Path:
+    # KAI's registration predates this module and keeps its place in the cache
+    return cache_dir() / "kai" if name == "kai" else cache_dir() / "sources" / name
+
+
+def mirror(name: str) -> Path:
+    return home(name) / "repo.git"
+
+
+def _record_path(name: str) -> Path:
+    return home(name) / "source.json"
+
+
+def git(git_dir: Path, *args: str, check: bool = True) -> str:
+    out = subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True, text=True)
+    if check and out.returncode != 0:
+        raise KailabError(f"git {' '.join(args)} failed in {git_dir}: "
+                          f"{(out.stderr or out.stdout).strip().splitlines()[-1:] or ['no output']}")
+    return out.stdout
+
+
+def _git_dir_of(path: Path, p: Project) -> Path:
+    """The git directory of a bare repository or of a work tree."""
+    if (path / "HEAD").is_file() and (path / "objects").is_dir():
+        return path
+    if (path / ".git").exists():
+        return path / ".git"
+    raise KailabError(f"{path}: not a git repository (give a clone or bare mirror of {p.repository})")
+
+
+def release_tags(git_dir: Path, p: Project) -> list[str]:
+    tags = [t for t in git(git_dir, "tag", "--list").split() if p.tag.match(t)]
+    return sorted(tags, key=p.tag_key)
+
+
+def register(name: str, path: str) -> dict:
+    """Mirror project `name`'s repository at `path` into the cache (replacing an earlier one)."""
+    p = project(name)
+    src = Path(path).expanduser()
+    if not src.exists():
+        raise KailabError(f"{path}: no such directory (give a clone or bare mirror of {p.repository})")
+    src = src.resolve()
+    git_dir = _git_dir_of(src, p)
+    tags = release_tags(git_dir, p)
+    if not tags:
+        raise KailabError(f"{src}: a git repository with no release tags: fetch {p.title}'s tags "
+                          "into it (git fetch --tags) or give a full mirror")
+    gomod = git(git_dir, "show", f"{tags[-1]}:go.mod", check=False)
+    if not p.module.search(gomod):
+        raise KailabError(f"{src}: not a {p.title} repository (its {tags[-1]}:go.mod is not the module of "
+                          f"{p.repository})")
+    home(name).mkdir(parents=True, exist_ok=True)
+    partial = home(name) / "repo.git.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    out = subprocess.run(["git", "clone", "--mirror", "--quiet", str(git_dir), str(partial)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise KailabError(f"could not copy {src} into kailab's cache: {out.stderr.strip()}")
+    shutil.rmtree(mirror(name), ignore_errors=True)
+    partial.rename(mirror(name))
+    record = {"project": name, "origin": str(src),
+              "registered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "tags": len(tags), "oldest": tags[0], "newest": tags[-1]}
+    _record_path(name).write_text(json.dumps(record, indent=2))
+    return record
+
+
+def registered(name: str) -> dict | None:
+    """The registration record, or None when no repository is registered (or its copy is gone)."""
+    try:
+        record = json.loads(_record_path(name).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if (mirror(name) / "HEAD").is_file() else None
+
+
+def register_command(name: str) -> str:
+    return "kailab tools kai-source" if name == "kai" else f"kailab tools source {name}"
+
+
+def no_source_message(name: str, version: str) -> str:
+    p = project(name)
+    return (f"{p.title} {version} has no source here: the Go module proxy does not serve it and no "
+            f"{p.title} repository is registered. Register one with `{register_command(name)} PATH` "
+            f"(a clone or bare mirror of {p.repository}); it is needed for {p.needed_for}")
+
+
+def commit_of(name: str, version: str) -> str:
+    """The commit a release tag names in the registered repository; one-line error otherwise."""
+    rec = registered(name)
+    if rec is None:
+        raise BuildError(no_source_message(name, version))
+    out = git(mirror(name), "rev-parse", "--verify", "--quiet", f"refs/tags/{version}^{{commit}}", check=False)
+    if not out.strip():
+        tags = release_tags(mirror(name), project(name))
+        raise BuildError(f"the registered {project(name).title} repository ({rec['origin']}) has no tag {version} "
+                         f"(it has {tags[0]} … {tags[-1]}): fetch the tag there and run "
+                         f"`{register_command(name)} PATH` again")
+    return out.strip()
+
+
+def export_tree(name: str, version: str) -> Path:
+    """The tag's tree under the cache (exported once; an existing complete export is reused)."""
+    commit = commit_of(name, version)
+    dest = cache_dir() / "src" / name / version
+    stamp = dest / ".kailab-commit"
+    if stamp.is_file() and stamp.read_text().strip() == commit:
+        return dest
+    partial = dest.with_name(version + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    archive = subprocess.Popen(["git", f"--git-dir={mirror(name)}", "archive", commit], stdout=subprocess.PIPE)
+    untar = subprocess.run(["tar", "-x", "-C", str(partial)], stdin=archive.stdout, capture_output=True)
+    if archive.wait() != 0 or untar.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise BuildError(f"could not export {name} {version} from {mirror(name)}: {untar.stderr.decode().strip()}")
+    (partial / ".kailab-commit").write_text(commit + "\n")
+    shutil.rmtree(dest, ignore_errors=True)
+    partial.rename(dest)
+    return dest
