@@ -76,3 +76,14 @@ def image_set(kai_version: str) -> ImageSet:
         fgo_chart=art / "charts" / f"fake-gpu-operator-{FAKE_GPU_OPERATOR_VERSION}.tgz",
         kwok_manifest=art / "manifests" / f"kwok-{versions.KWOK_VERSION}.yaml",
     )
+
+
+def cached_tool(name: str) -> Path | None:
+    """kind, helm or kubectl as `kailab tools images` built them into the binary cache, if there."""
+    from .recipes import host_tools, node_recipes
+
+    for recipe in [*host_tools(), *node_recipes(versions.kai_release(versions.DEFAULT_KAI).kubernetes)]:
+        path = cache_dir() / "bin" / recipe.component / recipe.version / name
+        if name in recipe.binaries and path.is_file():
+            return path
+    return None

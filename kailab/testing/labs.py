@@ -3,15 +3,47 @@ labs left by test sessions that died are reaped first."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 
 from ..errors import KailabError
 from ..paths import state_dir
-from ..runtimes import LabRecord, LabSpec, get_runtime
+from ..runtimes import LabRecord, LabSpec, get_runtime, runtime_of
 from ..toolchain import kai_unavailable_reason
 
 LAB_PREFIX = "pytest-"
+# The Docker engine tests marked `kind` use: set only around their Docker work, so a private engine
+# (kailab/data/docker-host.sh in CI) never turns `--runtime auto` into kind for the other tests
+KIND_DOCKER_ENV = "KAILAB_KIND_DOCKER_HOST"
+
+
+@contextlib.contextmanager
+def kind_docker():
+    """DOCKER_HOST pointed at the kind tests' engine for the length of the block."""
+    host = os.environ.get(KIND_DOCKER_ENV)
+    before = os.environ.get("DOCKER_HOST")
+    if host:
+        os.environ["DOCKER_HOST"] = host
+    try:
+        yield
+    finally:
+        if host:
+            if before is None:
+                os.environ.pop("DOCKER_HOST", None)
+            else:
+                os.environ["DOCKER_HOST"] = before
+
+
+def kind_unavailable_reason() -> str | None:
+    """None when a Docker engine answers for the kind tests; else why not."""
+    from ..runtimes.base import docker_answers
+
+    with kind_docker():
+        if docker_answers():
+            return None
+    return (f"no Docker engine answers ({KIND_DOCKER_ENV}, DOCKER_HOST or /var/run/docker.sock); "
+            "start one (kailab/data/docker-host.sh start) and build the images (kailab tools images)")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -30,7 +62,9 @@ def reap_dead_sessions() -> list[str]:
     for lab in sorted(state_dir().glob(f"{LAB_PREFIX}*")):
         m = re.match(rf"{LAB_PREFIX}(\d+)-", lab.name)
         if lab.is_dir() and m and not _pid_alive(int(m.group(1))):
-            get_runtime("binary").down(lab.name)
+            rec = LabRecord.load(lab.name)
+            with kind_docker():
+                (runtime_of(rec) if rec else get_runtime("binary")).down(lab.name)
             reaped.append(lab.name)
     return reaped
 
@@ -40,7 +74,7 @@ class LabPool:
 
     def __init__(self, config):
         self.config = config
-        self.labs: dict[tuple[str, bool], LabRecord] = {}
+        self.labs: dict[tuple, LabRecord] = {}
         self.external = config.getoption("--kailab-lab")
 
     def get(self, fleet: str = "tiny", with_kai: bool | None = None, own: bool = False) -> LabRecord:
@@ -59,9 +93,19 @@ class LabPool:
                                                         with_kai=with_kai))
         return self.labs[key]
 
+    def get_kind(self, fleet: str = "small") -> LabRecord:
+        """The session's kind lab for `fleet` (KAI from its chart; images built here when present)."""
+        key = ("kind", fleet)
+        if key not in self.labs:
+            name = f"{LAB_PREFIX}{os.getpid()}-kind-{fleet}"
+            with kind_docker():
+                self.labs[key] = get_runtime("kind").up(LabSpec(name=name, runtime="kind", fleet=fleet))
+        return self.labs[key]
+
     def close(self) -> None:
         for rec in self.labs.values():
-            get_runtime("binary").down(rec.name)
+            with kind_docker():
+                runtime_of(rec).down(rec.name)
         self.labs.clear()
 
 

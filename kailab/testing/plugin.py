@@ -18,7 +18,7 @@ import pytest
 from ..runtimes import LabRecord
 from ..toolchain import kai_unavailable_reason
 from .items import ExerciseFile
-from .labs import lab_pool
+from .labs import kind_unavailable_reason, lab_pool
 
 
 def pytest_addoption(parser):
@@ -31,10 +31,13 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "lab: needs a running binary-runtime lab")
     config.addinivalue_line("markers", "kai: needs KAI's components running in the lab")
+    config.addinivalue_line("markers", "kind: needs a Docker engine for a kind-runtime lab")
     config._kailab_no_kai = None  # reason string when KAI tests were deselected
+    config._kailab_no_kind = None
 
 
 def pytest_collection_modifyitems(session, config, items):
+    _deselect_kind_without_docker(config, items)
     needs_kai = [i for i in items if i.get_closest_marker("kai")]
     config._kailab_kai_collected = len(needs_kai)
     if not needs_kai or config.getoption("--kailab-lab"):
@@ -48,6 +51,31 @@ def pytest_collection_modifyitems(session, config, items):
         config._kailab_no_kai = (len(needs_kai), reason)
     else:
         config._kailab_no_kai_error = reason
+
+
+def _deselect_kind_without_docker(config, items) -> None:
+    """Tests marked `kind` need a Docker engine. Without one they are deselected, never passed,
+    and the summary says so in red; KAILAB_REQUIRE_KIND=1 (CI) makes that a failure instead."""
+    needs = [i for i in items if i.get_closest_marker("kind")]
+    config._kailab_kind_collected = len(needs)
+    if not needs:
+        return
+    reason = kind_unavailable_reason()
+    if reason is None:
+        return
+    if os.environ.get("KAILAB_REQUIRE_KIND") == "1":
+        for item in needs:
+            item.add_marker(pytest.mark.usefixtures("_kailab_kind_required"))
+        config._kailab_kind_error = reason
+        return
+    config.hook.pytest_deselected(items=needs)
+    items[:] = [i for i in items if not i.get_closest_marker("kind")]
+    config._kailab_no_kind = (len(needs), reason)
+
+
+@pytest.fixture
+def _kailab_kind_required(request):
+    pytest.fail(f"KAILAB_REQUIRE_KIND=1 but {request.config._kailab_kind_error}", pytrace=False)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -72,6 +100,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         outcome = {k: sum(1 for r in kai_reports if r.outcome == k) for k in ("passed", "failed")}
         terminalreporter.write_line(f"kailab: {len(kai_reports)} tests marked `kai` ran against KAI "
                                     f"({outcome['passed']} passed, {outcome['failed']} failed)")
+    kind_info = getattr(config, "_kailab_no_kind", None)
+    if kind_info:
+        n, reason = kind_info
+        terminalreporter.write_sep("!", f"kailab: {n} tests that need a kind lab were NOT run", red=True)
+        terminalreporter.write_line(f"reason: {reason}")
     info = getattr(config, "_kailab_no_kai", None)
     if info:
         n, reason = info
