@@ -360,3 +360,66 @@ def markdown(r: dict) -> str:
     if r["not_measured"]:
         lines += ["", "Not measured: " + ", ".join(f"{k} ({v})" for k, v in r["not_measured"].items())]
     return "\n".join(lines) + "\n"
+
+
+def compare_labs(names: list[str], exercise_names: list[str] | None = None, out_dir: Path | None = None,
+                 echo=print) -> dict:
+    """The same exercises on two running labs of one fleet and KAI version (e.g. a binary and a kind
+    lab): verdicts and figures side by side. A disagreement is a finding naming what differs."""
+    from .exercise.runner import resolve_exercise, run_exercise
+    from .exercise.spec import load_exercise
+    from .paths import evidence_dir, exercises_dir
+    from .runtimes import require_kai_lab
+
+    labs = [require_kai_lab(n, "lab comparisons") for n in names]
+    if len({(r.fleet, r.kai_version) for r in labs}) != 1:
+        raise KailabError("--compare-labs: the labs differ in fleet or KAI version ("
+                          + ", ".join(f"{r.name}: {r.fleet} {r.kai_version}" for r in labs) + "): compare like with like")
+    paths = ([resolve_exercise(n) for n in exercise_names] if exercise_names
+             else sorted(p for p in exercises_dir().glob("*.yaml") if load_exercise(p).fleet == labs[0].fleet))
+    root = evidence_dir() / f"compare-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    rows = []
+    for p in paths:
+        row = {"exercise": p.stem, "labs": {}}
+        for rec in labs:
+            start = time.perf_counter()
+            o = run_exercise(p, rec, root / rec.name)
+            row["labs"][rec.name] = {"runtime": rec.runtime, "verdict": o.verdict,
+                                     "seconds": round(time.perf_counter() - start, 1),
+                                     "figures": {k: v for k, v in o.figures.items() if not k.startswith("expected_after")},
+                                     "failed": [r.line() for r in o.failures][:3], "evidence": o.evidence}
+            echo(f"{p.stem} on {rec.name} ({rec.runtime}): {o.verdict}")
+        verdicts = {v["verdict"] for v in row["labs"].values()}
+        row["agree"] = len(verdicts) == 1
+        rows.append(row)
+    results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
+               "fleet": labs[0].fleet, "kai_version": labs[0].kai_version,
+               "labs": {r.name: r.runtime for r in labs}, "rows": rows,
+               "agree": sum(r["agree"] for r in rows), "total": len(rows)}
+    out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = dt.date.today().isoformat() + "-runtimes"
+    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out_dir / f"{stem}.md").write_text(compare_markdown(results))
+    results["written"] = str(out_dir / f"{stem}.json")
+    return results
+
+
+def compare_markdown(r: dict) -> str:
+    names = list(r["labs"])
+    lines = [f"# The same exercises on {len(names)} labs, {r['date']}", "",
+             f"Fleet {r['fleet']}, KAI {r['kai_version']}; " + ", ".join(f"`{n}`: {rt}" for n, rt in r["labs"].items())
+             + f". Verdicts agree on **{r['agree']} / {r['total']}** exercises.", "",
+             "| exercise | " + " | ".join(f"{r['labs'][n]} verdict (s)" for n in names) + " | agree |",
+             "|---|" + "---|" * len(names) + "---|"]
+    for row in r["rows"]:
+        cells = [f"{row['labs'][n]['verdict']} ({row['labs'][n]['seconds']:.0f})" for n in names]
+        lines.append(f"| {row['exercise']} | " + " | ".join(cells) + f" | {'yes' if row['agree'] else '**no**'} |")
+    differ = [row for row in r["rows"] if not row["agree"] or any(v["verdict"] != "passed" for v in row["labs"].values())]
+    if differ:
+        lines += ["", "Runs that did not pass or disagree:"]
+        for row in differ:
+            for n, v in row["labs"].items():
+                if v["verdict"] != "passed":
+                    lines.append(f"- {row['exercise']} on {n} ({v['runtime']}): {v['verdict']}: {'; '.join(v['failed'])}")
+    return "\n".join(lines) + "\n"

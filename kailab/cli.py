@@ -400,10 +400,22 @@ def trial(version_text, exercises, fleet, parallel, runtime, dry_run, repeat) ->
 @click.option("--scale-fleet", default="large", show_default=True, help="With --scale: the fleet.")
 @click.option("--peer", "peer_only", is_flag=True,
               help="Instead: only the side-by-side with kwokctl (5 alternating runs).")
+@click.option("--compare-labs", "compare_labs", default=None,
+              help="Instead: LAB,LAB — the same exercises on two running labs of one fleet and KAI version "
+                   "(e.g. binary and kind): verdicts side by side.")
 def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, scale_shapes, scale_count,
-          scale_fleet, peer_only) -> None:
+          scale_fleet, peer_only, compare_labs) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from . import bench as bench_mod
+
+    if compare_labs:
+        names = [n.strip() for n in compare_labs.split(",") if n.strip()]
+        if len(names) != 2:
+            raise KailabError(f"--compare-labs {compare_labs}: name two running labs, e.g. --compare-labs binlab,kindlab")
+        picked = [n.strip() for n in exercise_names.split(",")] if exercise_names else None
+        results = bench_mod.compare_labs(names, picked, echo=console.print)
+        out.print(bench_mod.compare_markdown(results), markup=False, highlight=False)
+        sys.exit(0 if results["agree"] == results["total"] else 1)
 
     if scale_shapes:
         from .scale import SHAPES
