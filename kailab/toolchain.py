@@ -50,6 +50,9 @@ class Recipe:
     cgo: bool = False  # e.g. runc (its nsenter is C) — then the host needs a C toolchain
     tags: tuple[str, ...] = ()
     vendor: bool = False  # build with the tree's vendor/ (a project whose go.sum is incomplete)
+    # `-X package.var=value` link flags, e.g. the version Kubernetes' own build stamps (kubeadm
+    # refuses to set up a control plane newer than it says it is)
+    stamp: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -249,7 +252,7 @@ def wrapper_gomod(recipe: Recipe, upstream: dict) -> str:
 def _version_ldflags(recipe: Recipe, commit: str) -> str:
     """Stamp the version KAI's own Makefile stamps, so `scheduler --version` tells the truth."""
     if recipe.repository != "kai":
-        return "-s -w"
+        return " ".join(["-s -w", *(f"-X {var}={value}" for var, value in recipe.stamp)])
     pkg = f"{recipe.module}/pkg/scheduler/version"
     return (f"-s -w -X {pkg}.gitVersion={recipe.version.split('-src-')[0]} -X {pkg}.gitCommit={commit} "
             f"-X {pkg}.gitTreeState=clean -X {pkg}.buildDate={time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")

@@ -29,24 +29,39 @@ write_runc_wrapper() {
 #!/usr/bin/env python3
 # runc, minus CAP_SYS_RESOURCE in the container's spec (the host cannot grant it).
 import json, os, sys
+
+
+def drop(caps):
+    for kind in caps or {}:
+        caps[kind] = [c for c in caps[kind] if c != "CAP_SYS_RESOURCE"]
+
+
+def patch(path, process_only):
+    if not path or not os.path.isfile(path):
+        return
+    with open(path) as f:
+        doc = json.load(f)
+    drop((doc if process_only else doc.get("process") or {}).get("capabilities"))
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
 args = sys.argv[1:]
-bundle = None
+bundle = process = None
 for i, a in enumerate(args):
-    if a in ("--bundle", "-b") and i + 1 < len(args):
-        bundle = args[i + 1]
+    nxt = args[i + 1] if i + 1 < len(args) else None
+    if a in ("--bundle", "-b"):
+        bundle = nxt
     elif a.startswith("--bundle="):
         bundle = a.split("=", 1)[1]
+    elif a in ("--process", "-p"):
+        process = nxt  # `runc exec`: the process spec docker exec runs
+    elif a.startswith("--process="):
+        process = a.split("=", 1)[1]
 if bundle is None and {"create", "run"} & set(args):
     bundle = os.getcwd()  # runc's default bundle
-spec = os.path.join(bundle, "config.json") if bundle else None
-if spec and os.path.isfile(spec):
-    with open(spec) as f:
-        conf = json.load(f)
-    caps = (conf.get("process") or {}).get("capabilities") or {}
-    for kind in caps:
-        caps[kind] = [c for c in caps[kind] if c != "CAP_SYS_RESOURCE"]
-    with open(spec, "w") as f:
-        json.dump(conf, f)
+patch(os.path.join(bundle, "config.json") if bundle else None, process_only=False)
+patch(process, process_only=True)
 os.execvp("runc", ["runc", *args])
 PY
   chmod 0755 "$run/runc-without-sys-resource"

@@ -209,8 +209,9 @@ def ensure_node_image(s: ImageSet, rs: dict[str, Recipe], node_fs: Path, slim_fs
         docker.run("exec", cid, "ctr", "-n", "k8s.io", "images", "import", "--no-unpack",
                    "--label=io.cri-containerd.pinned=pinned", "/kailab-build/control-plane-images.tar")
         docker.run("exec", cid, "bash", "-c", "pkill containerd; sleep 2", check=False)
-        docker.run("commit", "--change", f"ENTRYPOINT {KIND_ENTRYPOINT}", "--change", "ENV container=docker",
-                   "--change", "STOPSIGNAL SIGRTMIN+3", "--change", f"LABEL {docker.INPUTS_LABEL}={key}",
+        # the build container ran `sleep infinity`: give the image kind's entrypoint back, no CMD
+        docker.run("commit", "--change", f"ENTRYPOINT {KIND_ENTRYPOINT}", "--change", "CMD []",
+                   "--change", "ENV container=docker", "--change", f"LABEL {docker.INPUTS_LABEL}={key}",
                    cid, s.node_image)
     finally:
         docker.run("rm", "-f", cid, check=False)
