@@ -158,3 +158,15 @@ def test_a_missing_source_names_the_command_that_registers_it(cache):
     with pytest.raises(KailabError) as err:
         sources.commit_of("cri-tools", "v1.36.0")
     assert "kailab tools source cri-tools PATH" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_kubernetes_node_binaries_are_stamped_with_their_version():
+    """kubeadm refuses a control plane newer than the version it says it is (v0.0.0 unstamped)."""
+    from kailab.toolchain import _version_ldflags
+
+    kn = next(r for r in recipes.node_recipes("v1.36.3") if r.component == "kubernetes-node")
+    flags = _version_ldflags(kn, "module-proxy")
+    assert "-X k8s.io/component-base/version.gitVersion=v1.36.3" in flags
+    assert "-X k8s.io/component-base/version.gitMinor=36" in flags
+    runc = next(r for r in recipes.node_recipes("v1.36.3") if r.component == "runc")
+    assert runc.cgo and "seccomp" in runc.tags
