@@ -43,8 +43,12 @@ def cli() -> None:
               help="Bring up Kubernetes and the fleet only (infrastructure checks; exercises need KAI).")
 @click.option("--kubeconfig", default=None, help="With --runtime existing: the cluster to adopt.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (commands and manifests) without running it.")
+@click.option("--images", default=lambda: os.environ.get("IMAGES", "auto"), show_default="auto",
+              type=click.Choice(["auto", "local", "published"]),
+              help="kind: images built here by `kailab tools images` (local), the published ones, or "
+                   "auto: local when the whole set is built here.")
 @_name_option
-def up(runtime, fleet, kai_version, api_port, without_kai, kubeconfig, dry_run, name) -> None:
+def up(runtime, fleet, kai_version, api_port, without_kai, kubeconfig, dry_run, images, name) -> None:
     """Bring a lab up (a fast no-op when it is already up and healthy)."""
     from .fleet import load_fleet
 
@@ -54,7 +58,8 @@ def up(runtime, fleet, kai_version, api_port, without_kai, kubeconfig, dry_run, 
         if not without_kai:
             versions.kai_release(kai_version)
     spec = LabSpec(name=name, runtime=chosen, fleet=fleet, kai_version=kai_version,
-                   with_kai=not without_kai, api_port=api_port, kubeconfig=kubeconfig, dry_run=dry_run)
+                   with_kai=not without_kai, api_port=api_port, kubeconfig=kubeconfig, dry_run=dry_run,
+                   images=images)
     rt = get_runtime(chosen)
     if dry_run:
         out.print(rt.plan(spec), markup=False, highlight=False)

@@ -6,6 +6,8 @@ so a lab never mixes one version's binaries with another's CRDs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import json
 import re
 import os
@@ -182,6 +184,23 @@ def default_scheduler_conf(tree: Path) -> dict:
     if not m:
         raise BuildError(f"no defaultSchedulerConf in {src}: this KAI source cannot be reconfigured by kailab")
     return yaml.safe_load(m.group(1))
+
+
+@dataclass(frozen=True)
+class SchedulerSetting:
+    """A change to KAI's scheduler configuration, said two ways: `conf`, the scheduler's whole
+    configuration (a runtime that runs the scheduler itself passes it as --scheduler-conf), and
+    `shard`, the same change as a SchedulingShard `spec` fragment (a runtime where KAI's operator
+    renders the configuration patches its SchedulingShard), or None when no SchedulingShard field
+    says it."""
+
+    conf: dict
+    shard: dict | None
+
+
+def placement_setting(tree: Path, placement: str) -> SchedulerSetting:
+    return SchedulerSetting(scheduler_conf(tree, placement),
+                            {"placementStrategy": {"gpu": placement, "cpu": placement}})
 
 
 def scheduler_conf(tree: Path, placement: str) -> dict:

@@ -43,9 +43,8 @@ def test_up_installs_kai_from_its_chart_with_operator_and_webhook(kind_lab):
     assert (info["nodes"], info["gpus"]) == (info["expected_nodes"], info["expected_gpus"])
     kube = Kube(kind_lab.kubeconfig)
     try:
-        hooks = kube.custom.list_cluster_custom_object("admissionregistration.k8s.io", "v1",
-                                                       "mutatingwebhookconfigurations")["items"]
-        shards = kube.custom.list_cluster_custom_object("kai.scheduler", "v1", "schedulingshards")["items"]
+        hooks = kube.list("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration")
+        shards = kube.list("kai.scheduler/v1", "SchedulingShard")
     finally:
         kube.close()
     assert any("kai" in h["metadata"]["name"] for h in hooks), [h["metadata"]["name"] for h in hooks]

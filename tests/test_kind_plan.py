@@ -191,7 +191,15 @@ def test_kwok_release_manifest_options_and_patch():
     cm = yaml.safe_load(plan.files["kwok-config.yaml"])
     options = yaml.safe_load(cm["data"]["kwok.yaml"])
     binary_options = next(d for d in yaml.safe_load_all(kwok_config_text()) if d["kind"] == "KwokConfiguration")
-    assert options == binary_options  # the binary runtime's kwok options
+    # the binary runtime's kwok options, merged over the release's (kwok reads only one
+    # KwokConfiguration: replacing the release's dropped Stage CRs and kwok crash-looped)
+    assert binary_options["options"].items() <= options["options"].items()
+    release = kind_rt.kwok_release_config()["options"]
+    assert "Stage" in release["enableCRDs"] and options["options"]["enableCRDs"] == release["enableCRDs"]
+    selector = release["manageNodesWithAnnotationSelector"]
+    assert options["options"]["manageNodesWithAnnotationSelector"] == selector == "kwok.x-k8s.io/node=fake"
+    for node in load_fleet("small").node_manifests():  # and the fleet's nodes answer to it
+        assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
     patch = plan.commands[index_of(plan, "patch", "deployment", "kwok-controller")]
     ops = yaml.safe_load(patch[patch.index("-p") + 1])  # JSON is YAML
     assert {"op": "add", "path": "/spec/template/spec/nodeSelector",
@@ -247,6 +255,7 @@ def no_tools(tmp_path, monkeypatch):
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setenv("KAILAB_CACHE", str(tmp_path / "empty-cache"))  # nor built by `kailab tools images`
     for var in kind_rt.TOOL_ENV.values():
         monkeypatch.delenv(var, raising=False)
     return empty
@@ -265,7 +274,8 @@ def test_missing_kind_names_the_tool(no_tools):
     with pytest.raises(LabError) as err:
         kind_rt.find_tools(["kind", "kubectl", "helm"])
     msg = str(err.value)
-    assert msg == "kind not found: install it (go install sigs.k8s.io/kind@v0.31.0) or set KAILAB_KIND"
+    assert msg == ("kind not found: install it (go install sigs.k8s.io/kind@v0.31.0), set KAILAB_KIND, "
+                   "or build it with `kailab tools images`")
 
 
 def test_every_missing_tool_is_named_on_one_line(no_tools):
@@ -281,7 +291,7 @@ def test_up_fails_first_on_a_missing_tool(no_tools):
     fake_tool(no_tools, "kind")
     fake_tool(no_tools, "kubectl")
     spec = LabSpec(name="t", runtime="kind", fleet="tiny", kai_version=versions.DEFAULT_KAI)
-    with pytest.raises(LabError, match="^helm not found: .* or set KAILAB_HELM$"):
+    with pytest.raises(LabError, match="^helm not found: .* set KAILAB_HELM, or build it with `kailab tools images`$"):
         KindRuntime().up(spec)
 
 
@@ -311,3 +321,106 @@ def test_cli_dry_run_prints_the_plan(tmp_path, monkeypatch):
                      "gpuProduct: NVIDIA-A100-SXM4-40GB"):
         assert expected in text, expected
     assert not (tmp_path / "state" / "labs" / "dry").exists()  # a dry run changes nothing
+
+
+# ------------------------------------------------------------------ what broke kind labs for everyone
+def test_kai_values_turn_gpu_sharing_on():
+    """Without it KAI's admission webhook refuses fractional pods ("GPU sharing is disabled")."""
+    assert kind_rt.kai_values()["global"]["gpuSharing"] is True
+    plan = plan_for()
+    assert yaml.safe_load(plan.files["kai-values.yaml"])["global"]["gpuSharing"] is True
+
+
+def test_fake_gpu_operator_never_pulls_always():
+    """The chart's default `Always` ignores preloaded images (ImagePullBackOff without a registry)."""
+    values = kind_rt.fake_gpu_operator_values(load_fleet("small"))
+    for component in ("devicePlugin", "statusUpdater", "topologyServer", "statusExporter",
+                      "kwokGpuDevicePlugin", "migFaker"):
+        assert values[component]["image"]["pullPolicy"] == "IfNotPresent", component
+    assert values["statusUpdater"]["disableNodeLabeling"] is True
+
+
+@pytest.mark.parametrize("host, patched", [
+    (kind_rt.HostFacts(cgroup_v1=True, cap_sys_resource=False), {"kubeadm", "containerd"}),
+    (kind_rt.HostFacts(cgroup_v1=True, cap_sys_resource=True), {"kubeadm"}),
+    (kind_rt.HostFacts(cgroup_v1=False, cap_sys_resource=True), set()),
+])
+def test_host_adaptations_in_the_kind_config(host, patched):
+    s = LabSpec(name="h", runtime="kind", fleet="tiny", kai_version="v0.17.0")
+    plan = build_plan(s, load_fleet("tiny"), "v0.17.0", host)
+    cfg = plan.kind_config
+    kubelet = [yaml.safe_load(p) for p in cfg.get("kubeadmConfigPatches", [])]
+    assert ("kubeadm" in patched) == any(p.get("failCgroupV1") is False and p["kind"] == "KubeletConfiguration"
+                                         for p in kubelet)
+    assert ("containerd" in patched) == any("restrict_oom_score_adj = true" in p
+                                            for p in cfg.get("containerdConfigPatches", []))
+    assert len(plan.notes) == len(patched)  # each adaptation said once, with its reason
+
+
+def _local_set():
+    from kailab.images import image_set
+    return image_set("v0.17.0")
+
+
+def test_a_plan_with_images_built_here_uses_them_all():
+    local = _local_set()
+    s = LabSpec(name="air", runtime="kind", fleet="small", kai_version="v0.17.0")
+    plan = build_plan(s, load_fleet("small"), "v0.17.0", kind_rt.HostFacts(), local)
+    assert plan.kind_config["nodes"][0]["image"] == "kailab/node:v1.36.3"
+    assert plan.kind_config["networking"]["disableDefaultCNI"] is True  # no kindnetd image here
+    assert plan.kind_config["networking"]["apiServerAddress"] == "127.0.0.1"
+    assert plan.preload_images == local.images and plan.local
+    index_of(plan, "apply", "-f", str(local.kwok_manifest))
+    helm_kai = plan.commands[index_of(plan, "helm", "upgrade", "--install", "kai-scheduler")]
+    assert str(local.kai_chart) in helm_kai and "--version" not in helm_kai
+    index_of(plan, "helm", "upgrade", "--install", str(local.fgo_chart))
+    values = yaml.safe_load(plan.files["kai-values.yaml"])
+    assert values["global"]["registry"] == "ghcr.io/kai-scheduler/kai-scheduler"
+    assert not any("oci://" in a or a.startswith("https://") for argv in plan.commands for a in argv)
+
+
+def test_published_plan_keeps_the_online_pins():
+    plan = plan_for()
+    assert plan.kind_config["nodes"][0]["image"].startswith("kindest/node:") and not plan.local
+    assert any(a.startswith("oci://") for argv in plan.commands for a in argv)
+
+
+def test_image_choice():
+    with pytest.raises(LabError) as err:
+        kind_rt.choose_images("local", "v0.17.0", ["kailab/node:v1.36.3"])
+    assert "\n" not in str(err.value) and "kailab tools images --kai-version v0.17.0" in str(err.value)
+    local, said = kind_rt.choose_images("auto", "v0.17.0", [])
+    assert local is not None and "built here" in said
+    local, said = kind_rt.choose_images("auto", "v0.17.0", ["x"])
+    assert local is None and "published" in said and "1 of the set" in said
+    assert kind_rt.choose_images("published", "v0.17.0", [])[0] is None
+
+
+def test_host_problems_each_with_its_fix():
+    no_cap = kind_rt.HostFacts(cgroup_v1=True, cap_sys_resource=False)
+    [msg] = kind_rt.host_problems(no_cap, "runc", 50.0, "/var/lib/docker")
+    assert "CAP_SYS_RESOURCE" in msg and "docker-host.sh" in msg and "\n" not in msg
+    assert kind_rt.host_problems(no_cap, "kailab-runc", 50.0, "/x") == []  # the wrapper is in place
+    [low] = kind_rt.host_problems(kind_rt.HostFacts(), "runc", 1.5, "/var/lib/docker")
+    assert "1.5 GiB free" in low and "/var/lib/docker" in low
+    assert kind_rt.host_problems(kind_rt.HostFacts(), "runc", None, "") == []  # a remote engine: unknown
+
+
+def test_shard_fragments_merge_over_the_charts_spec():
+    base = {"placementStrategy": {"gpu": "binpack", "cpu": "binpack"}, "goMemLimitRatio": 0.9}
+    out = kind_rt.merged(base, {"placementStrategy": {"gpu": "spread"}})
+    assert out == {"placementStrategy": {"gpu": "spread", "cpu": "binpack"}, "goMemLimitRatio": 0.9}
+    assert base["placementStrategy"]["gpu"] == "binpack"  # not changed in place
+
+
+def test_cached_tools_are_found_when_path_has_none(no_tools, tmp_path, monkeypatch):
+    """`kailab tools images` builds kind, helm and kubectl into the cache: the runtime finds them there."""
+    from kailab.images import recipes
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KAILAB_CACHE", str(cache))
+    kind = next(r for r in recipes.host_tools() if r.component == "kind")
+    built = cache / "bin" / "kind" / kind.version
+    built.mkdir(parents=True)
+    fake_tool(built, "kind")
+    assert kind_rt.find_tool("kind") == str(built / "kind")

@@ -46,9 +46,11 @@ class Scheduler(Action):
 
         r = ctx.run
         tree = kai.source_dir(toolchain.kai_recipe(versions.kai_release(r.lab.kai_version)))
-        conf = kai.scheduler_conf(tree, value.placement)
-        r.evidence.write(f"scheduler-conf/{ctx.index + 1:02d}-{value.placement}.yaml", conf)
-        r.runtime.configure_scheduler(r.lab, conf)
+        setting = kai.placement_setting(tree, value.placement)
+        stem = f"scheduler-conf/{ctx.index + 1:02d}-{value.placement}"
+        r.evidence.write(f"{stem}.yaml", setting.conf)  # what a scheduler run by kailab reads
+        r.evidence.write(f"{stem}.schedulingshard.yaml", setting.shard)  # what KAI's operator is told
+        r.runtime.configure_scheduler(r.lab, setting)
         r.scheduler_changed = True
         r.observer.note(f"scheduler restarted with placement {value.placement}")
 

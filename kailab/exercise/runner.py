@@ -98,6 +98,7 @@ class ExerciseRun:
         self.evidence.write("exercise.yaml", self.source.read_text())
         self.evidence.write(evidence.RUN, {
             "exercise": self.ex.exercise, "lab": self.lab.name, "runtime": self.lab.runtime,
+            "install": self.runtime.install_shape,
             "kai_version": self.lab.kai_version, "fleet": self.lab.fleet, "namespace": self.names.namespace,
             "queues": {n: self.names.queue(n) for n, _, _ in self.ex.queue_tree()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
@@ -134,7 +135,7 @@ class ExerciseRun:
             self.outcome.wall[what] = round(self.outcome.wall.get(what, 0.0) + time.monotonic() - start, 2)
 
     def _preflight(self) -> None:
-        if any(s.scheduler for s in self.ex.steps) and not self.runtime.controls_processes:
+        if any(s.scheduler for s in self.ex.steps) and not self.runtime.configures_scheduler:
             self.runtime.configure_scheduler(self.lab, None)  # its one-line refusal
         wants_processes = [f for s in self.ex.steps for f in s.faults if f.kill or f.restart]
         if wants_processes and not self.runtime.controls_processes:

@@ -22,6 +22,7 @@ from ..paths import cache_dir
 from ..toolchain import Recipe, build_all
 from . import FAKE_GPU_OPERATOR_VERSION, ImageSet, KAI_IMAGES, artifacts_dir, assemble, docker, image_set, node, recipes, rootfs
 from .assemble import NONROOT, ImageSpec
+from .gomod import module_dir
 
 
 def _bin(r: Recipe, name: str) -> Path:
@@ -86,14 +87,7 @@ def _kwok_manifest(kubectl: Path, s: ImageSet, log) -> None:
     """KWOK's controller manifest as its release renders it: its kustomize/kwok in the Go module."""
     if s.kwok_manifest.is_file():
         return
-    work = cache_dir() / "build" / "probe"
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "go.mod").write_text("module kailab.local/probe\n\ngo 1.25\n")
-    dl = subprocess.run(["go", "mod", "download", "-json", f"sigs.k8s.io/kwok@{versions.KWOK_VERSION}"],
-                        cwd=work, capture_output=True, text=True, env={**os.environ, "GOFLAGS": "-mod=mod"})
-    if dl.returncode != 0:
-        raise BuildError(f"cannot download sigs.k8s.io/kwok@{versions.KWOK_VERSION}: {dl.stdout.strip()[-200:]}")
-    kustomize = Path(json.loads(dl.stdout)["Dir"]) / "kustomize" / "kwok"
+    kustomize = module_dir("sigs.k8s.io/kwok", versions.KWOK_VERSION) / "kustomize" / "kwok"
     out = subprocess.run([str(kubectl), "kustomize", str(kustomize)], capture_output=True, text=True)
     if out.returncode != 0:
         raise BuildError(f"`kubectl kustomize {kustomize}` failed: {out.stderr.strip()[-200:]}")

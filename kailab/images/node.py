@@ -27,6 +27,7 @@ from ..paths import cache_dir
 from ..toolchain import Recipe, build_all
 from . import ImageSet, assemble, docker, recipes
 from .assemble import ImageSpec
+from .gomod import module_dir
 
 KIND_ENTRYPOINT = '["/usr/local/bin/entrypoint","/sbin/init"]'
 # kind's images/base/Dockerfile clean-up (paths under /lib are /usr/lib with Debian's merged /usr)
@@ -43,15 +44,7 @@ def _dropped(name: str) -> bool:
 
 def kind_base_files() -> Path:
     """kind's images/base/files from the kind module (Go module proxy)."""
-    work = cache_dir() / "build" / "probe"
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "go.mod").write_text("module kailab.local/probe\n\ngo 1.25\n")
-    version = recipes.pins()["kind"]
-    out = subprocess.run(["go", "mod", "download", "-json", f"sigs.k8s.io/kind@{version}"], cwd=work,
-                         capture_output=True, text=True, env={**os.environ, "GOFLAGS": "-mod=mod"})
-    if out.returncode != 0:
-        raise BuildError(f"cannot download sigs.k8s.io/kind@{version}: {out.stdout.strip()[-200:]}")
-    return Path(json.loads(out.stdout)["Dir"]) / "images" / "base" / "files"
+    return module_dir("sigs.k8s.io/kind", recipes.pins()["kind"]) / "images" / "base" / "files"
 
 
 def _kind_files(files: Path) -> list[tuple[str, Path, int]]:
@@ -134,15 +127,6 @@ def _pause_binary(k8s_module_dir: Path, out: Path, log) -> Path:
     return out
 
 
-def _k8s_module_dir(kubernetes: str) -> Path:
-    work = cache_dir() / "build" / "probe"
-    out = subprocess.run(["go", "mod", "download", "-json", f"k8s.io/kubernetes@{kubernetes}"], cwd=work,
-                         capture_output=True, text=True, env={**os.environ, "GOFLAGS": "-mod=mod"})
-    if out.returncode != 0:
-        raise BuildError(f"cannot download k8s.io/kubernetes@{kubernetes}: {out.stdout.strip()[-200:]}")
-    return Path(json.loads(out.stdout)["Dir"])
-
-
 def control_plane_specs(s: ImageSet, rs: dict[str, Recipe], slim_fs: Path, log, phase) -> list[ImageSpec]:
     """The images kubeadm runs, under the names it asks for, each built from source at the version
     its tag names."""
@@ -171,7 +155,7 @@ def control_plane_specs(s: ImageSet, rs: dict[str, Recipe], slim_fs: Path, log, 
             specs.append(ImageSpec(ref, ((path, cache_dir() / "bin" / r.component / r.version / name, 0o755),),
                                    entrypoint=(path,) if name == "coredns" else ()))
         elif name == "pause":
-            pause = _pause_binary(_k8s_module_dir(s.kubernetes), cache_dir() / "bin" / "pause" / s.kubernetes / "pause", log)
+            pause = _pause_binary(module_dir("k8s.io/kubernetes", s.kubernetes), cache_dir() / "bin" / "pause" / s.kubernetes / "pause", log)
             specs.append(ImageSpec(ref, (("/pause", pause, 0o755),), entrypoint=("/pause",), user="65535:65535"))
         else:
             raise BuildError(f"kubeadm asks for {ref}, which kailab does not know how to build")

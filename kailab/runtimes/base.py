@@ -27,6 +27,7 @@ class LabSpec:
     api_port: int | None = None
     kubeconfig: str | None = None  # only for the 'existing' runtime
     dry_run: bool = False
+    images: str = "auto"  # kind: auto | local (built here by `kailab tools images`) | published
 
 
 @dataclass
@@ -89,6 +90,8 @@ class Runtime(ABC):
 
     name: str = ""
     controls_processes = False  # runs KAI as its own processes: can kill, restart and reconfigure them
+    configures_scheduler = False  # can change KAI's scheduler configuration (step `scheduler:`)
+    install_shape = ""  # how KAI is installed, in words, for the evidence
 
     def __init__(self) -> None:
         self.repaired: list[str] = []  # what the last `up` restarted on a broken lab
@@ -117,8 +120,8 @@ class Runtime(ABC):
         raise Unsupported(f"the {self.name} runtime cannot restart lab processes (fault `restart: "
                           f"{component}`): process faults need the binary runtime")
 
-    def configure_scheduler(self, record: "LabRecord", conf: dict | None) -> None:
-        """Run KAI's scheduler with this configuration (None: KAI's built-in default)."""
+    def configure_scheduler(self, record: "LabRecord", setting) -> None:
+        """Run KAI's scheduler with this kai.SchedulerSetting (None: the lab's default)."""
         raise Unsupported(f"the {self.name} runtime cannot reconfigure KAI's scheduler (step `scheduler:`): "
                           "use the binary runtime, or configure the SchedulingShard yourself")
 

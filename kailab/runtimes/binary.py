@@ -52,6 +52,8 @@ def _http_ok(url: str, any_status: bool = False) -> bool:
 class BinaryRuntime(Runtime):
     name = "binary"
     controls_processes = True
+    configures_scheduler = True
+    install_shape = "KAI's components as local processes (binaries built from its source, chart objects applied)"
 
     # ---------------------------------------------------------------- up
     def up(self, spec: LabSpec) -> LabRecord:
@@ -300,9 +302,10 @@ class BinaryRuntime(Runtime):
     def kill(self, rec: LabRecord, component: str) -> None:
         processes.kill(processes.records(rec.dir)[component])
 
-    def configure_scheduler(self, rec: LabRecord, conf: dict | None) -> None:
-        """Restart the scheduler with --scheduler-conf (or without it); the new command line is
-        its record, so a repair restarts it the same way."""
+    def configure_scheduler(self, rec: LabRecord, setting) -> None:
+        """Restart the scheduler with the setting's whole configuration as --scheduler-conf (None:
+        without it); the new command line is its record, so a repair restarts it the same way."""
+        conf = getattr(setting, "conf", setting)
         old = processes.records(rec.dir)["scheduler"]
         argv = [a for a in old.argv if not a.startswith("--scheduler-conf=")]
         if conf is not None:

@@ -37,6 +37,7 @@ def _is_scheduler_name(name: str) -> bool:
 
 class ExistingRuntime(Runtime):
     name = "existing"
+    install_shape = "KAI as installed in an existing cluster (adopted)"
 
     # ---------------------------------------------------------------- up
     def up(self, spec: LabSpec) -> LabRecord:

@@ -27,6 +27,7 @@ import yaml
 
 from .. import versions
 from ..errors import KailabError, LabError
+from ..images import ImageSet, cached_tool, image_set
 from ..fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, Fleet, load_fleet
 from ..kai import RESERVATION_NAMESPACE
 from ..kube import FIELD_MANAGER, Kube
@@ -95,12 +96,53 @@ def kai_images(kai_version: str) -> list[str]:
     return [f"{registry}/{name}:{versions.normalise(kai_version)}" for name in pins()["kai"]["images"]]
 
 
-def kind_config(spec: LabSpec, kubernetes: str) -> dict:
+@dataclass(frozen=True)
+class HostFacts:
+    """What the kind node needs to know about the host it runs on (read by `detect`)."""
+
+    cgroup_v1: bool = False          # kubelet >= 1.35 refuses cgroup v1 unless failCgroupV1: false
+    cap_sys_resource: bool = True    # without it containerd cannot lower a sandbox's oom_score_adj
+
+    @classmethod
+    def detect(cls) -> "HostFacts":
+        v1 = not Path("/sys/fs/cgroup/cgroup.controllers").exists()
+        try:
+            bnd = next(line.split()[1] for line in Path("/proc/self/status").read_text().splitlines()
+                       if line.startswith("CapBnd:"))
+            has = bool(int(bnd, 16) >> 24 & 1)  # CAP_SYS_RESOURCE is capability 24
+        except (OSError, StopIteration, ValueError):
+            has = True
+        return cls(cgroup_v1=v1, cap_sys_resource=has)
+
+    def adaptations(self) -> list[str]:
+        out = []
+        if self.cgroup_v1:
+            out.append("cgroup v1 host: kubelet gets failCgroupV1: false (kubelet >= 1.35 refuses cgroup v1 otherwise)")
+        if not self.cap_sys_resource:
+            out.append("host lacks CAP_SYS_RESOURCE: containerd gets restrict_oom_score_adj = true "
+                       "(sandboxes fail to lower their oom_score_adj otherwise)")
+        return out
+
+
+def kind_config(spec: LabSpec, kubernetes: str, host: HostFacts | None = None,
+                local: ImageSet | None = None) -> dict:
+    host = host or HostFacts()
+    image = local.node_image if local else node_image(kubernetes)
     cfg: dict = {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4",
                  "name": cluster_name(spec.name),
-                 "nodes": [{"role": "control-plane", "image": node_image(kubernetes)}]}
+                 "nodes": [{"role": "control-plane", "image": image}]}
+    networking: dict = {}
+    if local:  # no kindnetd image here: the local node image carries a static CNI config
+        networking.update({"disableDefaultCNI": True, "apiServerAddress": "127.0.0.1"})
     if spec.api_port:
-        cfg["networking"] = {"apiServerAddress": "127.0.0.1", "apiServerPort": spec.api_port}
+        networking.update({"apiServerAddress": "127.0.0.1", "apiServerPort": spec.api_port})
+    if networking:
+        cfg["networking"] = networking
+    if host.cgroup_v1:
+        cfg["kubeadmConfigPatches"] = ["kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n"
+                                       "failCgroupV1: false\n"]
+    if not host.cap_sys_resource:
+        cfg["containerdConfigPatches"] = ['[plugins."io.containerd.grpc.v1.cri"]\n  restrict_oom_score_adj = true']
     return cfg
 
 
@@ -109,13 +151,26 @@ def kwok_stages_text() -> str:
     return resources.files("kailab").joinpath("data/kwok-stages.yaml").read_text()
 
 
-def kwok_config_map() -> dict:
-    """KWOK's options as the binary runtime passes them (kwok_config_text), as a ConfigMap.
+@lru_cache(maxsize=1)
+def kwok_release_config() -> dict:
+    """The KwokConfiguration KWOK's release manifest ships (kustomize/kwok/kwok.yaml of its module):
+    Stage CRs enabled, nodes managed by the kwok.x-k8s.io/node=fake annotation."""
+    from ..images.gomod import module_dir
 
-    Only the options: in a cluster, kwok reads its stages from Stage CRs (--enable-crds=Stage).
+    path = module_dir("sigs.k8s.io/kwok", versions.KWOK_VERSION) / "kustomize" / "kwok" / "kwok.yaml"
+    return yaml.safe_load(path.read_text())
+
+
+def kwok_config_map(release: dict | None = None) -> dict:
+    """KWOK's options in the cluster: the release's, with the binary runtime's options
+    (kwok_config_text) over them. Merged, not replaced: kwok reads only the first KwokConfiguration,
+    and without the release's `enableCRDs: [Stage]` it finds no stages and exits.
+
+    Only the options: in a cluster, kwok reads its stages from Stage CRs.
     """
-    options = next(d for d in yaml.safe_load_all(kwok_config_text())
-                   if d and d.get("kind") == "KwokConfiguration")
+    release = release if release is not None else kwok_release_config()
+    ours = next(d for d in yaml.safe_load_all(kwok_config_text()) if d and d.get("kind") == "KwokConfiguration")
+    options = {**release, "options": {**(release.get("options") or {}), **ours["options"]}}
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": KWOK_CONFIG_MAP, "namespace": pins()["kwok"]["namespace"],
                          "labels": {"app.kubernetes.io/managed-by": "kailab"}},
@@ -142,22 +197,30 @@ def fake_gpu_operator_values(fleet: Fleet) -> dict:
     """One topology node pool per fleet pool; nodes join a pool by SIMULATED_POOL_LABEL."""
     pools = {p.name: {"gpuProduct": p.product, "gpuCount": p.gpus, "gpuMemory": p.gpu_memory_mib}
              for p in fleet.pools}
-    return {
+    # the chart pulls every image `Always`: a preloaded (or locally built) image would be ignored
+    pull = {"image": {"pullPolicy": "IfNotPresent"}}
+    values = {c: dict(pull) for c in ("devicePlugin", "topologyServer", "statusExporter", "migFaker")}
+    values.update({
         "topology": {"nodePoolLabelKey": SIMULATED_POOL_LABEL, "migStrategy": "none",
                      "nodePools": pools},
         "environment": {"resourceReservationNamespace": RESERVATION_NAMESPACE},
         # the fleet manifests already carry the nvidia.com/gpu.* labels, exactly as in the binary
         # runtime: the operator must not rewrite them
-        "statusUpdater": {"disableNodeLabeling": True},
+        "statusUpdater": {"disableNodeLabeling": True, **pull},
         # GPUs on KWOK nodes come from node capacity; KAI would count DRA slices a second time
-        "kwokGpuDevicePlugin": {"enabled": True},
+        "kwokGpuDevicePlugin": {"enabled": True, **pull},
         "draPlugin": {"enabled": False},
         "kwokDraPlugin": {"enabled": False},
-    }
+    })
+    return values
 
 
-def kai_values() -> dict:
-    return {"global": {"nodeSelector": CONTROL_PLANE_SELECTOR}}
+def kai_values(local: ImageSet | None = None) -> dict:
+    # gpuSharing: without it KAI's admission webhook refuses fractional pods ("GPU sharing is disabled")
+    values: dict = {"global": {"nodeSelector": CONTROL_PLANE_SELECTOR, "gpuSharing": True}}
+    if local:  # images built here carry the upstream names: the chart's registry is KAI's own
+        values["global"]["registry"] = local.kai_registry
+    return values
 
 
 class _Dumper(yaml.SafeDumper):
@@ -187,16 +250,22 @@ class KindPlan:
     cluster: str = ""
     lab_dir: str = ""
     kubeconfig: str = ""
+    notes: list[str] = field(default_factory=list)  # host adaptations, said once by `up` and the dry run
+    local: bool = False  # images built here (`kailab tools images`), all of them `kind load`ed
 
 
-def kai_install_steps(version: str, kubeconfig: str, values: str, where: str = "") -> list[tuple[str, list[str]]]:
+def kai_install_steps(version: str, kubeconfig: str, values: str, where: str = "",
+                      chart: str | None = None) -> list[tuple[str, list[str]]]:
     """helm-install KAI `version` into the cluster behind `kubeconfig`, then wait for its
-    Deployments; `where` completes the step descriptions (e.g. " in the vCluster")."""
+    Deployments; `where` completes the step descriptions (e.g. " in the vCluster"); `chart` is a
+    packaged chart built here (default: KAI's published OCI chart)."""
     p = pins()
     kai, t = p["kai"], p["timeouts"]
     kubectl = ["kubectl", "--kubeconfig", kubeconfig]
-    steps = [(f"Install KAI {version} from its OCI chart{where}",
-              ["helm", "upgrade", "--install", kai["release"], kai_chart_ref(version), "--version", version,
+    source = ([chart], "its chart, packaged here from its source") if chart else \
+        ([kai_chart_ref(version), "--version", version], "its OCI chart")
+    steps = [(f"Install KAI {version} from {source[1]}{where}",
+              ["helm", "upgrade", "--install", kai["release"], *source[0],
                "--namespace", kai["namespace"], "--create-namespace", "--values", values, "--wait",
                "--timeout", t["helm"], "--kubeconfig", kubeconfig])]
     for dep in kai["deployments"]:
@@ -210,9 +279,13 @@ def kai_install_steps(version: str, kubeconfig: str, values: str, where: str = "
     return steps
 
 
-def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str) -> KindPlan:
-    """Everything `up` does, in order, as data. Pure: reads only kailab's own data files."""
+def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | None = None,
+               local: ImageSet | None = None, kwok_release: dict | None = None) -> KindPlan:
+    """Everything `up` does, in order, as data. Pure given its inputs: the host's facts (`host`,
+    default: none to adapt to), the images built here (`local`; None: the published ones) and
+    KWOK's release options (default: read from its Go module)."""
     release = versions.kai_release(kai_version)
+    host = host or HostFacts()
     p = pins()
     lab = lab_dir(spec.name)
     cluster = cluster_name(spec.name)
@@ -221,11 +294,11 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str) -> KindPlan:
     kubectl = ["kubectl", "--kubeconfig", kubeconfig]
     t = p["timeouts"]
 
-    config = kind_config(spec, release.kubernetes)
+    config = kind_config(spec, release.kubernetes, host, local)
     nodes = fleet.node_manifests()
     files = {
         "kind-config.yaml": dump(config),
-        "kwok-config.yaml": dump(kwok_config_map()),
+        "kwok-config.yaml": dump(kwok_config_map(kwok_release)),
         "kwok-stages.yaml": kwok_stages_text(),
         "fake-gpu-operator-values.yaml": dump(fake_gpu_operator_values(fleet)),
         "fleet-nodes.yaml": dump_all(nodes),
@@ -237,38 +310,45 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str) -> KindPlan:
         ["kind", "create", "cluster", "--name", cluster, "--config", path("kind-config.yaml"),
          "--kubeconfig", kubeconfig, "--wait", t["kind_create"]])
 
-    steps += _kwok_steps(kubectl, path, t)
+    steps += _kwok_steps(kubectl, path, t, str(local.kwok_manifest) if local else None)
 
     if spec.with_kai:
         # KAI before fake-gpu-operator: KAI's chart creates the reservation namespace, and
         # fake-gpu-operator grants its status-updater access there only if it exists at install
-        files["kai-values.yaml"] = dump(kai_values())
-        for what, argv in kai_install_steps(release.version, kubeconfig, path("kai-values.yaml")):
+        files["kai-values.yaml"] = dump(kai_values(local))
+        for what, argv in kai_install_steps(release.version, kubeconfig, path("kai-values.yaml"),
+                                            chart=str(local.kai_chart) if local else None):
             add(what, argv)
 
     fgo = p["fake_gpu_operator"]
+    chart = [str(local.fgo_chart)] if local else [fgo["chart"], "--version", str(fgo["version"])]
     add(f"Install fake-gpu-operator {fgo['version']}: one topology pool per fleet pool",
-        ["helm", "upgrade", "--install", fgo["release"], fgo["chart"], "--version", str(fgo["version"]),
+        ["helm", "upgrade", "--install", fgo["release"], *chart,
          "--namespace", fgo["namespace"], "--create-namespace",
          "--values", path("fake-gpu-operator-values.yaml"), "--wait", "--timeout", t["helm"],
          "--kubeconfig", kubeconfig])
 
     steps += _fleet_steps(kubectl, path, t, fleet)  # last: every infrastructure pod is on the real node
 
-    images = [p["kwok"]["image"].format(version=versions.KWOK_VERSION), *fgo["images"]]
-    if spec.with_kai:
-        images += kai_images(release.version)
+    if local:
+        images = list(local.images)
+    else:
+        images = [p["kwok"]["image"].format(version=versions.KWOK_VERSION), *fgo["images"]]
+        if spec.with_kai:
+            images += kai_images(release.version)
     return KindPlan(kind_config=config, commands=[argv for _, argv in steps], files=files,
                     node_manifests=nodes, descriptions=[what for what, _ in steps],
-                    preload_images=images, cluster=cluster, lab_dir=str(lab), kubeconfig=kubeconfig)
+                    preload_images=images, cluster=cluster, lab_dir=str(lab), kubeconfig=kubeconfig,
+                    notes=host.adaptations(), local=local is not None)
 
 
-def _kwok_steps(kubectl: list[str], path, t: dict) -> list[tuple[str, list[str]]]:
+def _kwok_steps(kubectl: list[str], path, t: dict, manifest: str | None = None) -> list[tuple[str, list[str]]]:
     kw = pins()["kwok"]
     ns, dep = kw["namespace"], kw["deployment"]
+    where = "rendered here from its Go module" if manifest else "release manifest"
     return [
-        (f"Install the KWOK {versions.KWOK_VERSION} controller and its CRDs (release manifest)",
-         [*kubectl, "apply", "-f", kw["manifest"].format(version=versions.KWOK_VERSION)]),
+        (f"Install the KWOK {versions.KWOK_VERSION} controller and its CRDs ({where})",
+         [*kubectl, "apply", "-f", manifest or kw["manifest"].format(version=versions.KWOK_VERSION)]),
         ("Wait for KWOK's Stage CRD",
          [*kubectl, "wait", "--for=condition=Established", f"crd/{STAGE_CRD}", f"--timeout={t['crd']}"]),
         ("KWOK's options, as the binary runtime runs it (a ConfigMap)",
@@ -340,10 +420,10 @@ def find_tool(name: str) -> str:
             return found
         raise LabError(f"{name} not found at {configured} (from {var}): point {var} at the {name} "
                        "binary, or unset it to use PATH")
-    found = shutil.which(name)
+    found = shutil.which(name) or cached_tool(name)  # `kailab tools images` builds kind, helm, kubectl
     if not found:
-        raise LabError(f"{name} not found: install it ({hint}) or set {var}")
-    return found
+        raise LabError(f"{name} not found: install it ({hint}), set {var}, or build it with `kailab tools images`")
+    return str(found)
 
 
 def find_tools(names: list[str]) -> dict[str, str]:
@@ -374,13 +454,88 @@ def check_kubectl(kubectl: str) -> None:
         pass  # an unusual build that does not say its version: let the commands speak
 
 
+# ------------------------------------------------------------------ host checks and images
+MIN_FREE_GIB = 5  # a kind lab's node image and images, unpacked in the node
+
+
+def host_problems(host: HostFacts, docker_runtime: str, free_gib: float | None, docker_root: str) -> list[str]:
+    """What stops a kind lab on this host, each with its fix (pure: the facts come in)."""
+    out = []
+    if not host.cap_sys_resource and docker_runtime == "runc":
+        out.append("this host's capability bounding set lacks CAP_SYS_RESOURCE and Docker runs containers "
+                   "with plain runc, so every privileged container (kind's node) fails with 'unable to apply "
+                   "caps': run Docker through kailab/data/docker-host.sh (a runc wrapper drops that one "
+                   "capability; docs/kind-runtime.md, Hosts) or give the host CAP_SYS_RESOURCE")
+    if free_gib is not None and free_gib < MIN_FREE_GIB:
+        out.append(f"only {free_gib:.1f} GiB free under Docker's root {docker_root}: a kind lab needs at least "
+                   f"{MIN_FREE_GIB} GiB (free space there, or `docker image prune`)")
+    return out
+
+
+def docker_facts(docker: str) -> tuple[str, float | None, str]:
+    """(default runtime, GiB free under Docker's root or None when not on this filesystem, root)."""
+    out = subprocess.run([docker, "info", "--format", "{{json .}}"], capture_output=True, text=True, timeout=60)
+    try:
+        info = json.loads(out.stdout)
+    except ValueError:
+        return "", None, ""
+    root = info.get("DockerRootDir") or ""
+    free = shutil.disk_usage(root).free / 2**30 if root and os.path.isdir(root) else None
+    return info.get("DefaultRuntime") or "", free, root
+
+
+IMAGES = ("auto", "local", "published")
+
+
+def missing_local(s: ImageSet) -> list[str]:
+    """What of the locally built image set is not here (images in Docker, charts, KWOK's manifest)."""
+    from ..images import docker as images_docker
+
+    files = [str(p) for p in (s.kai_chart, s.fgo_chart, s.kwok_manifest) if not p.is_file()]
+    return [ref for ref in s.built_images if not images_docker.has(ref)] + files
+
+
+def choose_images(requested: str, kai_version: str, missing: list[str]) -> tuple[ImageSet | None, str]:
+    """Which images a kind lab uses, and the one line that says so. `local` needs every one of the
+    set built here; `auto` takes them when all are there (the network is never probed)."""
+    s = image_set(kai_version)
+    build = f"`kailab tools images --kai-version {s.kai_version}`"
+    if requested == "published":
+        return None, "images: the published ones (registries), as asked"
+    if requested == "local":
+        if missing:
+            raise LabError(f"--images local: {len(missing)} of the kind lab's images built here are missing "
+                           f"({missing[0]}{', …' if len(missing) > 1 else ''}): build them with {build}")
+        return s, f"images: built here by {build} ({len(s.built_images)} images), as asked"
+    if not missing:
+        return s, (f"images: built here by {build} (all {len(s.built_images)} present); "
+                   "--images published pulls the released ones")
+    return None, (f"images: the published ones ({len(missing)} of the set built here are missing; {build} "
+                  "makes them for hosts without a registry)")
+
+
 # ------------------------------------------------------------------ the runtime
 class KindRuntime(Runtime):
     name = "kind"
 
+    install_shape = "KAI's helm chart (operator, admission webhook, SchedulingShard) on a kind cluster"
+    configures_scheduler = True  # through KAI's operator: the SchedulingShard
+
+    def configure_scheduler(self, record: LabRecord, setting) -> None:
+        configure_through_shard(record, setting)
+
     def plan(self, spec: LabSpec) -> str:
         fleet, version = self._inputs(spec)
-        return render_plan(build_plan(spec, fleet, version), spec, fleet, version)
+        local, said = self._images(spec, version)
+        plan = build_plan(spec, fleet, version, HostFacts.detect(), local)
+        return render_plan(plan, spec, fleet, version) + f"\n# {said}\n"
+
+    @staticmethod
+    def _images(spec: LabSpec, version: str) -> tuple[ImageSet | None, str]:
+        if spec.images not in IMAGES:
+            raise KailabError(f"--images {spec.images}: choose one of {', '.join(IMAGES)}")
+        missing = [] if spec.images == "published" else missing_local(image_set(version))
+        return choose_images(spec.images, version, missing)
 
     @staticmethod
     def _inputs(spec: LabSpec) -> tuple[Fleet, str]:
@@ -396,14 +551,23 @@ class KindRuntime(Runtime):
         check_kubectl(tools["kubectl"])
         if not docker_answers():
             raise LabError("no Docker engine answers (DOCKER_HOST or /var/run/docker.sock): the kind "
-                           "runtime needs one; use --runtime binary on hosts without Docker")
+                           "runtime needs one; use --runtime binary on hosts without Docker, or start one "
+                           "with kailab/data/docker-host.sh")
+        host = HostFacts.detect()
+        problems = host_problems(host, *docker_facts(shutil.which("docker") or "docker"))
+        if problems:
+            raise LabError(problems[0])
         with lab_lock(spec.name):
             existing = LabRecord.load(spec.name)
             if existing and existing.state == "up":
                 return self._reuse(existing, spec, fleet, version)
             if lab_dir(spec.name).exists():  # a failed or half-made lab: start clean
                 self._teardown(spec.name, tools["kind"])
-            plan = build_plan(spec, fleet, version)
+            local, said = self._images(spec, version)
+            progress(said)
+            plan = build_plan(spec, fleet, version, host, local)
+            for note in plan.notes:
+                progress(f"host: {note}")
             return self._run(plan, spec, fleet, version, tools)
 
     def _reuse(self, rec: LabRecord, spec: LabSpec, fleet: Fleet, version: str) -> LabRecord:
@@ -455,15 +619,17 @@ class KindRuntime(Runtime):
         return rec
 
     def _preload(self, plan: KindPlan, kind: str, log: Path) -> None:
-        """Load images the local Docker already has, so the node need not pull them."""
+        """Load images the local Docker has into the node (all of them when they were built here),
+        in one `kind load` so the node's containerd imports one archive."""
         docker = shutil.which("docker")
         if not docker:
             return
-        for image in plan.preload_images:
-            present = subprocess.run([docker, "image", "inspect", image], capture_output=True, timeout=60)
-            if present.returncode == 0:
-                run_logged([kind, "load", "docker-image", image, "--name", plan.cluster], log,
-                            shown=["kind", "load", "docker-image", image, "--name", plan.cluster])
+        present = [image for image in plan.preload_images
+                   if subprocess.run([docker, "image", "inspect", image], capture_output=True, timeout=60).returncode == 0]
+        if present:
+            progress(f"loading {len(present)} images into the node")
+            argv = ["kind", "load", "docker-image", *present, "--name", plan.cluster]
+            run_logged([kind, *argv[1:]], log, shown=argv, what="kind load docker-image")
 
     # ---------------------------------------------------------------- status / down
     def status(self, rec: LabRecord) -> dict:
@@ -515,10 +681,85 @@ class KindRuntime(Runtime):
         if out.returncode != 0:
             raise LabError(f"`kind delete cluster --name {cluster}` failed: {last_line(out.stderr)}")
         shutil.rmtree(lab_dir(name), ignore_errors=True)
-        return [f"kind cluster {cluster}"]
+        stopped = [f"kind cluster {cluster}"]
+        # kind leaves its shared `kind` network behind; it goes with the engine's last kind cluster
+        docker = shutil.which("docker")
+        if docker:
+            left = subprocess.run([docker, "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster"],
+                                  capture_output=True, text=True, timeout=60).stdout.strip()
+            if not left and subprocess.run([docker, "network", "rm", "kind"], capture_output=True,
+                                           timeout=60).returncode == 0:
+                stopped.append("docker network kind")
+        return stopped
 
 
 # ------------------------------------------------------------------ helpers
 def _port(server: str) -> int | None:
     m = re.search(r":(\d+)/?$", server)
     return int(m.group(1)) if m else None
+
+
+# ------------------------------------------------------------------ the scheduler, through KAI's operator
+SHARD_API, SHARD_KIND, SHARD_NAME = "kai.scheduler/v1", "SchedulingShard", "default"  # the chart's default shard
+SCHEDULER_DEPLOYMENT = "kai-scheduler-default"  # the operator's <schedulerName>-<shard>, and its ConfigMap
+
+
+def merged(base: dict, fragment: dict) -> dict:
+    """`fragment` over `base`, maps merged key by key (a JSON merge patch without deletions)."""
+    out = dict(base)
+    for key, value in fragment.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _scheduler_rolled_out(kube: Kube, namespace: str, before: dict | None):
+    """The operator has rendered a new scheduler ConfigMap and the scheduler runs it: the
+    Deployment's pods carry the ConfigMap's resourceVersion (its `configMapVersion` annotation)
+    and the rollout is complete."""
+    cm = kube.get("v1", "ConfigMap", SCHEDULER_DEPLOYMENT, namespace)
+    if cm is None or (before is not None and cm.get("data") == before.get("data")):
+        return None
+    dep = kube.get("apps/v1", "Deployment", SCHEDULER_DEPLOYMENT, namespace)
+    if dep is None:
+        return None
+    annotations = dep["spec"]["template"]["metadata"].get("annotations") or {}
+    st, want = dep.get("status") or {}, dep["spec"].get("replicas", 1)
+    done = (annotations.get("configMapVersion") == cm["metadata"]["resourceVersion"]
+            and st.get("observedGeneration", 0) >= dep["metadata"]["generation"]
+            and st.get("updatedReplicas") == want == st.get("availableReplicas") == st.get("replicas"))
+    return done or None
+
+
+def configure_through_shard(rec: LabRecord, setting) -> None:
+    """Change KAI's scheduler as a kind user would: patch the SchedulingShard and let KAI's operator
+    render the configuration and roll the scheduler out. None puts the chart's default back."""
+    from .waits import wait_until
+
+    ns = pins()["kai"]["namespace"]
+    fragment = None if setting is None else getattr(setting, "shard", None)
+    if setting is not None and fragment is None:
+        raise LabError("this scheduler configuration has no SchedulingShard field that says it, and on a kind "
+                       "lab KAI's operator renders the scheduler's configuration from the SchedulingShard: "
+                       "use a binary lab for it")
+    kube = Kube(rec.kubeconfig)
+    try:
+        shard = kube.get(SHARD_API, SHARD_KIND, SHARD_NAME)
+        if shard is None:
+            raise LabError(f"no SchedulingShard {SHARD_NAME!r} in lab {rec.name!r}: KAI's chart creates it; "
+                           "is KAI installed (`kailab status`)?")
+        saved = rec.dir / "schedulingshard-default.json"
+        if not saved.exists():  # the chart's spec, to put back after the run
+            saved.write_text(json.dumps(shard["spec"]))
+        default = json.loads(saved.read_text())
+        spec = default if fragment is None else merged(default, fragment)
+        if spec == shard["spec"]:
+            return
+        before = kube.get("v1", "ConfigMap", SCHEDULER_DEPLOYMENT, ns)
+        shard["spec"] = spec
+        kube.dynamic.replace(kube.resource(SHARD_API, SHARD_KIND), body=shard)
+        wait_until("KAI's operator to roll the scheduler out with the new SchedulingShard",
+                   lambda: _scheduler_rolled_out(kube, ns, before), timeout="scheduler-reconfigured",
+                   hint=f"kubectl -n {ns} logs deployment/kai-operator; kubectl -n {ns} get configmap "
+                        f"{SCHEDULER_DEPLOYMENT} -o yaml")
+    finally:
+        kube.close()

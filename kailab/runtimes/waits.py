@@ -24,6 +24,7 @@ WAITS: dict[str, float] = {
     "crd-established": 60,
     "probe-pod-bound": 120,
     "exercise-clean-up": 120,
+    "scheduler-reconfigured": 180,  # kind: KAI's operator renders the config, the scheduler restarts
 }
 
 
