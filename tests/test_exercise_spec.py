@@ -358,3 +358,22 @@ def test_fractional_pods_come_with_their_gpu_sharing_config_maps():
     assert len(pods) == 4 and maps == {f"{n}-0{s}" for n in named for s in ("", "-evar")}
     whole = ex.steps[1].apply[0].manifests("ns", "q", "")
     assert [o["kind"] for o in whole] == ["Pod"] * 4
+
+
+def test_a_fleet_file_resolves_from_the_exercise_file_not_the_working_directory(tmp_path, reclaim, monkeypatch):
+    folder = tmp_path / "course"
+    (folder / "fleets").mkdir(parents=True)
+    (folder / "fleets" / "mine.yaml").write_text((PROJECT_ROOT / "fleets" / "small.yaml").read_text())
+    reclaim["fleet"] = "fleets/mine.yaml"
+    path = folder / "reclaim.yaml"
+    path.write_text(yaml.safe_dump(reclaim, sort_keys=False))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    ex = load_exercise(path)
+    assert ex.fleet == str((folder / "fleets" / "mine.yaml").resolve())
+    monkeypatch.chdir(folder.parent)  # a directory where fleets/mine.yaml means nothing
+    assert load_exercise(path).fleet == ex.fleet
+    reclaim["fleet"] = "fleets/absent.yaml"
+    path.write_text(yaml.safe_dump(reclaim, sort_keys=False))
+    refused(path, "fleet", "unknown fleet", "absent.yaml")

@@ -246,3 +246,19 @@ def test_bad_topology_is_one_clear_line(tmp_path, topology, fragment):
     path = tmp_path / "topo.yaml"
     path.write_text(f"name: topo\npools:\n  - name: a\n    count: 2\n    gpus: 8\n    topology: {topology}\n")
     one_line_error(path, "pools[0].topology", fragment)
+
+
+def test_a_fleet_is_told_apart_by_its_nodes_not_its_gpu_total():
+    from kailab.fleet import fleet_difference, load_fleet
+
+    tiny = load_fleet("tiny")
+    nodes = tiny.node_manifests()
+    assert fleet_difference(tiny, nodes) is None
+    relabelled = [dict(n, metadata={**n["metadata"], "labels": {**n["metadata"]["labels"], "kailab.io/pool": "x"}})
+                  for n in nodes]
+    assert "kailab.io/pool=x, not a100" in fleet_difference(tiny, relabelled)
+    assert "no node a100-1" in fleet_difference(tiny, nodes[:1])
+    small = load_fleet("small").node_manifests()
+    assert "fleet small with 5 nodes" in fleet_difference(tiny, small)
+    cordoned = [dict(nodes[0], spec={"unschedulable": True}), nodes[1]]
+    assert "a100-0 is cordoned" in fleet_difference(tiny, cordoned)

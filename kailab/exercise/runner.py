@@ -14,7 +14,7 @@ from .. import evidence, workloads
 from ..kai import RESERVATION_NAMESPACE
 from ..errors import KailabError, LabError
 from ..evidence import EvidenceDir
-from ..fleet import load_fleet
+from ..fleet import fleet_difference, load_fleet
 from ..kube import Kube
 from ..paths import evidence_dir
 from ..runtimes import LabRecord, runtime_of
@@ -142,11 +142,18 @@ class ExerciseRun:
         if self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "queues.scheduling.run.ai") is None:
             raise LabError(f"lab {self.lab.name!r} has no KAI (CRD queues.scheduling.run.ai is missing): "
                            "bring up a lab with KAI (`kailab up`)")
+        # the fleet's identity, not just its size: an exercise's numbers and node names are chosen
+        # for one fleet, and a verdict on another would be about a fleet it never saw
         fleet = load_fleet(self.ex.fleet)
+        differs = fleet_difference(fleet, self.kube.list("v1", "Node"))
+        if differs:
+            raise LabError(f"exercise {self.ex.exercise} is sized for fleet {fleet.name} ({fleet.nodes_total} nodes, "
+                           f"{fleet.gpus_total} GPUs) but lab {self.lab.name!r} runs {differs}: run it on a lab "
+                           f"brought up with `kailab up --fleet {self.ex.fleet}`")
         _, have = ready_nodes_and_gpus(self.kube)
         if have != fleet.gpus_total:
             raise LabError(f"exercise {self.ex.exercise} is sized for fleet {fleet.name} ({fleet.gpus_total} GPUs) "
-                           f"but lab {self.lab.name!r} has {have} Ready GPUs: run it on a `--fleet {fleet.name}` lab")
+                           f"but lab {self.lab.name!r} has {have} Ready GPUs: wait for its nodes (`kailab status`)")
 
     def _setup(self) -> None:
         # the namespace's default ServiceAccount is made with it rather than awaited from

@@ -18,7 +18,8 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, 
                       model_validator)
 
 from ..errors import InputError
-from ..fleet import Fleet, load_fleet
+from ..fleet import Fleet, fleet_path, load_fleet
+from ..paths import fleets_dir
 from .. import workloads
 from ..inputs import UNION_TAGS, one_line, read_yaml, validate
 
@@ -568,6 +569,15 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
                 raise InputError(path, f"{field}", f"workload {ref!r} is not applied by this or an earlier step")
 
 
+def fleet_reference(fleet: str, exercise_path: Path) -> str:
+    """A fleet name as written; a fleet file's path relative to the exercise file, so the exercise
+    means the same fleet from any working directory."""
+    p = fleet_path(fleet)
+    if p.is_absolute() or p.parent == fleets_dir():
+        return fleet if p.parent == fleets_dir() else str(p)
+    return str((exercise_path.parent / p).resolve())
+
+
 def load_exercise(path: Path | str) -> Exercise:
     """Parse, validate and cross-check an exercise file; raise InputError naming file and field."""
     path = Path(path)
@@ -594,6 +604,7 @@ def load_exercise(path: Path | str) -> Exercise:
     if ex.exercise != path.stem:
         raise InputError(path, "exercise", f"name {ex.exercise!r} differs from the file name {path.stem!r}",
                          "make them equal")
+    ex.fleet = fleet_reference(ex.fleet, path)
     try:
         fleet = load_fleet(ex.fleet)
     except InputError as err:
