@@ -99,6 +99,10 @@ def _pods(**changes):
     return lambda doc: doc["steps"][0]["apply"][0]["pods"].update(changes)
 
 
+def _expect(item: dict):
+    return lambda doc: doc["steps"][1]["expect"].append(item)
+
+
 def _dup_queue(doc):
     doc["queues"]["lab"]["children"]["prod"]["children"] = {"research": {"gpu": {"quota": 1}}}
 
@@ -147,8 +151,49 @@ MISTAKES = [
     ("bad-run-duration", _pods(runDuration="15 seconds"), [f"{STEP0}.apply[0].pods.runDuration", "pattern"]),
     ("bad-stays-for", _set(["steps", 0, "stays"], {"for": "15 seconds", "that": [{"queue": "prod", "bound": 1}]}),
      [f"{STEP0}.stays.for", "pattern"]),
-    ("stays-evicted", _set(["steps", 0, "stays"], {"for": "15s", "that": [{"queue": "prod", "evicted": 1}]}),
-     [f"{STEP0}.stays.that", "bound/pending"]),
+    ("stays-object-unknown-workload", _set(["steps", 0, "stays"], {"for": "15s", "that": [{"object": "Pod", "of": "x"}]}),
+     [f"{STEP0}.stays.that[0]", "'x'"]),
+    ("object-unknown-kind", _expect({"object": "Secret", "name": "x"}), [f"{STEP1}.expect[4].object", "'Pod'"]),
+    ("object-chooses-nothing", _expect({"object": "Pod"}), [f"{STEP1}.expect[4]", "by name, of (a workload) or labelSelector"]),
+    ("object-bad-regex", _expect({"object": "Pod", "of": "prod-train", "match": {"status": {"phase": {"regex": "("}}}}),
+     [f"{STEP1}.expect[4]", "match.status.phase.regex: not a regular expression"]),
+    ("object-min-above-max", _expect({"object": "BindRequest", "of": "prod-train",
+                                      "match": {"spec": {"receivedGPU": {"portion": {"min": 1, "max": 0.5}}}}}),
+     [f"{STEP1}.expect[4]", "portion: min 1 is greater than max 0.5"]),
+    ("object-queue-of-a-workload", _expect({"object": "Queue", "of": "prod-train"}), [f"{STEP1}.expect[4]", "by name"]),
+    ("object-unknown-workload", _expect({"object": "PodGroup", "of": "ghost"}), [f"{STEP1}.expect[4]", "'ghost'"]),
+    ("object-unknown-queue", _expect({"object": "Queue", "name": "nope"}), [f"{STEP1}.expect[4].name", "'nope'"]),
+    ("object-unknown-node", _expect({"object": "Node", "name": "z-9"}), [f"{STEP1}.expect[4].name", "'z-9'"]),
+    ("object-unknown-placeholder", _expect({"object": "PodGroup", "of": "prod-train",
+                                            "match": {"spec": {"queue": "${queue:nope}"}}}),
+     [f"{STEP1}.expect[4]", "unknown name ${queue:nope}", "${queue:prod}"]),
+    ("object-count-negative", _expect({"object": "Pod", "of": "prod-train", "count": -1}), [f"{STEP1}.expect[4].count"]),
+    ("on-unknown-node", _expect({"workload": "prod-train", "bound": 1, "on": {"node": "z-9"}}),
+     [f"{STEP1}.expect[4].on.node", "'z-9' is not in fleet 'small'"]),
+    ("on-node-and-selector", _expect({"workload": "prod-train", "bound": 1,
+                                      "on": {"node": "a100-0", "nodeSelector": {"zone": "b"}}}),
+     [f"{STEP1}.expect[4].on", "exactly one of: node, nodeSelector"]),
+    ("on-selector-matches-nothing", _expect({"workload": "prod-train", "bound": 1, "on": {"nodeSelector": {"zone": "q"}}}),
+     [f"{STEP1}.expect[4].on.nodeSelector", "no node of fleet 'small'"]),
+    ("on-pending", _expect({"workload": "prod-train", "pending": 1, "on": {"node": "a100-0"}}),
+     [f"{STEP1}.expect[4]", "a pending pod is on none"]),
+    ("nodes-unknown-node", _set(["steps", 1, "nodes"], [{"node": "z-9", "cordon": True}]),
+     [f"{STEP1}.nodes[0].node", "'z-9'"]),
+    ("nodes-nothing-to-do", _set(["steps", 1, "nodes"], [{"node": "a100-0"}]),
+     [f"{STEP1}.nodes[0]", "needs one of: label"]),
+    ("nodes-reserved-label", _set(["steps", 1, "nodes"], [{"node": "a100-0", "unlabel": ["kailab.io/pool"]}]),
+     [f"{STEP1}.nodes[0]", "'kailab.io/pool' is set by kailab", "reserved: true"]),
+    ("nodes-bad-label", _set(["steps", 1, "nodes"], [{"node": "a100-0", "label": {"bad key": "x"}}]),
+     [f"{STEP1}.nodes[0]", "'bad key' is not a valid label key"]),
+    ("nodes-bad-taint", _set(["steps", 1, "nodes"], [{"node": "a100-0", "taint": [{"key": "k", "effect": "Sometimes"}]}]),
+     [f"{STEP1}.nodes[0].taint[0].effect"]),
+    ("nodes-selector-matches-nothing", _set(["steps", 1, "nodes"], [{"nodeSelector": {"rack": "r9"}, "cordon": True}]),
+     [f"{STEP1}.nodes[0].nodeSelector", "no node of fleet 'small'"]),
+    ("nodes-cordon-and-uncordon", _set(["steps", 1, "nodes"], [{"node": "a100-0", "cordon": True, "uncordon": True}]),
+     [f"{STEP1}.nodes[0]", "cancel out"]),
+    ("manifest-unknown-placeholder", lambda d: d["steps"][1]["apply"].append({"manifest": {"object": {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"q": "${queue}"}}}}),
+     [f"{STEP1}.apply[1].manifest.object", "unknown name ${queue}"]),
     ("expect-neither-queue-nor-workload", _set(["steps", 1, "expect", 0], {"bound": 1}),
      [f"{STEP1}.expect[0]", "exactly one of: queue, workload"]),
     ("apply-two-kinds", _set(["steps", 0, "apply", 0, "job"], {"name": "j", "queue": "prod", "parallelism": 1}),
@@ -232,9 +277,9 @@ def test_invalid_yaml_and_alias(tmp_path):
     broken = folder / "broken.yaml"
     broken.write_text("exercise: broken\nsteps: [\n")
     refused(broken, "line", "not valid YAML")
-    alias = folder / "alias.yaml"
+    alias = folder / "alias.yaml"  # an alias is fine; the unknown key it helped write is not
     alias.write_text("exercise: alias\nq: &q {lab: {}}\nqueues: *q\n")
-    refused(alias, "line 3", "aliases")
+    refused(alias, "title", "required field is missing")
 
 
 def test_missing_exercise_file(tmp_path):
@@ -377,3 +422,15 @@ def test_a_fleet_file_resolves_from_the_exercise_file_not_the_working_directory(
     reclaim["fleet"] = "fleets/absent.yaml"
     path.write_text(yaml.safe_dump(reclaim, sort_keys=False))
     refused(path, "fleet", "unknown fleet", "absent.yaml")
+
+
+def test_anchors_and_merge_keys_save_repeating_a_workload(tmp_path, reclaim):
+    text = yaml.safe_dump(reclaim, sort_keys=False).replace(
+        "  - pods:\n      name: prod-train", "  - pods: &train\n      name: prod-train", 1)
+    text = text.replace("  - pods:\n      name: research-train", "  - pods:\n      <<: *train\n      name: research-train", 1)
+    path = tmp_path / "reclaim.yaml"
+    path.write_text(text)
+    assert "*train" in text and "&train" in text
+    ex = load_exercise(path)
+    first, second = ex.steps[0].apply[0].pods, ex.steps[1].apply[0].pods
+    assert second.name == "research-train" and second.priority_class == first.priority_class
