@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,10 +24,19 @@ MAX_EXPANDED_NODES = 100_000
 class _BoundedAliasLoader(yaml.SafeLoader):
     """Safe YAML whose anchors/aliases (and `<<:` merges) may expand to MAX_EXPANDED_NODES at most."""
 
+    # YAML 1.2's booleans: only true/false. YAML 1.1 also reads on/off/yes/no as booleans, which
+    # would turn the key `on:` (placement by node) into True and `team: no` into false
+    yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
+                               for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
     def compose_document(self):  # type: ignore[override]
         node = super().compose_document()
         _expanded_size(node, {}, set())
         return node
+
+
+_BoundedAliasLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                          list("tTfF"))
 
 
 def _expanded_size(node, sizes: dict, open_: set) -> int:

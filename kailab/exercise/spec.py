@@ -624,6 +624,7 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
     nodes = {n["metadata"]["name"] for n in fleet.node_manifests()}
     set_labels: set[tuple[str, str]] = set()  # labels node steps set so far (a selector may name them)
     known_names = run_names(ex)
+    step_labels = {item for step in ex.steps for change in step.nodes for item in change.label.items()}
     for si, step in enumerate(ex.steps):
         where = f"steps[{si}] ({one_line(step.name)})"
         for ai, item in enumerate(step.apply):
@@ -643,9 +644,11 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
                                  f"fleet {fleet.name!r} has ({fleet.max_gpus_per_node})",
                                  "lower it, or set unschedulable: true if that is the point")
             if w.node_selector and not any(all(n["metadata"]["labels"].get(k) == v for k, v in w.node_selector.items())
-                                           for n in fleet.node_manifests()):
+                                           for n in fleet.node_manifests()) \
+                    and not set(w.node_selector.items()) <= step_labels:  # waits for a node step's label
                 raise InputError(path, f"{field}.nodeSelector", f"no node of fleet {fleet.name!r} has the labels "
-                                 f"{w.node_selector}", "use a node's labels, e.g. kubernetes.io/hostname: <node>")
+                                 f"{w.node_selector}", "use a node's labels, e.g. kubernetes.io/hostname: <node>, "
+                                 "or set them with a nodes: step")
             if w.topology is not None:
                 levels = ex.topology or []
                 for which in ("required", "preferred"):
