@@ -192,6 +192,10 @@ def load_fleet(name_or_path: str) -> Fleet:
     return fleet
 
 
+# label keys Kubernetes itself may put on a node: not the fleet's to declare
+ADDED_BY_KUBERNETES = ("node.kubernetes.io/", "node-role.kubernetes.io/", "beta.kubernetes.io/")
+
+
 def fleet_difference(fleet: Fleet, nodes: list[dict]) -> str | None:
     """How the cluster's fleet nodes (Node objects carrying kailab's fleet label) differ from what
     `fleet` declares - names, declared labels, GPUs, taints - or None when they are that fleet.
@@ -210,6 +214,9 @@ def fleet_difference(fleet: Fleet, nodes: list[dict]) -> str | None:
         for key, value in node["metadata"]["labels"].items():
             if labels.get(key) != value:
                 return f"fleet {', '.join(running)}: node {name} has {key}={labels.get(key, '(unset)')}, not {value}"
+        extra = sorted(k for k in labels if k not in node["metadata"]["labels"] and not k.startswith(ADDED_BY_KUBERNETES))
+        if extra:
+            return f"fleet {', '.join(running)}: node {name} has label {extra[0]}={labels[extra[0]]}, which the fleet does not declare"
         gpus = str(((got.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", "0"))
         declared = node["status"]["allocatable"].get("nvidia.com/gpu", "0")
         if gpus != declared:

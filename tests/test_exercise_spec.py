@@ -298,9 +298,11 @@ def validator():
 
 def test_schema_uses_the_yaml_names():
     text = str(json_schema())
-    for alias in ("priorityClass", "overQuotaWeight", "'for'", "podgroupOf", "eventReason", "runDuration"):
+    for alias in ("priorityClass", "overQuotaWeight", "'for'", "podgroupOf", "eventReason", "runDuration",
+                  "labelSelector", "nodeSelector", "'object'", "'untaint'", "'uncordon'", "'on'"):
         assert alias in text, alias
-    for python_name in ("priority_class", "over_quota_weight", "for_", "podgroup_of", "event_reason"):
+    for python_name in ("priority_class", "over_quota_weight", "for_", "podgroup_of", "event_reason",
+                        "label_selector", "node_selector"):
         assert python_name not in text, python_name
 
 

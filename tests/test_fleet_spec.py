@@ -264,5 +264,7 @@ def test_a_fleet_is_told_apart_by_its_nodes_not_its_gpu_total():
     assert "no node a100-1" in fleet_difference(tiny, nodes[:1])
     small = load_fleet("small").node_manifests()
     assert "fleet small with 5 nodes" in fleet_difference(tiny, small)
+    extra = [dict(n, metadata={**n["metadata"], "labels": {**n["metadata"]["labels"], "team": "x"}}) for n in nodes]
+    assert "label team=x, which the fleet does not declare" in fleet_difference(tiny, extra)
     cordoned = [dict(nodes[0], spec={"unschedulable": True}), nodes[1]]
     assert "a100-0 is cordoned" in fleet_difference(tiny, cordoned)
