@@ -75,7 +75,7 @@ OBJECTS = """\
         expect:
           - object: BindRequest
             of: halves
-            match: {spec: {receivedResourceType: Fraction, receivedGPU: {portion: {min: PORTION, max: 0.5}}, selectedGPUGroups: [{regex: "."}]}}
+            match: {spec: {receivedResourceType: Fraction, receivedGPU: {portion: {min: PORTION, max: 1}}, selectedGPUGroups: [{regex: "."}]}}
             count: 2
           - {object: PodGroup, of: halves, match: {metadata: {annotations: {kai.scheduler/last-start-timestamp: {exists: true}}}, spec: {queue: "${queue:team}"}}, count: 2}
           - {object: Pod, of: halves, match: {metadata: {labels: {runai-gpu-group: {exists: true}}}}, count: 2}
