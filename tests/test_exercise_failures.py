@@ -136,7 +136,7 @@ def test_evidence_directory_holds_every_promised_file(kailab_labs, tmp_path):
     step_dirs = sorted(p.name for p in (root / "steps").iterdir())
     assert len(step_dirs) == len(ex.steps)
     for d in step_dirs:
-        for f in ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "events.yaml"):
+        for f in ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "events.yaml", "bindrequests.yaml"):
             assert (root / "steps" / d / f).is_file()
     verdict = json.loads((root / "verdict.json").read_text())
     assert all({"expected", "observed", "passed"} <= set(r) for r in verdict["expectations"])

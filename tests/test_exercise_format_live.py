@@ -5,6 +5,7 @@ also shows the check failing when what it checks is not so."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
@@ -95,6 +96,12 @@ def test_object_assertions_read_what_kai_wrote_and_fail_when_it_differs(kailab_l
     out = run(write(tmp_path, "objects", OBJECTS.replace("PORTION", "0.5")), lab, tmp_path)
     assert out.verdict == "passed", out.report()
     assert {r.kind for r in out.results} == {"expect", "stays"}
+    # a passing run's evidence holds KAI's BindRequests and the PodGroups' annotations too
+    step = next((Path(out.evidence) / "steps").iterdir())
+    brs = yaml.safe_load((step / "bindrequests.yaml").read_text())
+    assert sorted(b["spec"]["receivedResourceType"] for b in brs) == ["Fraction", "Fraction"], brs
+    pgs = yaml.safe_load((step / "podgroups.yaml").read_text())
+    assert any("kai.scheduler/last-start-timestamp" in (p["annotations"] or {}) for p in pgs), pgs
     # the same run asking a portion KAI did not give: the failure names the field and the value
     out = run(write(tmp_path, "objects", OBJECTS.replace("PORTION", "0.6")), lab, tmp_path)
     assert out.verdict == "failed", out.report()

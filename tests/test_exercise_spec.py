@@ -437,3 +437,11 @@ def test_anchors_and_merge_keys_save_repeating_a_workload(tmp_path, reclaim):
     ex = load_exercise(path)
     first, second = ex.steps[0].apply[0].pods, ex.steps[1].apply[0].pods
     assert second.name == "research-train" and second.priority_class == first.priority_class
+
+
+def test_a_node_step_may_change_a_reserved_label_when_it_says_so(tmp_path, reclaim):
+    reclaim["steps"][1]["nodes"] = [{"node": "a100-0", "label": {"nvidia.com/gpu.product": "H200"}, "reserved": True},
+                                    {"nodeSelector": {"kailab.io/pool": "l40s"}, "cordon": True}]
+    ex = load_exercise(write(tmp_path, reclaim))
+    assert [c.describe() for c in ex.steps[1].nodes] == ["label nvidia.com/gpu.product=H200", "cordon"]
+    assert [k for k, _ in ex.steps[1].operations()][-1] == "nodes"  # in the order written

@@ -18,7 +18,7 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, 
                       model_validator)
 
 from ..errors import InputError
-from ..fleet import (LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, RESERVED_LABELS, Fleet, Pool, Taint,
+from ..fleet import (LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, RESERVED_LABELS, Fleet, Taint,
                      fleet_path, load_fleet)
 from ..paths import fleets_dir
 from .. import workloads
@@ -372,7 +372,7 @@ class NodeChange(NodeChoice):
             raise ValueError("a node change needs one of: label, unlabel, taint, untaint, cordon, uncordon")
         if self.cordon and self.uncordon:
             raise ValueError("cordon and uncordon together cancel out: use one")
-        Pool._labels(self.label) if self.reserved else _plain_labels(self.label)
+        _plain_labels(self.label)
         keys = set(self.label) | set(self.unlabel)
         reserved = sorted(k for k in keys if k.startswith(RESERVED_LABEL_PREFIXES) or k in RESERVED_LABELS)
         if reserved and not self.reserved:
