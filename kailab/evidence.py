@@ -5,7 +5,7 @@ files and finds runs through the names and functions here.
 
 Layout of evidence/<timestamp>-<exercise>/:
   exercise.yaml            the exercise as run          run.json      lab, KAI version, name mapping
-  manifests/NN-<step>.yaml every object applied         steps/NN-<step>/{queues,podgroups,pods,nodes,events}.yaml
+  manifests/NN-<step>.yaml every object applied         steps/NN-<step>/{queues,podgroups,pods,nodes,events,bindrequests}.yaml
   timeline.jsonl           every pod created/bound/running/evicted/deleted, from the watch
   logs/<component>.log     KAI's log lines for the run's window (binary runtime)
   scheduler-snapshot.zip   the scheduler's /get-snapshot dump at the end
@@ -34,7 +34,7 @@ EXERCISE, RUN, VERDICT, TIMELINE = "exercise.yaml", "run.json", "verdict.json", 
 SCHEDULER_SNAPSHOT = "scheduler-snapshot.zip"
 SCHEDULER_SNAPSHOT_ERROR = "scheduler-snapshot.error.txt"  # written instead when the dump fails
 STEPS, FINAL, LOGS, DUMP, MANIFESTS = "steps", "final", "logs", "dump", "manifests"
-SNAPSHOT_FILES = ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "events.yaml")
+SNAPSHOT_FILES = ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "events.yaml", "bindrequests.yaml")
 TOP_FILES = (EXERCISE, RUN, VERDICT, TIMELINE, SCHEDULER_SNAPSHOT)
 MATRIX = "matrix.json"  # a trial directory's
 
@@ -102,7 +102,8 @@ class EvidenceDir:
 
     def snapshot(self, rel: str, kube: Kube, namespace: str, queues: list[str], state,
                  reservation_namespace: str = "") -> None:
-        """queues (spec+status), podgroups (with conditions), pods, nodes' GPU use, events by time."""
+        """queues (spec+status), podgroups (metadata, spec, conditions), pods, nodes' GPU use, events by
+        time, KAI's BindRequests (its decisions: node, GPU portion and group; on every run, not only failures)."""
         try:
             qs = [kube.get("scheduling.run.ai/v2", "Queue", q) for q in queues]
         except Exception:  # noqa: BLE001 - KAI's CRDs may be missing on a broken lab
@@ -112,9 +113,18 @@ class EvidenceDir:
             pgs = kube.list("scheduling.run.ai/v2alpha2", "PodGroup", namespace)
         except Exception:  # noqa: BLE001 - KAI's CRDs may be missing on a broken lab
             pgs = []
+        # metadata whole: KAI writes annotations there (e.g. when a gang went stale)
         self.write(f"{rel}/podgroups.yaml", [{"name": p["metadata"]["name"],
                                               "labels": p["metadata"].get("labels"),
+                                              "annotations": p["metadata"].get("annotations"),
+                                              "metadata": p["metadata"],
                                               "spec": p.get("spec"), "status": p.get("status")} for p in pgs])
+        try:
+            brs = kube.list("scheduling.run.ai/v1alpha2", "BindRequest", namespace)
+        except Exception:  # noqa: BLE001 - KAI's CRDs may be missing on a broken lab
+            brs = []
+        self.write(f"{rel}/bindrequests.yaml", [{"name": b["metadata"]["name"], "spec": b.get("spec"),
+                                                 "status": b.get("status")} for b in brs])
         with state.cond:
             pods = [p for p in state.pods_table() if p["namespace"] == namespace]
             nodes = state.node_use(reservation_namespace)

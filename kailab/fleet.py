@@ -190,3 +190,41 @@ def load_fleet(name_or_path: str) -> Fleet:
         raise InputError(path, "", "fleet file not found", f"known fleets: {known}")
     fleet = validate(Fleet, read_yaml(path), path)
     return fleet
+
+
+# label keys Kubernetes itself may put on a node: not the fleet's to declare
+ADDED_BY_KUBERNETES = ("node.kubernetes.io/", "node-role.kubernetes.io/", "beta.kubernetes.io/")
+
+
+def fleet_difference(fleet: Fleet, nodes: list[dict]) -> str | None:
+    """How the cluster's fleet nodes (Node objects carrying kailab's fleet label) differ from what
+    `fleet` declares - names, declared labels, GPUs, taints - or None when they are that fleet.
+    An exercise's numbers are chosen for one fleet: a lab of another must not run it."""
+    have = {n["metadata"]["name"]: n for n in nodes if FLEET_LABEL in (n["metadata"].get("labels") or {})}
+    want = {n["metadata"]["name"]: n for n in fleet.node_manifests()}
+    running = sorted({(n["metadata"]["labels"] or {})[FLEET_LABEL] for n in have.values()})
+    if set(have) != set(want):
+        missing, extra = sorted(set(want) - set(have)), sorted(set(have) - set(want))
+        parts = ([f"no node {', '.join(missing[:3])}"] if missing else []) + \
+                ([f"unexpected node {', '.join(extra[:3])}"] if extra else [])
+        return f"fleet {', '.join(running) or '(none)'} with {len(have)} nodes; {'; '.join(parts)}"
+    for name, node in sorted(want.items()):
+        got = have[name]
+        labels = got["metadata"].get("labels") or {}
+        for key, value in node["metadata"]["labels"].items():
+            if labels.get(key) != value:
+                return f"fleet {', '.join(running)}: node {name} has {key}={labels.get(key, '(unset)')}, not {value}"
+        extra = sorted(k for k in labels if k not in node["metadata"]["labels"] and not k.startswith(ADDED_BY_KUBERNETES))
+        if extra:
+            return f"fleet {', '.join(running)}: node {name} has label {extra[0]}={labels[extra[0]]}, which the fleet does not declare"
+        gpus = str(((got.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", "0"))
+        declared = node["status"]["allocatable"].get("nvidia.com/gpu", "0")
+        if gpus != declared:
+            return f"fleet {', '.join(running)}: node {name} has {gpus} GPUs, not {declared}"
+        taints = sorted((t.get("key"), t.get("value") or "", t.get("effect")) for t in (got.get("spec") or {}).get("taints") or [])
+        declared_taints = sorted((t["key"], t["value"], t["effect"]) for t in node["spec"].get("taints", []))
+        if taints != declared_taints:
+            return f"fleet {', '.join(running)}: node {name} has taints {taints or 'none'}, not {declared_taints or 'none'}"
+        if (got.get("spec") or {}).get("unschedulable"):
+            return f"fleet {', '.join(running)}: node {name} is cordoned"
+    return None

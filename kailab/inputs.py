@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TypeVar
 
@@ -15,15 +16,48 @@ M = TypeVar("M", bound=BaseModel)
 MAX_SPEC_BYTES = 1 << 20  # spec files are hand-written: a megabyte is already absurd
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """Safe YAML without anchors/aliases: defeats 'billion laughs' bombs in user files."""
+# anchors and aliases save repeating a manifest by hand; a file whose aliases expand beyond this
+# many nodes (a "billion laughs" bomb) or into themselves is refused before anything is built
+MAX_EXPANDED_NODES = 100_000
 
-    def compose_node(self, parent, index):  # type: ignore[override]
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.constructor.ConstructorError(
-                None, None, "YAML aliases (*name) are not allowed in kailab files", event.start_mark)
-        return super().compose_node(parent, index)
+
+class _BoundedAliasLoader(yaml.SafeLoader):
+    """Safe YAML whose anchors/aliases (and `<<:` merges) may expand to MAX_EXPANDED_NODES at most."""
+
+    # YAML 1.2's booleans: only true/false. YAML 1.1 also reads on/off/yes/no as booleans, which
+    # would turn the key `on:` (placement by node) into True and `team: no` into false
+    yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
+                               for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+    def compose_document(self):  # type: ignore[override]
+        node = super().compose_document()
+        _expanded_size(node, {}, set())
+        return node
+
+
+_BoundedAliasLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                          list("tTfF"))
+
+
+def _expanded_size(node, sizes: dict, open_: set) -> int:
+    """How many nodes `node` becomes once every alias is expanded (shared nodes counted per use)."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise yaml.constructor.ConstructorError(None, None, "a YAML alias refers to itself", node.start_mark)
+    open_.add(key)
+    total = 1
+    if isinstance(node, yaml.SequenceNode):
+        total += sum(_expanded_size(child, sizes, open_) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        total += sum(_expanded_size(k, sizes, open_) + _expanded_size(v, sizes, open_) for k, v in node.value)
+    open_.discard(key)
+    if total > MAX_EXPANDED_NODES:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"YAML aliases expand to more than {MAX_EXPANDED_NODES} nodes", node.start_mark)
+    sizes[key] = total
+    return total
 
 
 # union/discriminator tags pydantic puts in error locations: users never wrote them (models that
@@ -51,7 +85,7 @@ def read_yaml(path: Path) -> object:
     except OSError as err:
         raise InputError(path, "", f"cannot be read: {err.strerror or err}", "check its permissions") from None
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - safe subclass
+        return yaml.load(text, Loader=_BoundedAliasLoader)  # noqa: S506 - safe subclass
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "YAML"

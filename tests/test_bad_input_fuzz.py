@@ -38,6 +38,19 @@ RICH["steps"][1]["patch"] = [{"deployment": "web", "replicas": 0}, {"queue": "pr
 RICH["steps"][1]["delete"] = [{"workload": "web"}]
 RICH["steps"][1]["expect"].append({"podgroupOf": "burst", "reason": "OverLimit", "present": False})
 RICH["steps"][1]["settle"] = "500ms"
+# the object assertion, placement by node, node steps, run names in a manifest
+RICH["steps"][1]["nodes"] = [{"node": "a100-0", "label": {"team": "x"}, "taint": [{"key": "k", "effect": "NoSchedule"}]},
+                             {"nodeSelector": {"kailab.io/pool": "l40s"}, "cordon": True, "untaint": ["dedicated"]}]
+RICH["steps"][1]["expect"] += [
+    {"object": "BindRequest", "of": "burst", "match": {"spec": {"receivedGPU": {"portion": {"min": 0.5, "max": 1}},
+                                                               "receivedResourceType": {"regex": "^Reg"}}}},
+    {"object": "Node", "name": "a100-0", "match": {"metadata": {"labels": {"team": "x"}}}, "count": 1},
+    {"workload": "burst", "bound": 2, "on": {"nodeSelector": {"team": "x"}}}]
+RICH["steps"][1]["stays"] = {"for": "1s", "that": [{"object": "PodGroup", "of": "burst", "count": 0,
+                                                   "match": {"spec": {"queue": "${queue:research}"}}},
+                                                  {"workload": "burst", "evicted": 0}]}
+RICH["steps"][1]["apply"].append({"manifest": {"queue": "research", "object": {
+    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "note"}, "data": {"ns": "${namespace}"}}}})
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -225,3 +238,35 @@ def test_damaged_yaml_text(data):
         load_fleet_text(source)
     else:
         load_exercise_text(source)
+
+
+@FUZZ
+@given(st.integers(1, 12), st.integers(1, 12), st.booleans())
+def test_alias_expansion_is_bounded(breadth, depth, self_loop):
+    """Nested aliases of any shape: a file that expands to too much (or into itself) is one line,
+    refused quickly; one that stays small loads."""
+    import time
+
+    lines = ['l0: &l0 "x"'] + [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * breadth)}]" for i in range(1, depth + 1)]
+    if self_loop:
+        lines.append("loop: &loop [*loop]")
+    text = "\n".join(lines) + "\n" + dump(RECLAIM)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "reclaim.yaml"
+        path.write_text(text)
+        with pytest.raises(InputError) as err:  # the l* keys are unknown even when small
+            load_exercise(path)
+        check_one_line(err.value, path)
+        sizes = [1]  # nodes each l<i> expands to; their sum is about the file's (the rest is small)
+        for _ in range(depth):
+            sizes.append(1 + breadth * sizes[-1])
+        chain = sum(1 + n for n in sizes)
+        if 100_000 - 2_000 < chain <= 100_000:
+            return  # the rest of the file decides: either answer is right
+        big = chain > 100_000
+        msg = str(err.value)
+        # the first problem found while sizing is named: a loop, or a chain expanding too far
+        assert ("expand to more than" in msg) == big if not self_loop else \
+            ("refers to itself" in msg or (big and "expand to more than" in msg))
+    assert time.monotonic() - start < 5

@@ -213,3 +213,21 @@ def test_settle_times_are_measured_from_each_steps_start_to_its_last_expectation
     results = [Result("a", "expect", "x", "1", "1", True, at=12.5), Result("a", "expect", "y", "1", "1", True, at=13.0),
                Result("a", "stays", "z", "1", "1", True, at=None), Result("b", "expect", "x", "1", "0", False, at=40.0)]
     assert settle_times(results, {"a": 10.0, "b": 20.0}) == {"expected_after_s.01": 3.0}
+
+
+# ----------------------------------------------------------------------------- partial objects
+def test_partial_match_of_objects():
+    from kailab.exercise.match import fill, mismatch, placeholders
+
+    br = {"spec": {"receivedResourceType": "Fraction", "receivedGPU": {"count": 1, "portion": "0.50"},
+                   "selectedGPUGroups": ["abc"]}, "metadata": {"labels": {"a": "b"}}}
+    assert mismatch({"spec": {"receivedResourceType": "Fraction"}}, br) is None
+    assert mismatch({"spec": {"receivedGPU": {"portion": {"min": 0.5, "max": 0.5}, "count": 1}}}, br) is None
+    assert "below 0.6" in mismatch({"spec": {"receivedGPU": {"portion": {"min": 0.6}}}}, br)
+    assert mismatch({"spec": {"selectedGPUGroups": [{"regex": "^ab"}]}}, br) is None
+    assert "no element matches" in mismatch({"spec": {"selectedGPUGroups": [{"regex": "^x"}]}}, br)
+    assert mismatch({"metadata": {"annotations": {"exists": False}}}, br) is None
+    assert ".metadata.annotations: missing" == mismatch({"metadata": {"annotations": {"x": "y"}}}, br)
+    assert "'Fraction', not 'Regular'" in mismatch({"spec": {"receivedResourceType": "Regular"}}, br)
+    assert placeholders({"a": ["${queue:x}", "${namespace}-y"]}) == ["queue:x", "namespace"]
+    assert fill({"q": "${queue:x}"}, {"queue:x": "x01-x"}) == {"q": "x01-x"}

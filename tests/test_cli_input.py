@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from kailab.cli import cli
 from kailab.errors import InputError, KailabError
+from kailab.inputs import read_yaml
 from kailab.paths import PROJECT_ROOT
 
 ERROR = "kailab: error:"
@@ -138,6 +139,29 @@ def test_validate_refuses_broken_exercise(tmp_path, kailab):
     path = tmp_path / "reclaim.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     the_error(kailab("validate", str(path)), str(path), "steps[0] (", "apply[0].pods.queue", "'nope'")
+
+
+@pytest.mark.parametrize("item, fragments", [
+    ({"object": "PodGroup", "of": "prod-train", "match": {"spec": {"queue": "${queue:nope}"}}},
+     ["expect[4]", "unknown name ${queue:nope}"]),
+    ({"object": "BindRequest", "of": "prod-train", "match": {"spec": {"selectedNode": {"regex": "["}}}},
+     ["expect[4]", "selectedNode.regex: not a regular expression"]),
+    ({"workload": "prod-train", "bound": 1, "on": {"node": "z-9"}}, ["expect[4].on.node", "'z-9'"]),
+], ids=["placeholder", "regex", "on-node"])
+def test_validate_refuses_new_fields_with_one_line(tmp_path, kailab, item, fragments):
+    doc = read_yaml(PROJECT_ROOT / "exercises" / "reclaim.yaml")
+    doc["steps"][1]["expect"].append(item)
+    path = tmp_path / "reclaim.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    the_error(kailab("validate", str(path)), str(path), *fragments)
+
+
+def test_validate_refuses_a_node_step_on_a_reserved_label(tmp_path, kailab):
+    doc = read_yaml(PROJECT_ROOT / "exercises" / "reclaim.yaml")
+    doc["steps"][1]["nodes"] = [{"node": "a100-0", "label": {"kubernetes.io/hostname": "x"}}]
+    path = tmp_path / "reclaim.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    the_error(kailab("validate", str(path)), str(path), "nodes[0]", "reserved: true")
 
 
 def test_validate_refuses_invalid_yaml(tmp_path, kailab):

@@ -14,6 +14,7 @@ import yaml
 
 from kailab.exercise.runner import ExerciseRun
 from kailab.exercise.spec import load_exercise
+from kailab.inputs import read_yaml
 from kailab.paths import exercises_dir
 
 pytestmark = [pytest.mark.lab, pytest.mark.kai]
@@ -78,6 +79,15 @@ BROKEN = {
     # the trap: a rigid gang (minimum = every pod) cannot shrink, so reclaim takes all of it
     "elastic": (lambda d: d["steps"][0]["apply"][0]["elastic"].update(minMember=32),
                 "research comes back and the workload shrinks to its minimum", "workload train bound"),
+    # the wrong nodes labelled: the pods follow the label to the A100s, not the L40S nodes
+    "node-labels": (lambda d: d["steps"][1]["nodes"][0].update(nodeSelector={"kailab.io/pool": "a100"}),
+                    "the L40S nodes are labelled", "workload train on kailab.io/pool=l40s bound"),
+    # a limit with room: nothing waits, so no condition explains a wait
+    "what-kai-writes": (lambda d: d["queues"]["lab"]["children"]["team"]["gpu"].update(limit=16),
+                        "one more pod waits", "PodGroup of over matching"),
+    # h100-1 stays in rack-a: no rack has room for the waiting gang
+    "rack-placement": (lambda d: d["steps"][3].pop("nodes"), "h100-1 moves to rack-b",
+                       "workload second on kailab.io/rack=rack-b bound"),
 }
 
 
@@ -92,7 +102,7 @@ def test_every_exercise_has_a_broken_variant():
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_exercise_fails_when_its_key_condition_is_broken(name, kailab_labs, tmp_path):
     breaker, failing_step, failing_check = BROKEN[name]
-    doc = yaml.safe_load((exercises_dir() / f"{name}.yaml").read_text())
+    doc = read_yaml(exercises_dir() / f"{name}.yaml")  # YAML 1.2 booleans, as kailab reads it: `on:` stays a key
     breaker(doc)
     if name not in SLOW_STEPS:
         # KAI reaches these exercises' expected states within seconds (expected_after_s ~3 s here):
@@ -126,7 +136,7 @@ def test_evidence_directory_holds_every_promised_file(kailab_labs, tmp_path):
     step_dirs = sorted(p.name for p in (root / "steps").iterdir())
     assert len(step_dirs) == len(ex.steps)
     for d in step_dirs:
-        for f in ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "events.yaml"):
+        for f in ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "events.yaml", "bindrequests.yaml"):
             assert (root / "steps" / d / f).is_file()
     verdict = json.loads((root / "verdict.json").read_text())
     assert all({"expected", "observed", "passed"} <= set(r) for r in verdict["expectations"])

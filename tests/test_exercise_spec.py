@@ -12,6 +12,7 @@ from helpers import assert_one_line_input_error
 import yaml
 
 from kailab.exercise.spec import Exercise, json_schema, load_exercise
+from kailab.inputs import read_yaml
 from kailab.paths import PROJECT_ROOT
 
 EXERCISES = sorted((PROJECT_ROOT / "exercises").glob("*.yaml"))
@@ -99,6 +100,10 @@ def _pods(**changes):
     return lambda doc: doc["steps"][0]["apply"][0]["pods"].update(changes)
 
 
+def _expect(item: dict):
+    return lambda doc: doc["steps"][1]["expect"].append(item)
+
+
 def _dup_queue(doc):
     doc["queues"]["lab"]["children"]["prod"]["children"] = {"research": {"gpu": {"quota": 1}}}
 
@@ -147,8 +152,49 @@ MISTAKES = [
     ("bad-run-duration", _pods(runDuration="15 seconds"), [f"{STEP0}.apply[0].pods.runDuration", "pattern"]),
     ("bad-stays-for", _set(["steps", 0, "stays"], {"for": "15 seconds", "that": [{"queue": "prod", "bound": 1}]}),
      [f"{STEP0}.stays.for", "pattern"]),
-    ("stays-evicted", _set(["steps", 0, "stays"], {"for": "15s", "that": [{"queue": "prod", "evicted": 1}]}),
-     [f"{STEP0}.stays.that", "bound/pending"]),
+    ("stays-object-unknown-workload", _set(["steps", 0, "stays"], {"for": "15s", "that": [{"object": "Pod", "of": "x"}]}),
+     [f"{STEP0}.stays.that[0]", "'x'"]),
+    ("object-unknown-kind", _expect({"object": "Secret", "name": "x"}), [f"{STEP1}.expect[4].object", "'Pod'"]),
+    ("object-chooses-nothing", _expect({"object": "Pod"}), [f"{STEP1}.expect[4]", "by name, of (a workload) or labelSelector"]),
+    ("object-bad-regex", _expect({"object": "Pod", "of": "prod-train", "match": {"status": {"phase": {"regex": "("}}}}),
+     [f"{STEP1}.expect[4]", "match.status.phase.regex: not a regular expression"]),
+    ("object-min-above-max", _expect({"object": "BindRequest", "of": "prod-train",
+                                      "match": {"spec": {"receivedGPU": {"portion": {"min": 1, "max": 0.5}}}}}),
+     [f"{STEP1}.expect[4]", "portion: min 1 is greater than max 0.5"]),
+    ("object-queue-of-a-workload", _expect({"object": "Queue", "of": "prod-train"}), [f"{STEP1}.expect[4]", "by name"]),
+    ("object-unknown-workload", _expect({"object": "PodGroup", "of": "ghost"}), [f"{STEP1}.expect[4]", "'ghost'"]),
+    ("object-unknown-queue", _expect({"object": "Queue", "name": "nope"}), [f"{STEP1}.expect[4].name", "'nope'"]),
+    ("object-unknown-node", _expect({"object": "Node", "name": "z-9"}), [f"{STEP1}.expect[4].name", "'z-9'"]),
+    ("object-unknown-placeholder", _expect({"object": "PodGroup", "of": "prod-train",
+                                            "match": {"spec": {"queue": "${queue:nope}"}}}),
+     [f"{STEP1}.expect[4]", "unknown name ${queue:nope}", "${queue:prod}"]),
+    ("object-count-negative", _expect({"object": "Pod", "of": "prod-train", "count": -1}), [f"{STEP1}.expect[4].count"]),
+    ("on-unknown-node", _expect({"workload": "prod-train", "bound": 1, "on": {"node": "z-9"}}),
+     [f"{STEP1}.expect[4].on.node", "'z-9' is not in fleet 'small'"]),
+    ("on-node-and-selector", _expect({"workload": "prod-train", "bound": 1,
+                                      "on": {"node": "a100-0", "nodeSelector": {"zone": "b"}}}),
+     [f"{STEP1}.expect[4].on", "exactly one of: node, nodeSelector"]),
+    ("on-selector-matches-nothing", _expect({"workload": "prod-train", "bound": 1, "on": {"nodeSelector": {"zone": "q"}}}),
+     [f"{STEP1}.expect[4].on.nodeSelector", "no node of fleet 'small'"]),
+    ("on-pending", _expect({"workload": "prod-train", "pending": 1, "on": {"node": "a100-0"}}),
+     [f"{STEP1}.expect[4]", "a pending pod is on none"]),
+    ("nodes-unknown-node", _set(["steps", 1, "nodes"], [{"node": "z-9", "cordon": True}]),
+     [f"{STEP1}.nodes[0].node", "'z-9'"]),
+    ("nodes-nothing-to-do", _set(["steps", 1, "nodes"], [{"node": "a100-0"}]),
+     [f"{STEP1}.nodes[0]", "needs one of: label"]),
+    ("nodes-reserved-label", _set(["steps", 1, "nodes"], [{"node": "a100-0", "unlabel": ["kailab.io/pool"]}]),
+     [f"{STEP1}.nodes[0]", "'kailab.io/pool' is set by kailab", "reserved: true"]),
+    ("nodes-bad-label", _set(["steps", 1, "nodes"], [{"node": "a100-0", "label": {"bad key": "x"}}]),
+     [f"{STEP1}.nodes[0]", "'bad key' is not a valid label key"]),
+    ("nodes-bad-taint", _set(["steps", 1, "nodes"], [{"node": "a100-0", "taint": [{"key": "k", "effect": "Sometimes"}]}]),
+     [f"{STEP1}.nodes[0].taint[0].effect"]),
+    ("nodes-selector-matches-nothing", _set(["steps", 1, "nodes"], [{"nodeSelector": {"rack": "r9"}, "cordon": True}]),
+     [f"{STEP1}.nodes[0].nodeSelector", "no node of fleet 'small'"]),
+    ("nodes-cordon-and-uncordon", _set(["steps", 1, "nodes"], [{"node": "a100-0", "cordon": True, "uncordon": True}]),
+     [f"{STEP1}.nodes[0]", "cancel out"]),
+    ("manifest-unknown-placeholder", lambda d: d["steps"][1]["apply"].append({"manifest": {"object": {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"q": "${queue}"}}}}),
+     [f"{STEP1}.apply[1].manifest.object", "unknown name ${queue}"]),
     ("expect-neither-queue-nor-workload", _set(["steps", 1, "expect", 0], {"bound": 1}),
      [f"{STEP1}.expect[0]", "exactly one of: queue, workload"]),
     ("apply-two-kinds", _set(["steps", 0, "apply", 0, "job"], {"name": "j", "queue": "prod", "parallelism": 1}),
@@ -232,9 +278,9 @@ def test_invalid_yaml_and_alias(tmp_path):
     broken = folder / "broken.yaml"
     broken.write_text("exercise: broken\nsteps: [\n")
     refused(broken, "line", "not valid YAML")
-    alias = folder / "alias.yaml"
+    alias = folder / "alias.yaml"  # an alias is fine; the unknown key it helped write is not
     alias.write_text("exercise: alias\nq: &q {lab: {}}\nqueues: *q\n")
-    refused(alias, "line 3", "aliases")
+    refused(alias, "title", "required field is missing")
 
 
 def test_missing_exercise_file(tmp_path):
@@ -252,15 +298,17 @@ def validator():
 
 def test_schema_uses_the_yaml_names():
     text = str(json_schema())
-    for alias in ("priorityClass", "overQuotaWeight", "'for'", "podgroupOf", "eventReason", "runDuration"):
+    for alias in ("priorityClass", "overQuotaWeight", "'for'", "podgroupOf", "eventReason", "runDuration",
+                  "labelSelector", "nodeSelector", "'object'", "'untaint'", "'uncordon'", "'on'"):
         assert alias in text, alias
-    for python_name in ("priority_class", "over_quota_weight", "for_", "podgroup_of", "event_reason"):
+    for python_name in ("priority_class", "over_quota_weight", "for_", "podgroup_of", "event_reason",
+                        "label_selector", "node_selector"):
         assert python_name not in text, python_name
 
 
 @pytest.mark.parametrize("path", EXERCISES, ids=[p.stem for p in EXERCISES])
 def test_schema_accepts_shipped_exercise(validator, path):
-    doc = yaml.safe_load(path.read_text())
+    doc = read_yaml(path)  # kailab reads YAML 1.2 booleans: `on:` is a key, not True
     errors = [e.message for e in validator.iter_errors(doc)]
     assert errors == []
 
@@ -358,3 +406,42 @@ def test_fractional_pods_come_with_their_gpu_sharing_config_maps():
     assert len(pods) == 4 and maps == {f"{n}-0{s}" for n in named for s in ("", "-evar")}
     whole = ex.steps[1].apply[0].manifests("ns", "q", "")
     assert [o["kind"] for o in whole] == ["Pod"] * 4
+
+
+def test_a_fleet_file_resolves_from_the_exercise_file_not_the_working_directory(tmp_path, reclaim, monkeypatch):
+    folder = tmp_path / "course"
+    (folder / "fleets").mkdir(parents=True)
+    (folder / "fleets" / "mine.yaml").write_text((PROJECT_ROOT / "fleets" / "small.yaml").read_text())
+    reclaim["fleet"] = "fleets/mine.yaml"
+    path = folder / "reclaim.yaml"
+    path.write_text(yaml.safe_dump(reclaim, sort_keys=False))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    ex = load_exercise(path)
+    assert ex.fleet == str((folder / "fleets" / "mine.yaml").resolve())
+    monkeypatch.chdir(folder.parent)  # a directory where fleets/mine.yaml means nothing
+    assert load_exercise(path).fleet == ex.fleet
+    reclaim["fleet"] = "fleets/absent.yaml"
+    path.write_text(yaml.safe_dump(reclaim, sort_keys=False))
+    refused(path, "fleet", "unknown fleet", "absent.yaml")
+
+
+def test_anchors_and_merge_keys_save_repeating_a_workload(tmp_path, reclaim):
+    text = yaml.safe_dump(reclaim, sort_keys=False).replace(
+        "  - pods:\n      name: prod-train", "  - pods: &train\n      name: prod-train", 1)
+    text = text.replace("  - pods:\n      name: research-train", "  - pods:\n      <<: *train\n      name: research-train", 1)
+    path = tmp_path / "reclaim.yaml"
+    path.write_text(text)
+    assert "*train" in text and "&train" in text
+    ex = load_exercise(path)
+    first, second = ex.steps[0].apply[0].pods, ex.steps[1].apply[0].pods
+    assert second.name == "research-train" and second.priority_class == first.priority_class
+
+
+def test_a_node_step_may_change_a_reserved_label_when_it_says_so(tmp_path, reclaim):
+    reclaim["steps"][1]["nodes"] = [{"node": "a100-0", "label": {"nvidia.com/gpu.product": "H200"}, "reserved": True},
+                                    {"nodeSelector": {"kailab.io/pool": "l40s"}, "cordon": True}]
+    ex = load_exercise(write(tmp_path, reclaim))
+    assert [c.describe() for c in ex.steps[1].nodes] == ["label nvidia.com/gpu.product=H200", "cordon"]
+    assert [k for k, _ in ex.steps[1].operations()][-1] == "nodes"  # in the order written

@@ -190,14 +190,18 @@ pools: *lol9
 def test_yaml_alias_bomb_is_refused_quickly(tmp_path):
     path = write(tmp_path, BILLION_LAUGHS)
     start = time.monotonic()
-    one_line_error(path, "line 2", "aliases")
+    one_line_error(path, "line", "YAML aliases expand to more than 100000 nodes")
     assert time.monotonic() - start < 2
 
 
-def test_single_harmless_alias_is_refused_too(tmp_path):
-    """Aliases are refused outright, not merely limited: one is enough."""
-    text = "name: f\nbase: &p {name: a, count: 1, gpus: 8}\npools: [*p]\n"
-    one_line_error(write(tmp_path, text), "line 3", "aliases")
+def test_a_harmless_alias_is_allowed_and_a_self_referring_one_refused(tmp_path):
+    """Anchors save repeating a pool or a manifest; only their expansion is limited."""
+    from kailab.fleet import load_fleet
+
+    text = "name: f\npools:\n  - &p {name: a, count: 1, gpus: 8}\n  - {<<: *p, name: b}\n"
+    fleet = load_fleet(str(write(tmp_path, text)))
+    assert [(p.name, p.gpus) for p in fleet.pools] == [("a", 8), ("b", 8)]
+    one_line_error(write(tmp_path, "name: f\npools: &p [*p]\n"), "line 2", "refers to itself")
 
 
 def test_missing_file(tmp_path):
@@ -246,3 +250,21 @@ def test_bad_topology_is_one_clear_line(tmp_path, topology, fragment):
     path = tmp_path / "topo.yaml"
     path.write_text(f"name: topo\npools:\n  - name: a\n    count: 2\n    gpus: 8\n    topology: {topology}\n")
     one_line_error(path, "pools[0].topology", fragment)
+
+
+def test_a_fleet_is_told_apart_by_its_nodes_not_its_gpu_total():
+    from kailab.fleet import fleet_difference, load_fleet
+
+    tiny = load_fleet("tiny")
+    nodes = tiny.node_manifests()
+    assert fleet_difference(tiny, nodes) is None
+    relabelled = [dict(n, metadata={**n["metadata"], "labels": {**n["metadata"]["labels"], "kailab.io/pool": "x"}})
+                  for n in nodes]
+    assert "kailab.io/pool=x, not a100" in fleet_difference(tiny, relabelled)
+    assert "no node a100-1" in fleet_difference(tiny, nodes[:1])
+    small = load_fleet("small").node_manifests()
+    assert "fleet small with 5 nodes" in fleet_difference(tiny, small)
+    extra = [dict(n, metadata={**n["metadata"], "labels": {**n["metadata"]["labels"], "team": "x"}}) for n in nodes]
+    assert "label team=x, which the fleet does not declare" in fleet_difference(tiny, extra)
+    cordoned = [dict(nodes[0], spec={"unschedulable": True}), nodes[1]]
+    assert "a100-0 is cordoned" in fleet_difference(tiny, cordoned)

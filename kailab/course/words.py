@@ -3,7 +3,7 @@ kubectl commands that show a step. Text only: nothing here reads the course or t
 
 from __future__ import annotations
 
-from ..exercise.spec import ConditionExpect, CountExpect, EventExpect, GpuShare, Range, Step
+from ..exercise.spec import ConditionExpect, CountExpect, EventExpect, GpuShare, ObjectExpect, Range, Step
 from ..workloads import OWNER_LABEL, QUEUE_LABEL
 
 METRICS = ("bound", "running", "pending", "evicted", "nodes", "devices", "domains")
@@ -57,13 +57,24 @@ def _why(c: int | Range) -> str:
 # ---------------------------------------------------------------------------- what KAI must do
 def describe_count(e: CountExpect) -> str:
     subject = f"queue {e.queue}" if e.queue is not None else f"workload {e.workload}"
+    subject += f" on nodes {e.on}" if e.on is not None and e.on.node_selector else f" on node {e.on}" if e.on else ""
     parts = [f"{count_words(v)} {m}{_why(v)}" for m in METRICS if (v := getattr(e, m)) is not None]
     return f"{subject}: {', '.join(parts)}" + _because(e.why)
 
 
-def describe_expect(e: CountExpect | ConditionExpect | EventExpect) -> str:
+def describe_object(e: ObjectExpect) -> str:
+    import json
+
+    what = "no" if e.count == 0 else count_words(e.count)
+    shape = f" matching {json.dumps(e.match, separators=(', ', ': '))}" if e.match else ""
+    return f"{what} {e.subject()}{shape}{_why(e.count)}" + _because(e.why)
+
+
+def describe_expect(e: CountExpect | ConditionExpect | EventExpect | ObjectExpect) -> str:
     if isinstance(e, CountExpect):
         return describe_count(e)
+    if isinstance(e, ObjectExpect):
+        return describe_object(e)
     if isinstance(e, ConditionExpect):
         verb = "carry" if e.present else "do not carry"
         who = "every PodGroup" if e.every else "PodGroups"
@@ -74,7 +85,7 @@ def describe_expect(e: CountExpect | ConditionExpect | EventExpect) -> str:
 def answer_lines(step: Step) -> list[str]:
     lines = [describe_expect(e) for e in step.expect]
     if step.stays:
-        lines += [f"for the whole {step.stays.for_}: {describe_count(c)}" for c in step.stays.that]
+        lines += [f"for the whole {step.stays.for_}: {describe_expect(c)}" for c in step.stays.that]
     return lines
 
 
@@ -150,6 +161,7 @@ _ACTION_WORDS = {
     "apply": lambda v: [line for item in v if (line := _apply_line(item)) is not None],
     "faults": lambda v: [_fault_line(f) for f in v],
     "settle": lambda v: [f"waits until no pod changes placement for {v}"],
+    "nodes": lambda v: [f"changes {'node ' + c.node if c.node else 'the nodes ' + str(c)}: {c.describe()}" for c in v],
 }
 
 
@@ -162,7 +174,8 @@ def _workloads(step: Step) -> list[str]:
     """The step's workloads in first-mention order: applied, patched, deleted, then checked."""
     named = [item.workload.name for item in step.apply] + [p.deployment for p in step.patch] \
         + [d.workload for d in step.delete] \
-        + [e.podgroup_of if isinstance(e, ConditionExpect) else e.workload for e in _checks(step)]
+        + [e.podgroup_of if isinstance(e, ConditionExpect) else e.of if isinstance(e, ObjectExpect) else e.workload
+           for e in _checks(step)]
     return [w for w in dict.fromkeys(named) if w]
 
 
@@ -174,6 +187,12 @@ def step_commands(step: Step) -> list[str]:
         cmds.append(f"kubectl get pods -A -o wide -L {QUEUE_LABEL}")
     if any(isinstance(e, ConditionExpect) for e in checks):
         cmds.append(PODGROUP_REASONS)
+    for kind in dict.fromkeys(e.object for e in checks if isinstance(e, ObjectExpect)):
+        cmds.append("kubectl get nodes --show-labels" if kind == "Node" else
+                    f"kubectl get {kind.lower()}s.scheduling.run.ai -A -o yaml" if kind in ("BindRequest", "PodGroup")
+                    else f"kubectl get {kind.lower()}s -A -o yaml")
+    if step.nodes:
+        cmds.append("kubectl get nodes --show-labels")
     for reason in dict.fromkeys(e.event_reason for e in checks if isinstance(e, EventExpect)):
         cmds.append(f"kubectl get events -A --field-selector reason={reason} --sort-by=.lastTimestamp")
     return cmds

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .. import workloads
+from ..errors import KailabError
 from ..fleet import load_fleet
-from .checks import Result, evaluate_count
+from .checks import Result
 from .expectations import evaluate_all, event_kinds, state_kinds
+from .match import fill
 from .spec import Step, seconds
 
 
@@ -108,7 +110,8 @@ class Apply(Action):
         objs = []
         for item in value:
             queue = r.names.queue(item.workload.queue) if item.workload.queue else ""
-            objs += item.manifests(r.names.namespace, queue, r.topology_name)
+            # a hand-written manifest may name the run's queues, namespace, topology: ${...}
+            objs += fill(item.manifests(r.names.namespace, queue, r.topology_name), r.names.of_run())
             r.applied[item.workload.name] = item.kind
             if item.manifest:
                 r.manifests_applied[item.workload.name] = item.manifest.object
@@ -145,6 +148,45 @@ class Faults(Action):
                 r.observer.note(f"fault: node {fault.node_up} back")
             elif fault.pause:
                 time.sleep(seconds(fault.pause))
+
+
+class Nodes(Action):
+    """Label, unlabel, taint, untaint, cordon or uncordon fleet nodes (by name or selector); each
+    change goes on the timeline, and the run puts the nodes back as the fleet declares them."""
+    key = "nodes"
+
+    def run(self, ctx: StepContext, value) -> None:
+        r = ctx.run
+        res = r.kube.resource("v1", "Node")
+        for change in value:
+            if change.node is not None:
+                targets = [r.kube.get("v1", "Node", change.node)]
+            else:
+                sel = ",".join(f"{k}={v}" for k, v in change.node_selector.items())
+                targets = r.kube.list("v1", "Node", label_selector=sel)
+            targets = [n for n in targets if n]
+            if not targets:
+                raise KailabError(f"step {ctx.step.name!r}: no node is {change} now (nodes: a node "
+                                  "taken away by a fault cannot be changed)")
+            for node in targets:
+                name = node["metadata"]["name"]
+                r.nodes_changed.setdefault(name, set()).update(change.label, change.unlabel)
+                r.kube.dynamic.patch(res, name=name, body=self._patch(node, change),
+                                     content_type="application/merge-patch+json")
+                r.observer.note(f"node {name}: {change.describe()}", what="node", node=name)
+
+    @staticmethod
+    def _patch(node: dict, change) -> dict:
+        labels = {**{k: None for k in change.unlabel}, **change.label}
+        spec: dict = {}
+        if change.taint or change.untaint:
+            new = {(t.key, t.effect) for t in change.taint}
+            kept = [t for t in (node.get("spec") or {}).get("taints") or []
+                    if t.get("key") not in change.untaint and (t.get("key"), t.get("effect")) not in new]
+            spec["taints"] = kept + [t.model_dump() for t in change.taint] or None
+        if change.cordon or change.uncordon:
+            spec["unschedulable"] = True if change.cordon else None
+        return {"metadata": {"labels": labels}, **({"spec": spec} if spec else {})}
 
 
 class Settle(Action):
@@ -207,7 +249,8 @@ class Stays(Action):
     @staticmethod
     def _look(r, ctx: StepContext, value, seen: dict, breach_at: float | None) -> float | None:
         for e in value.that:
-            for res in evaluate_count(r.observer.state, e, r.names, ctx.since, ctx.step.name, kind="stays"):
+            for res in evaluate_all([e], r.observer.state, r.names, ctx.since, ctx.step.name):
+                res.kind = "stays"
                 n = int(res.observed)
                 s = seen.setdefault(res.what, {"lo": n, "hi": n, "expected": res.expected, "breach": None})
                 s["lo"], s["hi"] = min(s["lo"], n), max(s["hi"], n)
@@ -230,5 +273,5 @@ class Stays(Action):
                       first is None, pods, breach_at)
 
 
-ACTIONS: dict[str, Action] = {a.key: a for a in (Scheduler(), Delete(), Patch(), Apply(), Faults(), Settle(),
-                                                 Expect(), Stays())}
+ACTIONS: dict[str, Action] = {a.key: a for a in (Scheduler(), Delete(), Patch(), Apply(), Nodes(), Faults(),
+                                                 Settle(), Expect(), Stays())}

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .spec import ConditionExpect, CountExpect, EventExpect, count_holds, count_text
+from .match import fill, mismatch
+from .spec import ConditionExpect, CountExpect, EventExpect, ObjectExpect, count_holds, count_text
 from .state import ClusterState
 
 
@@ -34,14 +35,24 @@ class Result:
 class Names:
     """Logical names in the exercise file -> real names in the cluster (queues are cluster-wide)."""
 
-    def __init__(self, prefix: str, namespace: str):
+    def __init__(self, prefix: str, namespace: str, queues: tuple[str, ...] = ()):
         self.prefix, self.namespace = prefix, namespace
+        self.queues = tuple(queues)  # the exercise's queue names, for ${queue:NAME}
 
     def queue(self, logical: str) -> str:
         return f"{self.prefix}-{logical}"
 
     def logical_queue(self, real: str) -> str:
         return real[len(self.prefix) + 1:] if real.startswith(self.prefix + "-") else real
+
+    @property
+    def topology(self) -> str:
+        return f"{self.prefix}-topology"
+
+    def of_run(self) -> dict[str, str]:
+        """What a file's ${...} names mean in this run (spec.run_names lists the same keys)."""
+        return {"namespace": self.namespace, "run": self.prefix, "topology": self.topology,
+                **{f"queue:{q}": self.queue(q) for q in self.queues}}
 
 
 def count_metrics(state: ClusterState, exp: CountExpect, names: Names, since: float) -> dict[str, tuple[int, list[str]]]:
@@ -50,19 +61,23 @@ def count_metrics(state: ClusterState, exp: CountExpect, names: Names, since: fl
     if exp.queue is not None:
         pods = state.queue_pods(names.queue(exp.queue))
         queues = state.subtree(names.queue(exp.queue))
-        evicted = state.evicted_since(since, queues=queues)
     else:
         pods = state.workload_pods(exp.workload or "")
-        evicted = state.evicted_since(since, workload=exp.workload)
     pods = [p for p in pods if p.namespace == names.namespace]
+    on = exp.on
+    if on is not None:  # only pods on the chosen nodes (their labels as they are now)
+        pods = [p for p in pods if on.holds(p.node, state.node_labels.get(p.node or "", {}))]
+    mine = (lambda e: e.queue in queues) if exp.queue is not None else (lambda e: e.workload == exp.workload)
+    evicted_from = [e for e in state.timeline if e.what == "evicted" and e.t >= since and mine(e)
+                    and (on is None or on.holds(e.node, state.node_labels.get(e.node or "", {})))]
+    evicted = len(evicted_from)
     out: dict[str, tuple[int, list[str]]] = {}
     for metric in ("bound", "running", "pending"):
         if getattr(exp, metric) is not None:
             chosen = [p for p in pods if getattr(p, metric)]
             out[metric] = (len(chosen), sorted(f"{p.name}@{p.node or '-'}" for p in chosen))
     if exp.evicted is not None:
-        mine = (lambda e: e.queue in queues) if exp.queue is not None else (lambda e: e.workload == exp.workload)
-        out["evicted"] = (evicted, [e.pod for e in state.timeline if e.what == "evicted" and e.t >= since and mine(e)])
+        out["evicted"] = (evicted, [e.pod for e in evicted_from])
     if exp.nodes is not None:
         on = sorted({p.node for p in pods if p.bound})
         out["nodes"] = (len(on), on)
@@ -78,7 +93,8 @@ def count_metrics(state: ClusterState, exp: CountExpect, names: Names, since: fl
 
 
 def subject(exp: CountExpect) -> str:
-    return f"queue {exp.queue}" if exp.queue is not None else f"workload {exp.workload}"
+    who = f"queue {exp.queue}" if exp.queue is not None else f"workload {exp.workload}"
+    return who + (f" on {exp.on}" if exp.on is not None else "")
 
 
 def evaluate_count(state: ClusterState, exp: CountExpect, names: Names, since: float, step: str,
@@ -89,6 +105,57 @@ def evaluate_count(state: ClusterState, exp: CountExpect, names: Names, since: f
         results.append(Result(step, kind, f"{subject(exp)} {metric}", count_text(expected), str(value),
                               count_holds(expected, value), pods, state.now()))
     return results
+
+
+def chosen_objects(state: ClusterState, exp: ObjectExpect, names: Names) -> list[tuple[str, dict]]:
+    """(display name, object) of the kind, chosen by name / workload / labels, in the run's scope."""
+    run = names.of_run()
+    pool = state.objects.get(exp.object, {})
+    if exp.object in ("Pod", "PodGroup", "BindRequest"):
+        objs = [(n, o) for (ns, n), o in pool.items() if ns == names.namespace]
+    elif exp.object == "Queue":  # the run's queues, by their names in the file
+        objs = [(names.logical_queue(n), o) for (_, n), o in pool.items() if n.startswith(names.prefix + "-")]
+    else:
+        objs = [(n, o) for (_, n), o in pool.items()]
+    if exp.name is not None:
+        want = str(fill(exp.name, run))
+        objs = [(n, o) for n, o in objs if n == want or o["metadata"]["name"] == want]
+    if exp.label_selector:
+        objs = [(n, o) for n, o in objs
+                if all((o["metadata"].get("labels") or {}).get(k) == v for k, v in exp.label_selector.items())]
+    if exp.of is not None:
+        pods = {p.name for p in state.workload_pods(exp.of) if p.namespace == names.namespace}
+        pods |= {e.pod for e in state.timeline if e.workload == exp.of}
+        if exp.object == "Pod":
+            objs = [(n, o) for n, o in objs if n in pods]
+        elif exp.object == "PodGroup":
+            objs = [(n, o) for n, o in objs if n in state.workload_podgroups.get(exp.of, set())]
+        elif exp.object == "BindRequest":
+            objs = [(n, o) for n, o in objs if (o.get("spec") or {}).get("podName") in pods]
+        else:  # Node: where the workload's pods are bound now
+            on = {p.node for p in state.workload_pods(exp.of) if p.bound and p.namespace == names.namespace}
+            objs = [(n, o) for n, o in objs if n in on]
+    return sorted(objs, key=lambda x: x[0])
+
+
+def evaluate_object(state: ClusterState, exp: ObjectExpect, names: Names, step: str, kind: str = "expect") -> Result:
+    """How many chosen objects match the partial object; the count is the observation."""
+    pattern = fill(exp.match, names.of_run())
+    chosen = chosen_objects(state, exp, names)
+    matching, missed = [], []
+    for name, obj in chosen:
+        why = mismatch(pattern, obj)
+        (missed if why else matching).append(f"{name}{': ' + why if why else ''}")
+    passed = count_holds(exp.count, len(matching))
+    # a failure shows why the others missed; a pass the objects that matched
+    detail = (missed + matching if not passed and len(matching) < _least(exp.count) else matching) \
+        or [f"none of {exp.object} chosen yet"]
+    return Result(step, kind, f"{exp.subject()} matching", count_text(exp.count),
+                  str(len(matching)), passed, [f"{len(chosen)} chosen"] + detail, state.now())
+
+
+def _least(count) -> int:
+    return count if isinstance(count, int) else (count.min or 0)
 
 
 def podgroup_reasons(state: ClusterState, workload: str, namespace: str) -> dict[str, set[str]]:

@@ -1,7 +1,7 @@
 """Kinds of expectation, as a registry: how each is recognised in a file and how it is checked.
 
-A kind is named by one marker key in its YAML item (`podgroupOf`, `eventReason`; an item with
-neither is a count). An item naming two markers is refused as ambiguous, never guessed. A new
+A kind is named by one marker key in its YAML item (`podgroupOf`, `eventReason`, `object`; an
+item with none is a count). An item naming two markers is refused as ambiguous, never guessed. A new
 kind is one class here, its model in spec.py and one row in docs/exercise-format.md.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .checks import Names, Result, evaluate_condition, evaluate_count, evaluate_event
-from .spec import ConditionExpect, CountExpect, EventExpect
+from .checks import Names, Result, evaluate_condition, evaluate_count, evaluate_event, evaluate_object
+from .spec import ConditionExpect, CountExpect, EventExpect, ObjectExpect
 
 
 class Kind:
@@ -47,7 +47,15 @@ class Event(Kind):
         return [evaluate_event(events or [], state, exp, names, since_wall or 0.0, step)]
 
 
-KINDS: tuple[type[Kind], ...] = (Count, Condition, Event)
+class Object(Kind):
+    model, marker = ObjectExpect, "object"
+
+    @staticmethod
+    def evaluate(exp, state, names, since, step, events=None, since_wall=None):
+        return [evaluate_object(state, exp, names, step)]
+
+
+KINDS: tuple[type[Kind], ...] = (Count, Condition, Event, Object)
 BY_MODEL = {k.model: k for k in KINDS}
 
 

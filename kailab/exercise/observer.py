@@ -115,9 +115,12 @@ class Observer:
     # ------------------------------------------------------------------ handlers (under cond)
     def _on_pod(self, kind: str, pod: dict) -> None:
         self.state.update_pod(pod, deleted=(kind == "DELETED"))
+        if pod["metadata"].get("namespace") == self.names.namespace:  # not the whole lab's pods
+            self.state.keep("Pod", pod, deleted=(kind == "DELETED"))
 
     def _on_node(self, kind: str, node: dict) -> None:
         name = node["metadata"]["name"]
+        self.state.keep("Node", node, deleted=(kind == "DELETED"))
         if kind == "DELETED":
             self.state.node_gpus.pop(name, None)
         else:
@@ -126,6 +129,7 @@ class Observer:
 
     def _on_queue(self, kind: str, q: dict) -> None:
         name = q["metadata"]["name"]
+        self.state.keep("Queue", q, deleted=(kind == "DELETED"))
         if kind == "DELETED":
             self.state.queues.pop(name, None)
             return
@@ -136,6 +140,7 @@ class Observer:
 
     def _on_podgroup(self, kind: str, pg: dict) -> None:
         key = (pg["metadata"]["namespace"], pg["metadata"]["name"])
+        self.state.keep("PodGroup", pg, deleted=(kind == "DELETED"))
         if kind == "DELETED":
             self.state.podgroups.pop(key, None)
         else:
@@ -144,6 +149,7 @@ class Observer:
     def _on_bindrequest(self, kind: str, br: dict) -> None:
         spec = br.get("spec") or {}
         key = (br["metadata"]["namespace"], spec.get("podName", ""))
+        self.state.keep("BindRequest", br, deleted=(kind == "DELETED"))
         if kind == "DELETED":
             self.state.bind_requests.discard(key)
         elif key not in self.state.bind_requests:
@@ -167,10 +173,10 @@ class Observer:
                 self.state.timeline.append(TimelineEntry(t, "violation", "", detail=f"{inv}: {broken[0]}"))
         self.state.cond.notify_all()
 
-    def note(self, detail: str) -> None:
-        """Put something kailab did (e.g. a fault it injected) on the timeline."""
+    def note(self, detail: str, what: str = "fault", node: str | None = None) -> None:
+        """Put something kailab did (a fault it injected, a node it changed) on the timeline."""
         with self.state.cond:
-            self.state.timeline.append(TimelineEntry(self.state.now(), "fault", "", detail=detail))
+            self.state.timeline.append(TimelineEntry(self.state.now(), what, "", node=node, detail=detail))
             self.state.cond.notify_all()
 
     # ------------------------------------------------------------------ waiting

@@ -14,7 +14,7 @@ from .. import evidence, workloads
 from ..kai import RESERVATION_NAMESPACE
 from ..errors import KailabError, LabError
 from ..evidence import EvidenceDir
-from ..fleet import load_fleet
+from ..fleet import fleet_difference, load_fleet
 from ..kube import Kube
 from ..paths import evidence_dir
 from ..runtimes import LabRecord, runtime_of
@@ -77,7 +77,8 @@ class ExerciseRun:
         self.before_step = before_step or (lambda index, step: None)
         self.after_step = after_step or (lambda index, step, results: None)
         run_id = secrets.token_hex(2)
-        self.names = Names(prefix=f"x{run_id}", namespace=f"kx-{ex.exercise}-{run_id}"[:63])
+        self.names = Names(prefix=f"x{run_id}", namespace=f"kx-{ex.exercise}-{run_id}"[:63],
+                           queues=tuple(n for n, _, _ in ex.queue_tree()))
         self.kube = Kube(lab.kubeconfig)
         self.runtime = runtime_of(lab)  # faults, KAI's logs, dead components: whatever runs the lab
         self.evidence = EvidenceDir(evidence_root or evidence_dir(), ex.exercise)
@@ -91,7 +92,9 @@ class ExerciseRun:
         self.killed: set[str] = set()  # processes the exercise's faults stopped on purpose
         self.downed: set[str] = set()  # fleet nodes the exercise's faults took away
         self.scheduler_changed = False  # a step reconfigured KAI's scheduler: put the default back
-        self.topology_name = f"{self.names.prefix}-topology" if ex.topology else None
+        self.topology_name = self.names.topology if ex.topology else None
+        # fleet nodes a `nodes:` step changed -> the label keys it touched (put back at the end)
+        self.nodes_changed: dict[str, set[str]] = {}
 
     # ------------------------------------------------------------------ top level
     def run(self) -> Outcome:
@@ -143,11 +146,18 @@ class ExerciseRun:
         if self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "queues.scheduling.run.ai") is None:
             raise LabError(f"lab {self.lab.name!r} has no KAI (CRD queues.scheduling.run.ai is missing): "
                            "bring up a lab with KAI (`kailab up`)")
+        # the fleet's identity, not just its size: an exercise's numbers and node names are chosen
+        # for one fleet, and a verdict on another would be about a fleet it never saw
         fleet = load_fleet(self.ex.fleet)
+        differs = fleet_difference(fleet, self.kube.list("v1", "Node"))
+        if differs:
+            raise LabError(f"exercise {self.ex.exercise} is sized for fleet {fleet.name} ({fleet.nodes_total} nodes, "
+                           f"{fleet.gpus_total} GPUs) but lab {self.lab.name!r} runs {differs}: run it on a lab "
+                           f"brought up with `kailab up --fleet {self.ex.fleet}`")
         _, have = ready_nodes_and_gpus(self.kube)
         if have != fleet.gpus_total:
             raise LabError(f"exercise {self.ex.exercise} is sized for fleet {fleet.name} ({fleet.gpus_total} GPUs) "
-                           f"but lab {self.lab.name!r} has {have} Ready GPUs: run it on a `--fleet {fleet.name}` lab")
+                           f"but lab {self.lab.name!r} has {have} Ready GPUs: wait for its nodes (`kailab status`)")
 
     def _setup(self) -> None:
         # the namespace's default ServiceAccount is made with it rather than awaited from
@@ -262,10 +272,22 @@ class ExerciseRun:
         if self.scheduler_changed:
             self.runtime.configure_scheduler(self.lab, None)
             self.scheduler_changed = False
-        if self.downed:
+        if self.downed or self.nodes_changed:
             fleet_nodes = {n["metadata"]["name"]: n for n in load_fleet(self.ex.fleet).node_manifests()}
             for name in sorted(self.downed):
                 self.node_up(fleet_nodes[name])
+            for name, keys in sorted(self.nodes_changed.items()):
+                self.restore_node(fleet_nodes[name], keys)
+            self.nodes_changed.clear()
+
+    def restore_node(self, declared: dict, keys: set[str]) -> None:
+        """Put a node a step changed back as its fleet declares it: the labels the steps touched,
+        its taints, schedulable."""
+        labels = declared["metadata"]["labels"]
+        self.kube.dynamic.patch(self.kube.resource("v1", "Node"), name=declared["metadata"]["name"],
+                                body={"metadata": {"labels": {k: labels.get(k) for k in keys}},
+                                      "spec": {"taints": declared["spec"].get("taints"), "unschedulable": None}},
+                                content_type="application/merge-patch+json")
 
     def _write_verdict(self, notes: list[str]) -> None:
         self.evidence.write(evidence.VERDICT, {

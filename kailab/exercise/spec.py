@@ -18,7 +18,9 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, 
                       model_validator)
 
 from ..errors import InputError
-from ..fleet import Fleet, load_fleet
+from ..fleet import (LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, RESERVED_LABELS, Fleet, Taint,
+                     fleet_path, load_fleet)
+from ..paths import fleets_dir
 from .. import workloads
 from ..inputs import UNION_TAGS, one_line, read_yaml, validate
 
@@ -328,6 +330,74 @@ class DeleteItem(Strict):
     workload: str
 
 
+class NodeChoice(Strict):
+    """Nodes by name or by labels (a selector is read when used: a step may have relabelled nodes)."""
+
+    node: str | None = None
+    node_selector: dict[str, str] | None = Field(None, alias="nodeSelector", min_length=1)
+
+    @model_validator(mode="after")
+    def _one(self) -> "NodeChoice":
+        if (self.node is None) == (self.node_selector is None):
+            raise ValueError("name nodes by exactly one of: node, nodeSelector")
+        return self
+
+    def holds(self, name: str | None, labels: dict[str, str]) -> bool:
+        if not name:
+            return False
+        if self.node is not None:
+            return name == self.node
+        return all(labels.get(k) == v for k, v in (self.node_selector or {}).items())
+
+    def __str__(self) -> str:
+        return self.node if self.node is not None else ",".join(f"{k}={v}" for k, v in (self.node_selector or {}).items())
+
+
+class NodeChange(NodeChoice):
+    """Change fleet nodes mid-run (recorded in the timeline; put back as the fleet declares them
+    when the run ends). Labels kailab sets for the fleet (hostname, pool, nvidia.com/gpu.*) are
+    changed only by a change that says `reserved: true`."""
+
+    label: dict[str, str] = Field({}, description="set these labels")
+    unlabel: list[str] = Field([], description="remove these label keys")
+    taint: list[Taint] = Field([], description="add (or replace, by key and effect) these taints")
+    untaint: list[str] = Field([], description="remove the taints with these keys")
+    cordon: bool = Field(False, description="mark the nodes unschedulable")
+    uncordon: bool = Field(False, description="mark the nodes schedulable again")
+    reserved: bool = Field(False, description="this change means to touch labels kailab sets for the fleet")
+
+    @model_validator(mode="after")
+    def _something(self) -> "NodeChange":
+        if not (self.label or self.unlabel or self.taint or self.untaint or self.cordon or self.uncordon):
+            raise ValueError("a node change needs one of: label, unlabel, taint, untaint, cordon, uncordon")
+        if self.cordon and self.uncordon:
+            raise ValueError("cordon and uncordon together cancel out: use one")
+        _plain_labels(self.label)
+        keys = set(self.label) | set(self.unlabel)
+        reserved = sorted(k for k in keys if k.startswith(RESERVED_LABEL_PREFIXES) or k in RESERVED_LABELS)
+        if reserved and not self.reserved:
+            raise ValueError(f"label {reserved[0]!r} is set by kailab for the fleet: add reserved: true "
+                             "to this change if the exercise means to change it")
+        return self
+
+    def describe(self) -> str:
+        parts = ([f"label {','.join(f'{k}={v}' for k, v in self.label.items())}"] if self.label else []) + \
+                ([f"unlabel {','.join(self.unlabel)}"] if self.unlabel else []) + \
+                ([f"taint {','.join(f'{t.key}={t.value}:{t.effect}' for t in self.taint)}"] if self.taint else []) + \
+                ([f"untaint {','.join(self.untaint)}"] if self.untaint else []) + \
+                (["cordon"] if self.cordon else []) + (["uncordon"] if self.uncordon else [])
+        return "; ".join(parts)
+
+
+def _plain_labels(labels: dict[str, str]) -> None:
+    """Label keys and values as Kubernetes takes them; reserved keys are refused by the caller."""
+    for key, value in labels.items():
+        if not LABEL_KEY.match(key) or len(key.rsplit("/", 1)[-1]) > 63:
+            raise ValueError(f"{key!r} is not a valid label key ([prefix/]name, name up to 63 chars)")
+        if not LABEL_VALUE.match(value):
+            raise ValueError(f"{value!r} (label {key}) is not a valid label value (max 63 chars)")
+
+
 # ----------------------------------------------------------------------------- expectations
 COUNT_METRICS = ("bound", "running", "pending", "evicted", "nodes", "devices", "domains")
 
@@ -347,6 +417,7 @@ class CountExpect(Strict):
     devices: Count | None = Field(None, description="GPU devices its bound pods use (a shared device counts once)")
     domains: Count | None = Field(None, description="distinct values of node label `level` among its bound pods' nodes")
     level: str | None = Field(None, description="with domains: the node label, e.g. kailab.io/rack")
+    on: "NodeChoice | None" = Field(None, description="count only its pods on these nodes (by name or labels)")
     why: str = Field("", description="one line: the KAI arithmetic behind the numbers, for a trainer")
 
     @model_validator(mode="after")
@@ -355,6 +426,8 @@ class CountExpect(Strict):
             raise ValueError("an expectation names exactly one of: queue, workload")
         if all(getattr(self, k) is None for k in COUNT_METRICS):
             raise ValueError("an expectation needs at least one of: " + ", ".join(COUNT_METRICS))
+        if self.on is not None and self.pending is not None:
+            raise ValueError("on counts pods placed on nodes; a pending pod is on none: drop pending or on")
         if (self.domains is None) != (self.level is None):
             raise ValueError("domains and level go together: domains counts the values of the node label `level`")
         return self
@@ -385,7 +458,43 @@ class EventExpect(Strict):
     why: str = Field("", description="one line: why KAI records (or does not record) these events")
 
 
-EXPECT_MODELS = (CountExpect, ConditionExpect, EventExpect)
+# what the run's watch keeps whole (see observer.py): an object assertion names one of these
+OBJECT_KINDS = ("Pod", "PodGroup", "BindRequest", "Node", "Queue")
+
+
+class ObjectExpect(Strict):
+    """A partial object that must match (as in chainsaw's and kuttl's asserts): objects of a kind,
+    chosen by name, labels or workload, of which `count` match `match` (default: at least one;
+    `count: 0` = no such object). Values in `match` may be expressions: {regex}, {min, max}, {exists}."""
+
+    marker: ClassVar[str] = "object"
+
+    object: Literal[OBJECT_KINDS] = Field(description="the kind: " + ", ".join(OBJECT_KINDS))  # type: ignore[valid-type]
+    name: str | None = Field(None, description="its name (a queue's as in the exercise; ${...} names allowed)")
+    of: str | None = Field(None, description="a workload: its pods, their PodGroups and BindRequests, the nodes they are on")
+    label_selector: dict[str, str] | None = Field(None, alias="labelSelector", description="labels it carries")
+    match: dict = Field({}, description="a partial object: metadata / spec / status keys that must match")
+    count: Count = Field(Range(min=1), description="how many chosen objects match (0: none does)")
+    why: str = Field("", description="one line: what KAI writes here and why")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "ObjectExpect":
+        from .match import check_pattern
+
+        if self.of is not None and self.object == "Queue":
+            raise ValueError("a queue belongs to no workload: choose it by name")
+        if self.name is None and self.of is None and self.label_selector is None and self.object != "Queue":
+            raise ValueError("choose the objects by name, of (a workload) or labelSelector")
+        check_pattern(self.match)
+        return self
+
+    def subject(self) -> str:
+        chosen = [f"{self.object}"] + ([self.name] if self.name else []) + ([f"of {self.of}"] if self.of else []) \
+            + ([",".join(f"{k}={v}" for k, v in self.label_selector.items())] if self.label_selector else [])
+        return " ".join(chosen)
+
+
+EXPECT_MODELS = (CountExpect, ConditionExpect, EventExpect, ObjectExpect)
 UNION_TAGS.update(m.__name__ for m in EXPECT_MODELS)
 
 
@@ -400,26 +509,28 @@ def _expect_kind(v: object) -> str:
 # tags are class names, never field names: error locations drop them (see inputs.validate)
 ExpectItem = Annotated[Union[Annotated[CountExpect, Tag("CountExpect")],
                              Annotated[ConditionExpect, Tag("ConditionExpect")],
-                             Annotated[EventExpect, Tag("EventExpect")]], Discriminator(_expect_kind)]
+                             Annotated[EventExpect, Tag("EventExpect")],
+                             Annotated[ObjectExpect, Tag("ObjectExpect")]], Discriminator(_expect_kind)]
+
+
+def _stays_kind(v: object) -> str:
+    return ObjectExpect.__name__ if isinstance(v, dict) and ObjectExpect.marker in v else CountExpect.__name__
+
+
+# what a window can watch: counts and objects (the watch sees every change of both)
+StaysItem = Annotated[Union[Annotated[CountExpect, Tag("CountExpect")],
+                            Annotated[ObjectExpect, Tag("ObjectExpect")]], Discriminator(_stays_kind)]
 
 
 class Stays(Strict):
     """Conditions that must hold at every moment of the window (checked on every watch event)."""
 
     for_: Duration = Field(alias="for")
-    that: list[CountExpect] = Field(min_length=1)
-
-    @field_validator("that")
-    @classmethod
-    def _no_evicted(cls, v: list[CountExpect]) -> list[CountExpect]:
-        for e in v:
-            if e.evicted is not None or e.running is not None:
-                raise ValueError("stays conditions use bound/pending (what KAI decides), not evicted/running")
-        return v
+    that: list[StaysItem] = Field(min_length=1)
 
 
 # the step keys that act (see actions.py), in the order used when a step is not built from a file
-OPERATIONS = ("scheduler", "delete", "patch", "apply", "faults", "settle", "expect", "stays")
+OPERATIONS = ("scheduler", "delete", "patch", "apply", "nodes", "faults", "settle", "expect", "stays")
 
 
 class Step(Strict):
@@ -431,6 +542,7 @@ class Step(Strict):
     patch: list[PatchItem] = []
     delete: list[DeleteItem] = []
     faults: list[FaultItem] = []
+    nodes: list[NodeChange] = Field([], description="label, unlabel, taint, untaint, cordon, uncordon fleet nodes")
     settle: Duration | None = Field(None, description="wait until pod placement is unchanged this long")
     expect: list[ExpectItem] = []
     stays: Stays | None = None
@@ -509,6 +621,10 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
         raise InputError(path, "queues", f"queue {sorted(dup)[0]!r} appears twice in the tree", "rename one")
     leaves = ex.leaf_queues()
     workloads: dict[str, str] = {}
+    nodes = {n["metadata"]["name"] for n in fleet.node_manifests()}
+    set_labels: set[tuple[str, str]] = set()  # labels node steps set so far (a selector may name them)
+    known_names = run_names(ex)
+    step_labels = {item for step in ex.steps for change in step.nodes for item in change.label.items()}
     for si, step in enumerate(ex.steps):
         where = f"steps[{si}] ({one_line(step.name)})"
         for ai, item in enumerate(step.apply):
@@ -528,9 +644,11 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
                                  f"fleet {fleet.name!r} has ({fleet.max_gpus_per_node})",
                                  "lower it, or set unschedulable: true if that is the point")
             if w.node_selector and not any(all(n["metadata"]["labels"].get(k) == v for k, v in w.node_selector.items())
-                                           for n in fleet.node_manifests()):
+                                           for n in fleet.node_manifests()) \
+                    and not set(w.node_selector.items()) <= step_labels:  # waits for a node step's label
                 raise InputError(path, f"{field}.nodeSelector", f"no node of fleet {fleet.name!r} has the labels "
-                                 f"{w.node_selector}", "use a node's labels, e.g. kubernetes.io/hostname: <node>")
+                                 f"{w.node_selector}", "use a node's labels, e.g. kubernetes.io/hostname: <node>, "
+                                 "or set them with a nodes: step")
             if w.topology is not None:
                 levels = ex.topology or []
                 for which in ("required", "preferred"):
@@ -538,6 +656,8 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
                     if level is not None and level not in levels:
                         raise InputError(path, f"{field}.topology.{which}", f"{level!r} is not a level of the "
                                          "exercise's topology", f"levels: {', '.join(levels) or 'none (add topology:)'}")
+            if kind == "manifest":
+                _check_placeholders(item.manifest.object, known_names, path, f"{field}.object")
             if w.name in workloads and workloads[w.name] != kind:
                 raise InputError(path, f"{field}.name", f"workload {w.name!r} is already a {workloads[w.name]}")
             workloads[w.name] = kind
@@ -547,7 +667,10 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
             if p.deployment is not None and workloads.get(p.deployment) != "deployment":
                 raise InputError(path, f"{where}.patch[{pi}].deployment",
                                  f"no deployment {p.deployment!r} was applied before this step")
-        nodes = {n["metadata"]["name"] for n in fleet.node_manifests()}
+        for ni, change in enumerate(step.nodes):
+            _check_nodes(change, fleet, set_labels, path, f"{where}.nodes[{ni}]")
+        for change in step.nodes:
+            set_labels.update(change.label.items())
         for fi, f in enumerate(step.faults):
             node = f.node_down or f.node_up
             if node is not None and node not in nodes:
@@ -563,9 +686,66 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
         for field, e in checks:
             if isinstance(e, CountExpect) and e.queue is not None and e.queue not in names:
                 raise InputError(path, f"{field}.queue", f"queue {e.queue!r} is not in the queue tree")
-            ref = (e.workload if isinstance(e, (CountExpect, EventExpect)) else e.podgroup_of)
+            if isinstance(e, CountExpect) and e.on is not None:
+                _check_nodes(e.on, fleet, set_labels, path, f"{field}.on")
+            if isinstance(e, ObjectExpect):
+                _check_object(e, names, nodes, known_names, path, field)
+            ref = (e.workload if isinstance(e, (CountExpect, EventExpect))
+                   else e.of if isinstance(e, ObjectExpect) else e.podgroup_of)
             if ref is not None and ref not in workloads:
                 raise InputError(path, f"{field}", f"workload {ref!r} is not applied by this or an earlier step")
+
+
+def run_names(ex: Exercise) -> set[str]:
+    """The ${...} names a file may use for what each run names anew (see checks.Names.of_run)."""
+    return {"namespace", "run"} | ({"topology"} if ex.topology else set()) | \
+        {f"queue:{n}" for n, _, _ in ex.queue_tree()}
+
+
+def _check_placeholders(value: object, known: set[str], path: Path, field: str) -> None:
+    from .match import placeholders
+
+    for name in placeholders(value):
+        if name not in known:
+            queues = sorted(k for k in known if k.startswith("queue:"))
+            raise InputError(path, field, f"unknown name ${{{one_line(name)}}}",
+                             "use ${namespace}, ${run}, " + ("${topology}, " if "topology" in known else "")
+                             + ", ".join(f"${{{q}}}" for q in queues[:4]))
+
+
+def _check_nodes(choice: NodeChoice, fleet: Fleet, set_labels: set[tuple[str, str]], path: Path, field: str) -> None:
+    """A node must be a fleet node; a selector must match one, or name labels a node step sets."""
+    manifests = fleet.node_manifests()
+    if choice.node is not None:
+        if choice.node not in {n["metadata"]["name"] for n in manifests}:
+            raise InputError(path, f"{field}.node", f"node {choice.node!r} is not in fleet {fleet.name!r}",
+                             f"nodes: {', '.join(sorted(n['metadata']['name'] for n in manifests)[:6])}")
+        return
+    sel = choice.node_selector or {}
+    if not any(all(n["metadata"]["labels"].get(k) == v for k, v in sel.items()) for n in manifests) \
+            and not set(sel.items()) <= set_labels:
+        raise InputError(path, f"{field}.nodeSelector", f"no node of fleet {fleet.name!r} has the labels {sel}",
+                         "use a node's labels, or set them with an earlier nodes: step")
+
+
+def _check_object(e: "ObjectExpect", queues: list[str], nodes: set[str], known: set[str], path: Path,
+                  field: str) -> None:
+    _check_placeholders({"name": e.name, "match": e.match}, known, path, field)
+    if e.name is None or "${" in e.name:
+        return
+    if e.object == "Queue" and e.name not in queues:
+        raise InputError(path, f"{field}.name", f"queue {e.name!r} is not in the queue tree")
+    if e.object == "Node" and e.name not in nodes:
+        raise InputError(path, f"{field}.name", f"node {e.name!r} is not in the exercise's fleet")
+
+
+def fleet_reference(fleet: str, exercise_path: Path) -> str:
+    """A fleet name as written; a fleet file's path relative to the exercise file, so the exercise
+    means the same fleet from any working directory."""
+    p = fleet_path(fleet)
+    if p.is_absolute() or p.parent == fleets_dir():
+        return fleet if p.parent == fleets_dir() else str(p)
+    return str((exercise_path.parent / p).resolve())
 
 
 def load_exercise(path: Path | str) -> Exercise:
@@ -594,6 +774,7 @@ def load_exercise(path: Path | str) -> Exercise:
     if ex.exercise != path.stem:
         raise InputError(path, "exercise", f"name {ex.exercise!r} differs from the file name {path.stem!r}",
                          "make them equal")
+    ex.fleet = fleet_reference(ex.fleet, path)
     try:
         fleet = load_fleet(ex.fleet)
     except InputError as err:

@@ -96,7 +96,7 @@ class PodView:
 @dataclass
 class TimelineEntry:
     t: float  # seconds since the exercise started
-    what: str  # created | bound | running | evicted | deleted | succeeded | failed | violation
+    what: str  # created | bound | running | evicted | deleted | succeeded | failed | violation | fault | node
     pod: str
     workload: str = ""
     queue: str = ""
@@ -114,6 +114,9 @@ class ClusterState:
     node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     queues: dict[str, dict] = field(default_factory=dict)  # real name -> {parent, quota, limit}
     bind_requests: set[tuple[str, str]] = field(default_factory=set)  # (namespace, pod name)
+    # whole objects as the watch last saw them, by kind and (namespace, name) ('' for cluster-wide
+    # kinds): what object assertions match (spec.OBJECT_KINDS)
+    objects: dict[str, dict[tuple[str, str], dict]] = field(default_factory=dict)
     podgroups: dict[tuple[str, str], dict] = field(default_factory=dict)
     gangs: dict[str, int] = field(default_factory=dict)  # workload -> min member
     priority_values: dict[str, int] = field(default_factory=dict)  # PriorityClass name -> value
@@ -130,6 +133,14 @@ class ClusterState:
         return round(time.time() - self.started, 3)
 
     # ------------------------------------------------------------------ updates (under cond)
+    def keep(self, kind: str, obj: dict, deleted: bool = False) -> None:
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace") or "", meta.get("name") or "")
+        if deleted:
+            self.objects.get(kind, {}).pop(key, None)
+        else:
+            self.objects.setdefault(kind, {})[key] = obj
+
     def update_pod(self, pod: dict, deleted: bool = False) -> list[TimelineEntry]:
         view = PodView.from_pod(pod)
         old = self.pods.get(view.key)
