@@ -36,6 +36,7 @@ def pytest_configure(config):
     config._kailab_no_kind = None
 
 
+@pytest.hookimpl(trylast=True)  # after -m/-k: count only what would otherwise run
 def pytest_collection_modifyitems(session, config, items):
     _deselect_kind_without_docker(config, items)
     needs_kai = [i for i in items if i.get_closest_marker("kai")]
