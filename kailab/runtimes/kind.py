@@ -635,7 +635,8 @@ class KindRuntime(Runtime):
     def status(self, rec: LabRecord) -> dict:
         kai = pins()["kai"]
         kw = pins()["kwok"]
-        expected = [kw["deployment"]] + (list(kai["deployments"]) if rec.with_kai else [])
+        fgo = pins()["fake_gpu_operator"]
+        expected = [kw["deployment"]] + (list(kai["deployments"]) if rec.with_kai else []) + fgo["deployments"]
         components = {n: {"state": "missing", "pid": None, "ports": {}, "log": None} for n in expected}
         nodes = gpus = 0
         api_ok = False
@@ -652,6 +653,7 @@ class KindRuntime(Runtime):
                     if rec.with_kai:
                         components.update(clusterinfo.deployment_states(kube, kai["namespace"],
                                                                         list(kai["deployments"])))
+                    components.update(clusterinfo.deployment_states(kube, fgo["namespace"], fgo["deployments"]))
                     nodes, gpus = clusterinfo.ready_nodes_and_gpus(kube, f"{FLEET_LABEL}={rec.fleet}")
             finally:
                 kube.close()
