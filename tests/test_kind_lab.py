@@ -76,7 +76,7 @@ def test_down_leaves_no_container_network_or_file(kind_lab, kailab_labs):
     cluster = f"kailab-{kind_lab.name}"
     with kind_docker():
         runtime_of(kind_lab).down(kind_lab.name)
-    kailab_labs.labs.pop(("kind", FLEET), None)
+    kailab_labs.labs.pop(("kind", FLEET, True), None)
     assert not lab_dir(kind_lab.name).exists()
     containers = _docker("ps", "-a", "--filter", f"label=io.x-k8s.kind.cluster={cluster}", "--format", "{{.Names}}")
     assert containers.strip() == ""

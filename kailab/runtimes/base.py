@@ -91,6 +91,7 @@ class Runtime(ABC):
     name: str = ""
     controls_processes = False  # runs KAI as its own processes: can kill, restart and reconfigure them
     configures_scheduler = False  # can change KAI's scheduler configuration (step `scheduler:`)
+    makes_labs = True  # can bring up a lab of any fleet (not so a runtime that adopts a cluster)
     install_shape = ""  # how KAI is installed, in words, for the evidence
 
     def __init__(self) -> None:

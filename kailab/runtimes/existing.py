@@ -37,6 +37,7 @@ def _is_scheduler_name(name: str) -> bool:
 
 class ExistingRuntime(Runtime):
     name = "existing"
+    makes_labs = False
     install_shape = "KAI as installed in an existing cluster (adopted)"
 
     # ---------------------------------------------------------------- up

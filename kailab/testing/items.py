@@ -10,6 +10,7 @@ from .. import evidence
 from ..errors import KailabError
 from ..exercise.runner import ExerciseRun
 from ..exercise.spec import load_exercise
+from ..runtimes import runtime_of
 from .labs import lab_pool
 
 
@@ -29,8 +30,9 @@ class ExerciseItem(pytest.Item):
         ex = load_exercise(self.path)  # a bad file fails here, before any lab work
         pool = lab_pool(self.config)
         lab = pool.get(ex.fleet, with_kai=True)
-        if lab.runtime == "binary" and lab.fleet != ex.fleet:  # --kailab-lab's lab is another fleet: own lab
-            lab = pool.get(ex.fleet, with_kai=True, own=True)
+        if lab.fleet != ex.fleet and runtime_of(lab).makes_labs:
+            # --kailab-lab's lab is of another fleet: one of this fleet beside it, same runtime and KAI
+            lab = pool.get(ex.fleet, with_kai=True, own=True, runtime=lab.runtime, kai_version=lab.kai_version)
         root = self.config.getoption("--kailab-evidence")
         self.outcome = ExerciseRun(ex, self.path, lab, Path(root) if root else None).run()
         self.config._kailab_outcomes = getattr(self.config, "_kailab_outcomes", []) + [self.outcome]

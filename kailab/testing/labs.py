@@ -77,8 +77,10 @@ class LabPool:
         self.labs: dict[tuple, LabRecord] = {}
         self.external = config.getoption("--kailab-lab")
 
-    def get(self, fleet: str = "tiny", with_kai: bool | None = None, own: bool = False) -> LabRecord:
-        """The session's lab for `fleet` (--kailab-lab's, unless `own`: then one of the session's)."""
+    def get(self, fleet: str = "tiny", with_kai: bool | None = None, own: bool = False,
+            runtime: str = "binary", kai_version: str = "") -> LabRecord:
+        """The session's lab for `fleet` (--kailab-lab's, unless `own`: then one of the session's, of
+        `runtime` and `kai_version` — e.g. a racks lab beside a kind lab)."""
         if self.external and not own:
             rec = LabRecord.load(self.external)
             if rec is None or rec.state != "up":
@@ -86,21 +88,18 @@ class LabPool:
             return rec
         if with_kai is None:
             with_kai = kai_unavailable_reason() is None
-        key = (fleet, with_kai)
+        key = (runtime, fleet, with_kai)
         if key not in self.labs:
-            name = f"{LAB_PREFIX}{os.getpid()}-{fleet}" + ("" if with_kai else "-nokai")
-            self.labs[key] = get_runtime("binary").up(LabSpec(name=name, runtime="binary", fleet=fleet,
-                                                        with_kai=with_kai))
+            kind = "" if runtime == "binary" else f"{runtime}-"
+            name = f"{LAB_PREFIX}{os.getpid()}-{kind}{fleet}" + ("" if with_kai else "-nokai")
+            spec = LabSpec(name=name, runtime=runtime, fleet=fleet, with_kai=with_kai, kai_version=kai_version)
+            with kind_docker():
+                self.labs[key] = get_runtime(runtime).up(spec)
         return self.labs[key]
 
     def get_kind(self, fleet: str = "small") -> LabRecord:
         """The session's kind lab for `fleet` (KAI from its chart; images built here when present)."""
-        key = ("kind", fleet)
-        if key not in self.labs:
-            name = f"{LAB_PREFIX}{os.getpid()}-kind-{fleet}"
-            with kind_docker():
-                self.labs[key] = get_runtime("kind").up(LabSpec(name=name, runtime="kind", fleet=fleet))
-        return self.labs[key]
+        return self.get(fleet, with_kai=True, own=True, runtime="kind")
 
     def close(self) -> None:
         for rec in self.labs.values():
