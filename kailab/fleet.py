@@ -196,6 +196,20 @@ def load_fleet(name_or_path: str) -> Fleet:
 ADDED_BY_KUBERNETES = ("node.kubernetes.io/", "node-role.kubernetes.io/", "beta.kubernetes.io/")
 
 
+def _labels_set_by_kailab(node: dict) -> set[str] | None:
+    """Label keys kailab's field managers own on `node` (None when the object has no managedFields)."""
+    fields = node["metadata"].get("managedFields") or node["metadata"].get("managed_fields")
+    if not fields:
+        return None
+    keys: set[str] = set()
+    for entry in fields:
+        if not str(entry.get("manager", "")).startswith("kailab"):
+            continue
+        labels = ((entry.get("fieldsV1") or entry.get("fields_v1") or {}).get("f:metadata") or {}).get("f:labels") or {}
+        keys |= {k[2:] for k in labels if k.startswith("f:")}
+    return keys
+
+
 def fleet_difference(fleet: Fleet, nodes: list[dict]) -> str | None:
     """How the cluster's fleet nodes (Node objects carrying kailab's fleet label) differ from what
     `fleet` declares - names, declared labels, GPUs, taints - or None when they are that fleet.
@@ -214,7 +228,11 @@ def fleet_difference(fleet: Fleet, nodes: list[dict]) -> str | None:
         for key, value in node["metadata"]["labels"].items():
             if labels.get(key) != value:
                 return f"fleet {', '.join(running)}: node {name} has {key}={labels.get(key, '(unset)')}, not {value}"
-        extra = sorted(k for k in labels if k not in node["metadata"]["labels"] and not k.startswith(ADDED_BY_KUBERNETES))
+        # labels another fleet's file gave the node: those kailab set (a GPU operator's own labels,
+        # e.g. fake-gpu-operator's nvidia.com/mig.strategy on a kind lab, are not the fleet's)
+        ours = _labels_set_by_kailab(got)
+        extra = sorted(k for k in labels if k not in node["metadata"]["labels"] and not k.startswith(ADDED_BY_KUBERNETES)
+                       and (ours is None or k in ours))
         if extra:
             return f"fleet {', '.join(running)}: node {name} has label {extra[0]}={labels[extra[0]]}, which the fleet does not declare"
         gpus = str(((got.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", "0"))
