@@ -263,9 +263,9 @@ def run(exercises, evidence_root, name) -> None:
         outcome = run_exercise(p, rec, Path(evidence_root) if evidence_root else None)
         outcomes.append(outcome)
         out.print(outcome.report(), markup=False, highlight=False)
-    from .exercise.summary import summary_table
+    from .exercise.summary import print_summary
 
-    out.print(summary_table(outcomes))
+    print_summary(out, outcomes)
     sys.exit(0 if all(o.verdict == "passed" for o in outcomes) else 1)
 
 

@@ -1,16 +1,37 @@
-"""The table of exercise outcomes shown after `kailab run` and `pytest exercises/`."""
+"""The outcomes shown after `kailab run` and `pytest exercises/`: a table on a terminal, one full
+line per exercise elsewhere (a CI log, `| tee`), where a table cut to 80 columns would hide the
+evidence paths and figures a reader needs."""
 
 from __future__ import annotations
 
 from rich.table import Table
+
+COLOURS = {"passed": "green", "failed": "red", "error": "red", "interrupted": "yellow"}
+
+
+def _figures(o) -> str:
+    return ", ".join(f"{k}={v}" for k, v in o.figures.items()) or "-"
 
 
 def summary_table(outcomes) -> Table:
     table = Table(title="exercises")
     for col in ("exercise", "verdict", "key figure", "evidence"):
         table.add_column(col)
-    colours = {"passed": "green", "failed": "red", "error": "red", "interrupted": "yellow"}
     for o in outcomes:
-        fig = ", ".join(f"{k}={v}" for k, v in o.figures.items()) or "-"
-        table.add_row(o.exercise, f"[{colours.get(o.verdict, 'white')}]{o.verdict}[/]", fig, o.evidence)
+        table.add_row(o.exercise, f"[{COLOURS.get(o.verdict, 'white')}]{o.verdict}[/]", _figures(o), o.evidence)
     return table
+
+
+def summary_lines(outcomes) -> list[str]:
+    """One uncut line per exercise: verdict, every figure, the evidence's full path."""
+    return [f"{o.exercise}: {o.verdict}  {_figures(o)}  evidence: {o.evidence}" for o in outcomes]
+
+
+def print_summary(console, outcomes) -> None:
+    """A table where a terminal shows it whole, plain lines everywhere else."""
+    if console.is_terminal:
+        console.print(summary_table(outcomes))
+        return
+    console.print("exercises", markup=False, highlight=False)
+    for line in summary_lines(outcomes):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)

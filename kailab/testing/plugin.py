@@ -84,11 +84,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if outcomes:
         from rich.console import Console
 
-        from ..exercise.summary import summary_table
+        from ..exercise.summary import print_summary
         from ..report import write_report
 
         terminalreporter.write_sep("=", "kailab exercises")
-        Console(file=terminalreporter._tw._file, soft_wrap=True).print(summary_table(outcomes))
+        stream = terminalreporter._tw._file
+        print_summary(Console(file=stream, soft_wrap=True), outcomes)
         try:
             page = write_report([Path(o.evidence) for o in outcomes])
             terminalreporter.write_line(f"report: {page}")

@@ -1,0 +1,44 @@
+"""The run summary where no terminal is attached (a CI log, `| tee`): nothing cut."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+from rich.console import Console
+
+from kailab.exercise.runner import Outcome
+from kailab.exercise.summary import print_summary
+
+LONG = "/work/somewhere/rather/deep/evidence/20261123T082344.504Z-fractional-with-a-long-name"
+
+
+def _outcomes():
+    return [Outcome("fractional", "passed", evidence=LONG,
+                    figures={"binds": 34, "evictions": 0, "expected_after_s.01": 2.183, "expected_after_s.02": 1.678})]
+
+
+def test_without_a_terminal_every_path_and_figure_is_whole():
+    buf = io.StringIO()
+    print_summary(Console(file=buf, width=80), _outcomes())
+    text = buf.getvalue()
+    assert LONG in text and "expected_after_s.02=1.678" in text and "…" not in text
+    assert text.splitlines()[1].startswith("fractional: passed")
+
+
+def test_on_a_terminal_the_table_stays():
+    buf = io.StringIO()
+    print_summary(Console(file=buf, width=200, force_terminal=True), _outcomes())
+    assert "┏" in buf.getvalue() and "exercise" in buf.getvalue()
+
+
+def test_a_piped_console_prints_whole_lines():
+    """The CLI's console writing into a pipe (as `kailab run ... | tee` does) takes the plain form."""
+    from pathlib import Path
+
+    code = ("from rich.console import Console; from kailab.exercise.summary import print_summary; "
+            "from tests.test_summary import _outcomes; print_summary(Console(soft_wrap=True), _outcomes())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent, env={"PATH": "/usr/bin:/bin", "TERM": "xterm"})
+    assert LONG in out.stdout and "┏" not in out.stdout, out.stderr
