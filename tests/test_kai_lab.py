@@ -167,3 +167,19 @@ def test_repeat_runs_refuse_exercises_of_another_fleet_before_running_any(kai_la
     lines = [l for l in proc.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and "topology need another fleet" in lines[0] and kai_lab.fleet in lines[0], proc.stderr
     assert "run 1/1" not in proc.stdout
+
+
+def test_up_leaves_none_of_its_probe_objects(kai_lab):
+    """The probe's pod and queues are gone once `up` returns: a user's `kubectl get queues` shows
+    only the chart's default queues."""
+    from kailab.kube import Kube
+    from kailab.runtimes.labkit import PROBE_NAMESPACE
+
+    kube = Kube(kai_lab.kubeconfig)
+    try:
+        queues = {q["metadata"]["name"] for q in kube.list("scheduling.run.ai/v2", "Queue")}
+        pods = kube.list("v1", "Pod", PROBE_NAMESPACE)
+    finally:
+        kube.close()
+    assert not {"kailab-probe", "kailab-probe-root"} & queues, queues
+    assert not [p for p in pods if not p["metadata"].get("deletionTimestamp")], pods

@@ -141,7 +141,17 @@ def await_probe(kube: Kube, pod: str, lab: Path | None = None, hint: str = "") -
                lambda: ((kube.get("v1", "Pod", pod, PROBE_NAMESPACE) or {}).get("spec") or {}).get("nodeName"),
                timeout="probe-pod-bound", lab=lab, component="scheduler" if lab else None,
                hint=hint or "check the scheduler and binder logs, and `kubectl get podgroups -A`")
+    remove_probe(kube, pod)
+
+
+def remove_probe(kube: Kube, pod: str) -> None:
+    """The probe has answered: its pod and queues go, so a user's `kubectl get queues` (and tools
+    that expect only their own queues) see none of kailab's."""
+    from ..workloads import probe_objects
+
     kube.delete("v1", "Pod", pod, PROBE_NAMESPACE, grace=0)
+    for q in reversed([o for o in probe_objects(PROBE_NAMESPACE) if o["kind"] == "Queue"]):  # leaf first
+        kube.delete(q["apiVersion"], "Queue", q["metadata"]["name"])
 
 
 def refuse_other_lab(rec: LabRecord, spec: LabSpec, runtime: str, fleet: str, kai_version: str) -> None:
