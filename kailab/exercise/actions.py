@@ -101,6 +101,9 @@ class Patch(Action):
                                      content_type="application/merge-patch+json")
 
 
+WATCH_CATCH_UP_S = 30  # the watch seeing a step's own creations: milliseconds, unless the API server is swamped
+
+
 class Apply(Action):
     """Create workloads (in parallel); their manifests go to the evidence first."""
     key = "apply"
@@ -121,6 +124,16 @@ class Apply(Action):
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(r.kube.apply, first))
             list(pool.map(r.kube.apply, [o for o in objs if o["kind"] not in workloads.CREATED_FIRST]))
+        # the step's windows start from what the watch has seen: wait for it to see the pods this
+        # step created itself (a `stays: pending: 2` must not begin with one of them still unseen)
+        made = {(o["metadata"].get("namespace") or r.names.namespace, o["metadata"]["name"])
+                for o in objs if o["kind"] == "Pod"}
+        if made:
+            state = r.observer.state
+            with state.cond:
+                deadline = time.time() + WATCH_CATCH_UP_S
+                while not made <= set(state.pods) and time.time() < deadline:
+                    state.cond.wait(timeout=0.2)
 
 
 class Faults(Action):
