@@ -10,7 +10,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import evidence, workloads
+from .. import evidence, versions, workloads
+from ..report import operations
 from ..kai import RESERVATION_NAMESPACE
 from ..errors import KailabError, LabError
 from ..evidence import EvidenceDir
@@ -200,7 +201,10 @@ class ExerciseRun:
         dead = self.runtime.dead_components(self.lab, ignore=self.killed)
         if dead:
             tail = dead[0][1].replace("\n", " | ")
-            raise ComponentDied(f"KAI component died: {', '.join(c for c, _ in dead)} "
+            names = [c for c, _ in dead]
+            # a lab's own processes (Prometheus, kube-state-metrics) are named as such, not as KAI's
+            what = "KAI component" if set(names) & set(versions.KAI_COMPONENTS) else "lab component"
+            raise ComponentDied(f"{what} died: {', '.join(names)} "
                                 f"(last log lines: {tail[-600:]})")
 
     # ------------------------------------------------------------------ evidence and clean-up
@@ -241,6 +245,7 @@ class ExerciseRun:
         with self.observer.state.cond:
             self.evidence.timeline(list(self.observer.state.timeline))
             self.outcome.figures = {**figures(self.observer.state, self.ex),
+                                    **operations.queue_figures(self.observer.state.timeline, self.names.logical_queue),
                                     **settle_times(self.outcome.results, self.step_started)}
         self._write_verdict(notes)  # before clean-up: a run killed there still has its verdict
         try:

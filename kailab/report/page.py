@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import evidence
 from ..errors import KailabError
+from .operations import QUEUE_FIGURES
 from .read import SNAPSHOT_FILE, Run, expand, load_run, snapshot_files, subdir_files, top_files
 from .svg import node_colours, nodes_svg, timeline_svg
 from .text import esc, fmt
@@ -269,14 +270,29 @@ def _figures_html(run: Run) -> str:
     if not figs:
         return '<p class="muted">none recorded</p>'
     gang = {k: GANG_FIGURES[p] for k in figs for p in GANG_FIGURES if str(k).startswith(p)}
-    rest = {k: val for k, val in figs.items() if k not in gang}
-    return ('<table class="figures"><tbody>'
+    per_queue = {k for k in figs if str(k).split(".", 1)[0] in QUEUE_FIGURES and "." in str(k)}
+    rest = {k: val for k, val in figs.items() if k not in gang and k not in per_queue}
+    return (_queue_figures_html({k: figs[k] for k in per_queue}) + '<table class="figures"><tbody>'
             + "".join(f'<tr class="gang"><th>gang {esc(str(k).split(".", 1)[1])}: {esc(label)}</th>'
                       f'<td class="num">{esc(fmt(figs[k]))} s</td><td class="muted small">{esc(k)}: '
                       f'{esc(meaning)}</td></tr>' for k, (label, meaning) in gang.items())
             + "".join(f'<tr><th>{esc(k)}</th><td class="num">{esc(fmt(val))}</td><td></td></tr>'
                       for k, val in rest.items())
             + "</tbody></table>")
+
+
+def _queue_figures_html(figs: dict) -> str:
+    """One row per queue: pending-to-bound waits (from the timeline), evictions, pods never bound."""
+    if not figs:
+        return ""
+    queues = sorted({str(k).split(".", 1)[1] for k in figs})
+    head = "".join(f"<th>{esc(c)}</th>" for c in QUEUE_FIGURES)
+    rows = "".join(f"<tr><th>{esc(q)}</th>" + "".join(
+        f'<td class="num">{esc(fmt(figs.get(f"{c}.{q}", 0 if c in ("evicted", "never_bound") else "-")))}</td>'
+        for c in QUEUE_FIGURES) + "</tr>" for q in queues)
+    return (f'<table class="figures queue-figures"><thead><tr><th>queue</th>{head}</tr></thead>'
+            f'<tbody>{rows}</tbody></table><p class="muted small">Waits: seconds from a pod\'s <i>created</i> '
+            f'to its first <i>bound</i> in {evidence.TIMELINE} (nearest-rank quantiles).</p>')
 
 
 def _timeline_html(run: Run) -> str:
