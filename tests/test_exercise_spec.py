@@ -169,6 +169,12 @@ MISTAKES = [
      ["steps[1] (research\\ncomes back).colour"]),
     ("queue-name-with-newline", _set(["queues", "lab", "children", "a\nb"], {}), ["queues.a\\nb"]),
     ("unknown-key-with-newline", _set(["x\ny"], 1), ["x\\ny", "unknown field"]),
+    ("usage-bad-window", _set(["steps", 0, "scheduler"], {"usage": {"windowSize": "1 week"}}),
+     [f"{STEP0}.scheduler.usage.windowSize", "pattern"]),
+    ("usage-k-value-zero", _set(["steps", 0, "scheduler"], {"usage": {"kValue": 0}}),
+     [f"{STEP0}.scheduler.usage.kValue", "greater than 0"]),
+    ("usage-tumbling-window", _set(["steps", 0, "scheduler"], {"usage": {"windowType": "tumbling"}}),
+     [f"{STEP0}.scheduler.usage.windowType", "unknown field"]),
 ]
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .. import workloads
+from ..errors import KailabError
 from ..fleet import load_fleet
 from .checks import Result, evaluate_count
 from .expectations import evaluate_all, event_kinds, state_kinds
@@ -47,10 +48,18 @@ class Scheduler(Action):
         r = ctx.run
         tree = kai.source_dir(toolchain.kai_recipe(versions.kai_release(r.lab.kai_version)))
         conf = kai.scheduler_conf(tree, value.placement)
+        if value.usage is not None:  # time-based fair share: usage from this lab's Prometheus
+            from ..runtimes import metrics
+
+            if not r.lab.metrics:
+                raise KailabError(f"step {ctx.index + 1} scheduler.usage needs the lab's Prometheus: lab "
+                                  f"{r.lab.name!r} runs without it; bring a lab up without --without-metrics")
+            conf = kai.with_usage(conf, metrics.url(r.lab.ports), value.usage.model_dump(exclude_none=True))
         r.evidence.write(f"scheduler-conf/{ctx.index + 1:02d}-{value.placement}.yaml", conf)
         r.runtime.configure_scheduler(r.lab, conf)
         r.scheduler_changed = True
-        r.observer.note(f"scheduler restarted with placement {value.placement}")
+        r.observer.note(f"scheduler restarted with placement {value.placement}"
+                        + (", time-based fair share on" if value.usage is not None else ""))
 
 
 class Delete(Action):

@@ -316,12 +316,25 @@ class FaultItem(Strict):
         return self
 
 
+class UsageSetting(Strict):
+    """KAI's time-based fair share (its `usageDBConfig`, read from the lab's Prometheus) and the
+    proportion plugin's kValue. The window is sliding: KAI's default and the one its docs advise."""
+
+    windowSize: Duration = Field("5m", description="how much past usage counts (KAI's default: 1w)")
+    halfLifePeriod: Duration | None = Field(None, description="exponential decay of past usage (off when unset)")
+    fetchInterval: Duration = Field("2s", description="how often the scheduler re-reads usage (KAI's default: 1m)")
+    queryResolution: Duration = Field("2s", description="the usage query's step (usageParams.extraParams)")
+    kValue: float = Field(1.0, gt=0, description="how strongly past usage lowers a queue's over-quota share")
+
+
 class SchedulerSetting(Strict):
     """How KAI's scheduler places pods from this step on (restarted with a generated configuration;
     binary runtime). Any value but the exact word `spread` would silently mean binpack in KAI."""
 
-    placement: Literal["binpack", "spread"] = Field(description="binpack: fullest node first (KAI's "
-                                                   "default); spread: emptiest node first")
+    placement: Literal["binpack", "spread"] = Field("binpack", description="binpack: fullest node first "
+                                                   "(KAI's default); spread: emptiest node first")
+    usage: UsageSetting | None = Field(None, description="time-based fair share from the lab's Prometheus "
+                                       "(off when unset)")
 
 
 class DeleteItem(Strict):
