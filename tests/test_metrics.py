@@ -130,3 +130,10 @@ def test_a_runs_verdict_and_report_carry_per_queue_waits(kai_lab, tmp_path):
     assert "never_bound.q" not in figs and "evicted.q" not in figs, figs
     html = write_report([Path(outcome.evidence)], tmp_path / "report.html").read_text()
     assert 'class="figures queue-figures"' in html and "wait_p99_s" in html
+    # KAI's own view, by its dashboards' queries: the run's queue allocation series from Prometheus
+    doc = json.loads((Path(outcome.evidence) / "kai-metrics.json").read_text())
+    (alloc,) = [p for p in doc["panels"] if p["title"] == "Allocated GPUs"]
+    assert alloc["promql"] == "max by (queue_name) (kai_queue_allocated_gpus)" and not alloc.get("missing"), alloc
+    assert {s["labels"]["queue"] for s in alloc["series"]} <= {"root", "q"} and any(
+        s["labels"]["queue"] == "q" and max(v for _, v in s["points"]) >= 1 for s in alloc["series"]), alloc
+    assert "kai_queue_allocated_gpus" in html and 'class="chart kai-series"' in html

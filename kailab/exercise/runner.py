@@ -221,6 +221,28 @@ class ExerciseRun:
         if url:
             self.evidence.scheduler_snapshot(url)
 
+    def _kai_metrics(self) -> None:
+        """KAI's own series for the run's window (its dashboards' queries), this run's queues only."""
+        if not getattr(self.lab, "metrics", False):
+            return
+        from .. import kai, toolchain
+        from ..runtimes import metrics
+        from . import kai_metrics
+
+        tree = kai.source_dir(toolchain.kai_recipe(versions.kai_release(self.lab.kai_version)))
+        ours = {self.names.queue(n): n for n, _, _ in self.ex.queue_tree()}
+        panels = kai_metrics.collect(metrics.url(self.lab.ports), tree, self.observer.state.started, time.time())
+        for panel in panels:
+            series = panel.get("series") or []
+            if any("queue_name" in s["labels"] for s in series):
+                kept = [s for s in series if s["labels"].get("queue_name") in ours]
+                for s in kept:
+                    s["labels"]["queue"] = ours[s["labels"]["queue_name"]]
+                panel["series"] = kept
+                if not kept:
+                    panel["missing"] = "no series for this run's queues"
+        self.evidence.write(evidence.KAI_METRICS, {"prometheus": metrics.url(self.lab.ports), "panels": panels})
+
     def _conclude(self) -> None:
         """Runs on every exit path; each part is guarded so one failure cannot lose the rest."""
         parts = [
@@ -232,6 +254,7 @@ class ExerciseRun:
              and self.evidence.dump_namespace(self.kube, self.names.namespace)),
             ("KAI logs", self._copy_logs),
             ("scheduler snapshot", self._scheduler_snapshot),
+            ("KAI metrics", self._kai_metrics),
         ]
         parts.append(("restore what faults took away", self.restore_faults))
         notes = []

@@ -11,7 +11,8 @@ from .. import evidence
 from ..errors import KailabError
 from .operations import QUEUE_FIGURES
 from .read import SNAPSHOT_FILE, Run, expand, load_run, snapshot_files, subdir_files, top_files
-from .svg import node_colours, nodes_svg, timeline_svg
+from .series import run_end
+from .svg import node_colours, nodes_svg, series_svg, timeline_svg
 from .text import esc, fmt
 
 REPORT_NAME = "report.html"
@@ -295,6 +296,29 @@ def _queue_figures_html(figs: dict) -> str:
             f'to its first <i>bound</i> in {evidence.TIMELINE} (nearest-rank quantiles).</p>')
 
 
+def _kai_metrics_html(run: Run) -> str:
+    """Each panel of kai-metrics.json: its chart, its PromQL and source, or why it is missing."""
+    import json
+
+    try:
+        doc = json.loads((run.path / evidence.KAI_METRICS).read_text())
+    except (OSError, ValueError):
+        return f'<p class="muted">no {evidence.KAI_METRICS}: the lab ran no Prometheus</p>'
+    t_end, out = run_end(run), []
+    for panel in doc.get("panels") or []:
+        head = (f'<div class="kai-panel"><b>{esc(str(panel.get("title")))}</b> '
+                f'<code class="promql">{esc(str(panel.get("promql", "")))}</code> '
+                f'<span class="muted small">({esc(str(panel.get("source")))})</span>')
+        if panel.get("missing"):
+            out.append(head + f'<p class="muted">missing: {esc(str(panel["missing"]))}</p></div>')
+            continue
+        legend = ", ".join(esc(", ".join(f"{k}={v}" for k, v in s["labels"].items() if k != "queue_name") or "-")
+                           for s in panel.get("series") or [])
+        out.append(head + series_svg(panel.get("series") or [], t_end)
+                   + f'<p class="muted small">series in colour order: {legend}</p></div>')
+    return "".join(out)
+
+
 def _timeline_html(run: Run) -> str:
     return (f'<p class="muted small">Reconstructed from {evidence.TIMELINE}: a pod holds its GPUs (from '
             f'{SNAPSHOT_FILE["pods"]}, else 1) from <i>bound</i> until <i>evicted</i>, <i>deleted</i>, '
@@ -321,6 +345,7 @@ def run_html(i: int, run: Run, base: Path) -> str:
             + "<h3>Expectations</h3>" + expectations_html(run)
             + "<h3>Figures</h3>" + _figures_html(run)
             + "<h3>GPUs held per queue over time</h3>" + _timeline_html(run)
+            + "<h3>KAI's view (its Grafana dashboards' queries, from the lab's Prometheus)</h3>" + _kai_metrics_html(run)
             + "<h3>GPU occupancy per node, per step</h3>" + _nodes_html(run)
             + "<h3>PodGroup scheduling conditions per step</h3>" + podgroups_html(run)
             + "<h3>Raw evidence</h3>" + files_html(run, base)
