@@ -145,7 +145,7 @@ def tools_build(kai_version, without_kai) -> None:
     apart), the Go module proxy where it serves KAI, else the repository registered with
     `kailab tools kai-source PATH` (exactly the tag --kai-version names).
     """
-    recipes = toolchain.recipes_for(versions.normalise(kai_version))
+    recipes = toolchain.recipes_for(versions.normalise(kai_version)) + toolchain.metrics_recipes()
     if without_kai:
         recipes = [r for r in recipes if r.component != "kai"]
     built = toolchain.build_all(recipes, console)
