@@ -87,3 +87,26 @@ def _query_range(prometheus: str, promql: str, start: float, end: float) -> list
     if body.get("status") != "success":
         raise ValueError(body.get("error") or "not a success")
     return body["data"]["result"]
+
+
+EVICTED = "kai_pod_group_evicted_pods_total"  # KAI's docs/metrics/METRICS.md: per pod group, by action
+
+
+def evictions_by_action(prometheus: str, start: float, end: float) -> dict:
+    """{promql, by_action: {action: pods}} evicted in [start, end], by KAI's own counter (no dashboard
+    charts it: the query is kailab's). A counter first seen during the run counts from zero."""
+    now = f"sum by (action) ({EVICTED} @ {end:.3f})"
+    before = f"sum by (action) ({EVICTED} @ {start:.3f})"
+    promql = f"{now} - ({before} or {now} * 0)"
+    out: dict = {"title": "Pods evicted, by action", "source": "kailab (KAI's docs/metrics/METRICS.md)",
+                 "promql": promql}
+    try:
+        args = urllib.parse.urlencode({"query": promql, "time": f"{end:.3f}"})
+        with urllib.request.urlopen(f"{prometheus}/api/v1/query?{args}", timeout=10) as resp:  # noqa: S310
+            result = json.load(resp)["data"]["result"]
+        out["by_action"] = {r["metric"].get("action", "?"): round(float(r["value"][1])) for r in result}
+        if not result:
+            out["missing"] = f"Prometheus has no {EVICTED} series (nothing evicted on this lab yet, or not exported)"
+    except (OSError, ValueError, KeyError) as err:
+        out["missing"] = f"query failed: {err}"
+    return out

@@ -89,6 +89,7 @@ class ExerciseRun:
         self.applied: dict[str, str] = {}  # workload -> kind
         self.manifests_applied: dict[str, dict] = {}  # raw manifests by workload name (to delete them)
         self.step_started: dict[str, float] = {}  # step name -> when it began (observer time)
+        self.kai_figures: dict = {}  # figures from KAI's own metrics (labs with Prometheus)
         self.killed: set[str] = set()  # processes the exercise's faults stopped on purpose
         self.downed: set[str] = set()  # fleet nodes the exercise's faults took away
         self.scheduler_changed = False  # a step reconfigured KAI's scheduler: put the default back
@@ -231,7 +232,13 @@ class ExerciseRun:
 
         tree = kai.source_dir(toolchain.kai_recipe(versions.kai_release(self.lab.kai_version)))
         ours = {self.names.queue(n): n for n, _, _ in self.ex.queue_tree()}
-        panels = kai_metrics.collect(metrics.url(self.lab.ports), tree, self.observer.state.started, time.time())
+        end = time.time()
+        panels = kai_metrics.collect(metrics.url(self.lab.ports), tree, self.observer.state.started, end)
+        evicted = kai_metrics.evictions_by_action(metrics.url(self.lab.ports), self.observer.state.started, end)
+        panels.append(evicted)
+        for action, n in (evicted.get("by_action") or {}).items():
+            if n:
+                self.kai_figures[f"evicted_by_action.{action}"] = n
         for panel in panels:
             series = panel.get("series") or []
             if any("queue_name" in s["labels"] for s in series):
@@ -269,6 +276,7 @@ class ExerciseRun:
             self.evidence.timeline(list(self.observer.state.timeline))
             self.outcome.figures = {**figures(self.observer.state, self.ex),
                                     **operations.queue_figures(self.observer.state.timeline, self.names.logical_queue),
+                                    **self.kai_figures,
                                     **settle_times(self.outcome.results, self.step_started)}
         self._write_verdict(notes)  # before clean-up: a run killed there still has its verdict
         try:

@@ -312,6 +312,10 @@ def _kai_metrics_html(run: Run) -> str:
         if panel.get("missing"):
             out.append(head + f'<p class="muted">missing: {esc(str(panel["missing"]))}</p></div>')
             continue
+        if "by_action" in panel:
+            out.append(head + "<p>" + (esc(", ".join(f"{a}: {n}" for a, n in panel["by_action"].items() if n))
+                                       or "none") + "</p></div>")
+            continue
         legend = ", ".join(esc(", ".join(f"{k}={v}" for k, v in s["labels"].items() if k != "queue_name") or "-")
                            for s in panel.get("series") or [])
         out.append(head + series_svg(panel.get("series") or [], t_end)
