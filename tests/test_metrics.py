@@ -124,7 +124,7 @@ def test_a_runs_verdict_and_report_carry_per_queue_waits(kai_lab, tmp_path):
 
     path = _exercise(tmp_path)
     outcome = ExerciseRun(load_exercise(path), path, kai_lab, tmp_path / "ev").run()
-    assert outcome.verdict == "pass", outcome.report()
+    assert outcome.verdict == "passed", outcome.report()
     figs = outcome.figures
     assert 0 <= figs["wait_p50_s.q"] <= figs["wait_p99_s.q"] <= figs["wait_max_s.q"], figs
     assert "never_bound.q" not in figs and "evicted.q" not in figs, figs

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .checks import Names, Result, evaluate_condition, evaluate_count, evaluate_event
-from .spec import ConditionExpect, CountExpect, EventExpect
+from .checks import Names, Result, evaluate_condition, evaluate_count, evaluate_event, evaluate_wait
+from .spec import ConditionExpect, CountExpect, EventExpect, WaitExpect
 
 
 class Kind:
@@ -47,7 +47,15 @@ class Event(Kind):
         return [evaluate_event(events or [], state, exp, names, since_wall or 0.0, step)]
 
 
-KINDS: tuple[type[Kind], ...] = (Count, Condition, Event)
+class Wait(Kind):
+    model, marker = WaitExpect, "waitOf"
+
+    @staticmethod
+    def evaluate(exp, state, names, since, step, events=None, since_wall=None):
+        return evaluate_wait(state, exp, names, step)
+
+
+KINDS: tuple[type[Kind], ...] = (Count, Condition, Event, Wait)
 BY_MODEL = {k.model: k for k in KINDS}
 
 

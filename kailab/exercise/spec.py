@@ -398,7 +398,49 @@ class EventExpect(Strict):
     why: str = Field("", description="one line: why KAI records (or does not record) these events")
 
 
-EXPECT_MODELS = (CountExpect, ConditionExpect, EventExpect)
+class Seconds(Strict):
+    """A bound on a duration in seconds (an upper bound is the usual ask of a wait)."""
+
+    min: float | None = Field(None, ge=0)
+    max: float | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "Seconds":
+        if self.min is None and self.max is None:
+            raise ValueError("a bound needs min, max or both (seconds)")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is greater than max {self.max}")
+        return self
+
+    def holds(self, v: float) -> bool:
+        return (self.min is None or v >= self.min) and (self.max is None or v <= self.max)
+
+    def __str__(self) -> str:
+        return " and ".join(t for t in (f">= {self.min} s" if self.min is not None else "",
+                                        f"<= {self.max} s" if self.max is not None else "") if t)
+
+
+class WaitExpect(Strict):
+    """How long a queue's pods waited from created to bound (the run's timeline so far): nearest-rank
+    quantiles over every pod of the queue bound since the run began."""
+
+    marker: ClassVar[str] = "waitOf"
+
+    wait_of: str = Field(alias="waitOf", description="queue name")
+    p50: Seconds | None = None
+    p95: Seconds | None = None
+    p99: Seconds | None = None
+    max: Seconds | None = None
+    why: str = Field("", description="one line: why KAI makes this queue wait so long, or so little")
+
+    @model_validator(mode="after")
+    def _some(self) -> "WaitExpect":
+        if all(getattr(self, k) is None for k in ("p50", "p95", "p99", "max")):
+            raise ValueError("a wait expectation needs at least one of: p50, p95, p99, max")
+        return self
+
+
+EXPECT_MODELS = (CountExpect, ConditionExpect, EventExpect, WaitExpect)
 UNION_TAGS.update(m.__name__ for m in EXPECT_MODELS)
 
 
@@ -413,7 +455,8 @@ def _expect_kind(v: object) -> str:
 # tags are class names, never field names: error locations drop them (see inputs.validate)
 ExpectItem = Annotated[Union[Annotated[CountExpect, Tag("CountExpect")],
                              Annotated[ConditionExpect, Tag("ConditionExpect")],
-                             Annotated[EventExpect, Tag("EventExpect")]], Discriminator(_expect_kind)]
+                             Annotated[EventExpect, Tag("EventExpect")],
+                             Annotated[WaitExpect, Tag("WaitExpect")]], Discriminator(_expect_kind)]
 
 
 class Stays(Strict):
@@ -576,6 +619,11 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
         for field, e in checks:
             if isinstance(e, CountExpect) and e.queue is not None and e.queue not in names:
                 raise InputError(path, f"{field}.queue", f"queue {e.queue!r} is not in the queue tree")
+            if isinstance(e, WaitExpect):
+                if e.wait_of not in names:
+                    raise InputError(path, f"{field}.waitOf", f"queue {e.wait_of!r} is not in the queue tree",
+                                     f"name one of: {', '.join(names)}")
+                continue
             ref = (e.workload if isinstance(e, (CountExpect, EventExpect)) else e.podgroup_of)
             if ref is not None and ref not in workloads:
                 raise InputError(path, f"{field}", f"workload {ref!r} is not applied by this or an earlier step")
