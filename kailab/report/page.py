@@ -12,7 +12,7 @@ from ..errors import KailabError
 from .operations import QUEUE_FIGURES
 from .read import SNAPSHOT_FILE, Run, expand, load_run, snapshot_files, subdir_files, top_files
 from .series import run_end
-from .svg import node_colours, nodes_svg, series_svg, timeline_svg
+from .svg import node_colours, nodes_svg, series_colour, series_svg, timeline_svg
 from .text import esc, fmt
 
 REPORT_NAME = "report.html"
@@ -316,10 +316,11 @@ def _kai_metrics_html(run: Run) -> str:
             out.append(head + "<p>" + (esc(", ".join(f"{a}: {n}" for a, n in panel["by_action"].items() if n))
                                        or "none") + "</p></div>")
             continue
-        legend = ", ".join(esc(", ".join(f"{k}={v}" for k, v in s["labels"].items() if k != "queue_name") or "-")
-                           for s in panel.get("series") or [])
-        out.append(head + series_svg(panel.get("series") or [], t_end)
-                   + f'<p class="muted small">series in colour order: {legend}</p></div>')
+        series = [s for s in panel.get("series") or [] if s.get("points")]
+        legend = " ".join(f'<span style="color:{series_colour(run, s, i)}">&#9632;</span> '
+                          + esc(", ".join(f"{k}={v}" for k, v in s["labels"].items() if k != "queue_name") or "-")
+                          for i, s in enumerate(series))
+        out.append(head + series_svg(run, series, t_end) + f'<p class="small">{legend}</p></div>')
     return "".join(out)
 
 

@@ -302,7 +302,13 @@ def _node_bars(rows: list[NodeUse], col: dict[str, str]) -> str:
     return "".join(out)
 
 
-def series_svg(series: list[dict], t_end: float) -> str:
+def series_colour(run: Run, s: dict, i: int) -> str:
+    """A queue's series in the queue's colour on every chart of the run; others by position."""
+    queue = (s.get("labels") or {}).get("queue")
+    return colours(run, [queue])[queue] if queue else PALETTE[-1 - i % len(PALETTE)]
+
+
+def series_svg(run: Run, series: list[dict], t_end: float) -> str:
     """One panel of KAI's series (kai-metrics.json): a line per series over the run's time."""
     series = [s for s in series if s.get("points")]
     if not series:
@@ -321,7 +327,7 @@ def series_svg(series: list[dict], t_end: float) -> str:
              f'<text class="axis" x="{width - right}" y="{height - 6}" text-anchor="end">{num(t_end)} s</text>']
     for i, s in enumerate(series):
         pts = [(x(t), y(v)) for t, v in s["points"] if v == v]
-        parts.append(f'<polyline fill="none" stroke="{PALETTE[i % len(PALETTE)]}" stroke-width="2" '
+        parts.append(f'<polyline fill="none" stroke="{series_colour(run, s, i)}" stroke-width="2" '
                      f'points="{_points(pts)}"/>')
     parts.append("</svg>")
     return "".join(parts)
