@@ -137,3 +137,18 @@ def test_a_runs_verdict_and_report_carry_per_queue_waits(kai_lab, tmp_path):
     assert {s["labels"]["queue"] for s in alloc["series"]} <= {"root", "q"} and any(
         s["labels"]["queue"] == "q" and max(v for _, v in s["points"]) >= 1 for s in alloc["series"]), alloc
     assert "kai_queue_allocated_gpus" in html and 'class="chart kai-series"' in html
+
+
+def test_usage_on_a_lab_without_prometheus_is_one_line(kai_lab, tmp_path):
+    """The same lab, recorded as running no metrics: the scheduler step refuses, naming the fix."""
+    import dataclasses
+
+    doc = yaml.safe_load(_exercise(tmp_path).read_text())
+    doc["steps"][0]["scheduler"] = {"usage": {"windowSize": "1m"}}
+    path = tmp_path / "metrics-death.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    lab = dataclasses.replace(kai_lab, metrics=False)
+    outcome = ExerciseRun(load_exercise(path), path, lab, tmp_path / "ev").run()
+    assert outcome.verdict == "error", outcome.report()
+    assert "scheduler.usage needs the lab's Prometheus" in outcome.error and "--without-metrics" in outcome.error
+    assert "\n" not in outcome.error.strip()
