@@ -130,6 +130,7 @@ def test_a_runs_verdict_and_report_carry_per_queue_waits(kai_lab, tmp_path):
     assert "never_bound.q" not in figs and "evicted.q" not in figs, figs
     html = write_report([Path(outcome.evidence)], tmp_path / "report.html").read_text()
     assert 'class="figures queue-figures"' in html and "wait_p99_s" in html
+    assert "GPUs requested vs allocated" in html and "fleet 8 GPUs; utilisation peak 12%" in html  # 1 of 8
     # KAI's own view, by its dashboards' queries: the run's queue allocation series from Prometheus
     doc = json.loads((Path(outcome.evidence) / "kai-metrics.json").read_text())
     (alloc,) = [p for p in doc["panels"] if p["title"] == "Allocated GPUs"]

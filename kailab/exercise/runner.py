@@ -340,6 +340,9 @@ def figures(state, ex: Exercise) -> dict:
     """Key numbers for reports and trials: binds, evictions, gang bind spread."""
     out: dict = {"binds": sum(1 for e in state.timeline if e.what == "bound"),
                  "evictions": sum(1 for e in state.timeline if e.what == "evicted")}
+    if state.gangs:  # gang success: at some moment every member the gang needs was bound at once
+        complete = sum(1 for w, need in state.gangs.items() if operations.peak_bound(state.timeline, w) >= need)
+        out["gangs_complete"], out["gangs_incomplete"] = complete, len(state.gangs) - complete
     for workload in state.gangs:
         times = [e.t for e in state.timeline if e.what == "bound" and e.workload == workload]
         if times:

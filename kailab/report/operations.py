@@ -56,3 +56,18 @@ def queue_figures(entries: list, logical: Callable[[str], str]) -> dict:
     for queue, n in sorted(never.items()):
         out[f"never_bound.{queue}"] = n
     return out
+
+
+def peak_bound(entries: Iterable, workload: str) -> int:
+    """The most pods of `workload` bound at once over the timeline (a gang's success: >= its minimum)."""
+    held: set[str] = set()
+    peak = 0
+    for e in sorted(entries, key=lambda e: e.t):
+        if e.workload != workload:
+            continue
+        if e.what == "bound":
+            held.add(e.pod)
+        elif e.what in ("evicted", "deleted", "succeeded", "failed"):
+            held.discard(e.pod)
+        peak = max(peak, len(held))
+    return peak

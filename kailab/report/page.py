@@ -11,7 +11,7 @@ from .. import evidence
 from ..errors import KailabError
 from .operations import QUEUE_FIGURES
 from .read import SNAPSHOT_FILE, Run, expand, load_run, snapshot_files, subdir_files, top_files
-from .series import run_end
+from .series import demand_series, fleet_gpus, run_end
 from .svg import node_colours, nodes_svg, series_colour, series_svg, timeline_svg
 from .text import esc, fmt
 
@@ -296,6 +296,25 @@ def _queue_figures_html(figs: dict) -> str:
             f'to its first <i>bound</i> in {evidence.TIMELINE} (nearest-rank quantiles).</p>')
 
 
+def _demand_html(run: Run) -> str:
+    req, alloc = demand_series(run)
+    if len(req) < 2 and len(alloc) < 2:
+        return '<p class="muted">no pods in the timeline</p>'
+    t_end = run_end(run)
+    fleet = fleet_gpus(run)
+    series = [{"labels": {"GPUs": "requested"}, "points": req}, {"labels": {"GPUs": "allocated"}, "points": alloc}]
+    text = ""
+    if fleet:
+        # time-weighted mean of the allocated step function over the run
+        area = sum((t1 - t0) * v for (t0, v), (t1, _) in zip(alloc, alloc[1:] + [(t_end, 0)]))
+        text = (f"fleet {fmt(fleet)} GPUs; utilisation peak {fmt(round(100 * max(v for _, v in alloc) / fleet))}%, "
+                f"mean {fmt(round(100 * area / (t_end * fleet)))}% over {fmt(round(t_end, 1))} s")
+    legend = " ".join(f'<span style="color:{series_colour(run, s, i)}">&#9632;</span> {esc(s["labels"]["GPUs"])}'
+                      for i, s in enumerate(series))
+    return (series_svg(run, series, t_end) + f'<p class="small">{legend}; {esc(text)} (from '
+            f'{evidence.TIMELINE}: a pod asks from <i>created</i>, holds from <i>bound</i>)</p>')
+
+
 def _kai_metrics_html(run: Run) -> str:
     """Each panel of kai-metrics.json: its chart, its PromQL and source, or why it is missing."""
     import json
@@ -350,6 +369,7 @@ def run_html(i: int, run: Run, base: Path) -> str:
             + "<h3>Expectations</h3>" + expectations_html(run)
             + "<h3>Figures</h3>" + _figures_html(run)
             + "<h3>GPUs held per queue over time</h3>" + _timeline_html(run)
+            + "<h3>GPUs requested vs allocated, fleet utilisation</h3>" + _demand_html(run)
             + "<h3>KAI's view (its Grafana dashboards' queries, from the lab's Prometheus)</h3>" + _kai_metrics_html(run)
             + "<h3>GPU occupancy per node, per step</h3>" + _nodes_html(run)
             + "<h3>PodGroup scheduling conditions per step</h3>" + podgroups_html(run)
