@@ -15,6 +15,7 @@ from rich.table import Table
 from . import toolchain, versions
 from .errors import KailabError
 from .runtimes import LabRecord, LabSpec, get_runtime, require_kai_lab, resolve_runtime
+from .runtimes import metrics
 
 console = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
@@ -41,6 +42,8 @@ def cli() -> None:
 @click.option("--api-port", type=int, default=None, help="kube-apiserver port (default: a free one).")
 @click.option("--without-kai", is_flag=True,
               help="Bring up Kubernetes and the fleet only (infrastructure checks; exercises need KAI).")
+@click.option("--without-metrics", is_flag=True,
+              help="No Prometheus or kube-state-metrics (binary runtime; they are on by default).")
 @click.option("--kubeconfig", default=None, help="With --runtime existing: the cluster to adopt.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (commands and manifests) without running it.")
 @click.option("--images", default=lambda: os.environ.get("IMAGES", "auto"), show_default="auto",
@@ -48,7 +51,8 @@ def cli() -> None:
               help="kind: images built here by `kailab tools images` (local), the published ones, or "
                    "auto: local when the whole set is built here.")
 @_name_option
-def up(runtime, fleet, kai_version, api_port, without_kai, kubeconfig, dry_run, images, name) -> None:
+def up(runtime, fleet, kai_version, api_port, without_kai, without_metrics, kubeconfig, dry_run, images,
+       name) -> None:
     """Bring a lab up (a fast no-op when it is already up and healthy)."""
     from .fleet import load_fleet
 
@@ -58,8 +62,8 @@ def up(runtime, fleet, kai_version, api_port, without_kai, kubeconfig, dry_run, 
         if not without_kai:
             versions.kai_release(kai_version)
     spec = LabSpec(name=name, runtime=chosen, fleet=fleet, kai_version=kai_version,
-                   with_kai=not without_kai, api_port=api_port, kubeconfig=kubeconfig, dry_run=dry_run,
-                   images=images)
+                   with_kai=not without_kai, metrics=not without_metrics, api_port=api_port,
+                   kubeconfig=kubeconfig, dry_run=dry_run, images=images)
     rt = get_runtime(chosen)
     if dry_run:
         out.print(rt.plan(spec), markup=False, highlight=False)
@@ -105,12 +109,16 @@ def status(as_json, name) -> None:
         table.add_column("pid")
         table.add_column("ports")
         for comp, c in info["components"].items():
-            colour = "green" if c["state"] == "running" else "red"
-            table.add_row(comp, f"[{colour}]{c['state']}[/]", str(c.get("pid") or ""),
+            failing = c.get("scrape_failures")  # Prometheus running but failing to scrape
+            state = "cannot scrape: " + "; ".join(failing) if failing else c["state"]
+            colour = "green" if state == "running" else "red"
+            table.add_row(comp, f"[{colour}]{state}[/]", str(c.get("pid") or ""),
                           ", ".join(f"{k}={v}" for k, v in (c.get("ports") or {}).items()))
         out.print(table)
         out.print(f"KAI {info['kai_version']}, fleet {info['fleet']}: {info['nodes']}/{info['expected_nodes']} "
                   f"nodes Ready, {info['gpus']}/{info['expected_gpus']} GPUs; kubeconfig {info['kubeconfig']}")
+        if info.get("prometheus"):
+            out.print(f"Prometheus {info['prometheus']}")
     sys.exit(0 if info["state"] == "up" else 1)
 
 
@@ -122,6 +130,8 @@ def env(name) -> None:
     if rec is None:
         raise KailabError(f"no lab named {name!r}: bring one up with `kailab up`")
     click.echo(f"export KUBECONFIG={rec.kubeconfig}")
+    if rec.metrics:  # the lab's Prometheus (HTTP API), for curl/promtool or a Grafana data source
+        click.echo(f"export KAILAB_PROMETHEUS_URL={metrics.url(rec.ports)}")
 
 
 @cli.group()
@@ -140,7 +150,7 @@ def tools_build(kai_version, without_kai) -> None:
     apart), the Go module proxy where it serves KAI, else the repository registered with
     `kailab tools kai-source PATH` (exactly the tag --kai-version names).
     """
-    recipes = toolchain.recipes_for(versions.normalise(kai_version))
+    recipes = toolchain.recipes_for(versions.normalise(kai_version)) + toolchain.metrics_recipes()
     if without_kai:
         recipes = [r for r in recipes if r.component != "kai"]
     built = toolchain.build_all(recipes, console)

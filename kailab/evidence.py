@@ -32,6 +32,7 @@ SKIP_KINDS = {"Secret", "Event", "Binding", "LocalSubjectAccessReview", "TokenRe
 # ------------------------------------------------------------------------------ the layout
 EXERCISE, RUN, VERDICT, TIMELINE = "exercise.yaml", "run.json", "verdict.json", "timeline.jsonl"
 SCHEDULER_SNAPSHOT = "scheduler-snapshot.zip"
+KAI_METRICS = "kai-metrics.json"  # KAI's series from the lab's Prometheus (labs that run one)
 SCHEDULER_SNAPSHOT_ERROR = "scheduler-snapshot.error.txt"  # written instead when the dump fails
 STEPS, FINAL, LOGS, DUMP, MANIFESTS = "steps", "final", "logs", "dump", "manifests"
 SNAPSHOT_FILES = ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "events.yaml", "bindrequests.yaml")

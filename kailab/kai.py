@@ -224,3 +224,18 @@ def scheduler_conf(tree: Path, placement: str) -> dict:
             plugins.append(plugin)
         tier["plugins"] = plugins
     return conf
+
+
+def with_usage(conf: dict, prometheus: str, usage: dict) -> dict:
+    """`conf` with time-based fair share on, as KAI documents it (docs/time-based-fairshare): a
+    `usageDBConfig` reading `prometheus` over a sliding window, and the proportion plugin's kValue.
+    (`extraParams` sits under `usageParams` in KAI's code, not beside it as its docs show.)"""
+    usage = dict(usage)
+    k_value = usage.pop("kValue")
+    params = {"windowType": "sliding", "extraParams": {"queryResolution": usage.pop("queryResolution")}, **usage}
+    out = {**conf, "usageDBConfig": {"clientType": "prometheus", "connectionString": prometheus,
+                                     "usageParams": params}}
+    out["tiers"] = [{**tier, "plugins": [
+        {**p, "arguments": {**(p.get("arguments") or {}), "kValue": str(k_value)}} if p["name"] == "proportion" else p
+        for p in tier["plugins"]]} for tier in conf["tiers"]]
+    return out

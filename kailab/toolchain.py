@@ -53,6 +53,9 @@ class Recipe:
     # `-X package.var=value` link flags, e.g. the version Kubernetes' own build stamps (kubeadm
     # refuses to set up a control plane newer than it says it is)
     stamp: tuple[tuple[str, str], ...] = ()
+    # False: resolve only what the tagged build imports (`go get -tags`), not every import under
+    # every tag (`go mod tidy`) — for a module whose tag-excluded imports the proxy refuses
+    tidy: bool = True
 
     @property
     def key(self) -> str:
@@ -79,6 +82,20 @@ def recipes_for(kai_version: str) -> list[Recipe]:
                {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
         kai_recipe(release),
     ]
+
+
+def metrics_recipes() -> list[Recipe]:
+    """A lab's metrics processes: Prometheus (its module has upstream replaces: the wrapper
+    handles them; the web UI's assets are not embedded without the `builtinassets` tag, so the
+    server and its HTTP API run, the UI pages do not) and kube-state-metrics, which the proxy
+    refuses: built in its registered repository (`kailab tools source kube-state-metrics`)."""
+    return [Recipe("prometheus", versions.PROMETHEUS_VERSION, "github.com/prometheus/prometheus",
+                   {"prometheus": "github.com/prometheus/prometheus/cmd/prometheus"},
+                   # a lab scrapes static targets: no service discovery (cloud SDKs; the proxy
+                   # refuses Nomad's), hence resolved for this tag alone
+                   tags=("remove_all_sd",), tidy=False),
+            Recipe("kube-state-metrics", versions.KSM_VERSION, "k8s.io/kube-state-metrics/v2",
+                   {"kube-state-metrics": "k8s.io/kube-state-metrics/v2"}, repository="kube-state-metrics")]
 
 
 def peer_recipes() -> list[Recipe]:
@@ -266,7 +283,8 @@ def _build_wrapped(recipe: Recipe, work: Path, out: Path, log, on_phase) -> None
     imports = "\n".join(f'\t_ "{pkg}"' for pkg in recipe.binaries.values())
     (work / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
     on_phase("resolving modules")
-    _run_go(["mod", "tidy"], work, log, lambda l: on_phase(l[:70]) if l.startswith("go: downloading") else None)
+    resolve = ["mod", "tidy"] if recipe.tidy else ["get", *_tags(recipe), *recipe.binaries.values()]
+    _run_go(resolve, work, log, lambda l: on_phase(l[:70]) if l.startswith("go: downloading") else None)
     for name, pkg in recipe.binaries.items():
         on_phase(f"compiling {name}")
         _run_go(["build", "-trimpath", *_tags(recipe), f"-ldflags={_version_ldflags(recipe, 'module-proxy')}",

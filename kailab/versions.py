@@ -26,6 +26,8 @@ def _data() -> dict:
 ETCD_VERSION: str = _data()["etcd"]
 KWOK_VERSION: str = _data()["kwok"]
 DEFAULT_KAI: str = _data()["default_kai"]
+PROMETHEUS_VERSION: str = _data()["prometheus"]
+KSM_VERSION: str = _data()["kube_state_metrics"]
 
 
 def parse(version: str) -> tuple[int, int, int]:

@@ -215,6 +215,18 @@ MISTAKES = [
      ["steps[1] (research\\ncomes back).colour"]),
     ("queue-name-with-newline", _set(["queues", "lab", "children", "a\nb"], {}), ["queues.a\\nb"]),
     ("unknown-key-with-newline", _set(["x\ny"], 1), ["x\\ny", "unknown field"]),
+    ("wait-unknown-queue", _set(["steps", 1, "expect", 0], {"waitOf": "nope", "p99": {"max": 30}}),
+     [f"{STEP1}.expect[0].waitOf", "'nope' is not in the queue tree"]),
+    ("wait-no-bound", _set(["steps", 1, "expect", 0], {"waitOf": "prod"}),
+     [f"{STEP1}.expect[0]", "at least one of: p50, p95, p99, max"]),
+    ("wait-negative", _set(["steps", 1, "expect", 0], {"waitOf": "prod", "p99": {"max": -1}}),
+     [f"{STEP1}.expect[0].p99.max", "greater than or equal to 0"]),
+    ("usage-bad-window", _set(["steps", 0, "scheduler"], {"usage": {"windowSize": "1 week"}}),
+     [f"{STEP0}.scheduler.usage.windowSize", "pattern"]),
+    ("usage-k-value-zero", _set(["steps", 0, "scheduler"], {"usage": {"kValue": 0}}),
+     [f"{STEP0}.scheduler.usage.kValue", "greater than 0"]),
+    ("usage-tumbling-window", _set(["steps", 0, "scheduler"], {"usage": {"windowType": "tumbling"}}),
+     [f"{STEP0}.scheduler.usage.windowType", "unknown field"]),
 ]
 
 

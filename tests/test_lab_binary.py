@@ -58,11 +58,16 @@ def test_status_json_reports_components_nodes_and_gpus(infra_lab):
     expected = {"etcd", "kube-apiserver", "kube-controller-manager", "kwok"}
     if infra_lab.with_kai:
         expected |= {"scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller"}
+    if infra_lab.metrics:  # on by default
+        expected |= {"prometheus", "kube-state-metrics"}
     assert set(info["components"]) == expected
 
 
 def test_env_prints_the_kubeconfig_export(infra_lab):
-    assert kailab("env", "--name", infra_lab.name).stdout.strip() == f"export KUBECONFIG={infra_lab.kubeconfig}"
+    lines = kailab("env", "--name", infra_lab.name).stdout.strip().splitlines()
+    assert lines[0] == f"export KUBECONFIG={infra_lab.kubeconfig}"
+    assert lines[1:] == ([f"export KAILAB_PROMETHEUS_URL=http://127.0.0.1:{infra_lab.ports['prometheus.web']}"]
+                         if infra_lab.metrics else [])
 
 
 def test_second_up_on_a_healthy_lab_is_a_no_op(infra_lab):

@@ -53,6 +53,7 @@ def test_down_stops_every_process_and_frees_every_port(infra_lab):
     assert rec.ports["kube-apiserver"] != infra_lab.ports["kube-apiserver"]
     pids = [r.pid for r in processes.records(rec.dir).values()]
     assert pids and all(r.alive() for r in processes.records(rec.dir).values())
+    assert {"prometheus", "kube-state-metrics"} <= set(processes.records(rec.dir)), "metrics are on by default"
     ports = list(rec.ports.values())
     assert listening(rec.ports["kube-apiserver"])
 

@@ -3,7 +3,7 @@ kubectl commands that show a step. Text only: nothing here reads the course or t
 
 from __future__ import annotations
 
-from ..exercise.spec import ConditionExpect, CountExpect, EventExpect, GpuShare, ObjectExpect, Range, Step
+from ..exercise.spec import ConditionExpect, CountExpect, EventExpect, GpuShare, ObjectExpect, Range, Step, WaitExpect
 from ..workloads import OWNER_LABEL, QUEUE_LABEL
 
 METRICS = ("bound", "running", "pending", "evicted", "nodes", "devices", "domains")
@@ -70,7 +70,7 @@ def describe_object(e: ObjectExpect) -> str:
     return f"{what} {e.subject()}{shape}{_why(e.count)}" + _because(e.why)
 
 
-def describe_expect(e: CountExpect | ConditionExpect | EventExpect | ObjectExpect) -> str:
+def describe_expect(e: CountExpect | ConditionExpect | EventExpect | ObjectExpect | WaitExpect) -> str:
     if isinstance(e, CountExpect):
         return describe_count(e)
     if isinstance(e, ObjectExpect):
@@ -79,6 +79,9 @@ def describe_expect(e: CountExpect | ConditionExpect | EventExpect | ObjectExpec
         verb = "carry" if e.present else "do not carry"
         who = "every PodGroup" if e.every else "PodGroups"
         return f"{who} of {e.podgroup_of} {verb} the reason {e.reason}" + _because(e.why)
+    if isinstance(e, WaitExpect):
+        bounds = [f"{q} wait {b}" for q in ("p50", "p95", "p99", "max") if (b := getattr(e, q)) is not None]
+        return f"queue {e.wait_of}: pending to bound, " + ", ".join(bounds) + _because(e.why)
     return f"workload {e.workload}: {count_words(e.count)} {e.event_reason} event(s){_why(e.count)}{_because(e.why)}"
 
 
@@ -175,7 +178,7 @@ def _workloads(step: Step) -> list[str]:
     named = [item.workload.name for item in step.apply] + [p.deployment for p in step.patch] \
         + [d.workload for d in step.delete] \
         + [e.podgroup_of if isinstance(e, ConditionExpect) else e.of if isinstance(e, ObjectExpect) else e.workload
-           for e in _checks(step)]
+           for e in _checks(step) if not isinstance(e, WaitExpect)]  # a wait names a queue
     return [w for w in dict.fromkeys(named) if w]
 
 

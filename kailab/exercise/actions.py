@@ -49,12 +49,23 @@ class Scheduler(Action):
         r = ctx.run
         tree = kai.source_dir(toolchain.kai_recipe(versions.kai_release(r.lab.kai_version)))
         setting = kai.placement_setting(tree, value.placement)
+        if value.usage is not None:  # time-based fair share: usage from this lab's Prometheus
+            from ..runtimes import metrics
+
+            if not r.lab.metrics:
+                raise KailabError(f"step {ctx.index + 1} scheduler.usage needs the lab's Prometheus: lab "
+                                  f"{r.lab.name!r} runs without it; bring a lab up without --without-metrics")
+            # no SchedulingShard field carries a lab Prometheus here: a binary lab's setting only
+            setting = kai.SchedulerSetting(kai.with_usage(setting.conf, metrics.url(r.lab.ports),
+                                                          value.usage.model_dump(exclude_none=True)), None)
         stem = f"scheduler-conf/{ctx.index + 1:02d}-{value.placement}"
         r.evidence.write(f"{stem}.yaml", setting.conf)  # what a scheduler run by kailab reads
-        r.evidence.write(f"{stem}.schedulingshard.yaml", setting.shard)  # what KAI's operator is told
+        if setting.shard is not None:
+            r.evidence.write(f"{stem}.schedulingshard.yaml", setting.shard)  # what KAI's operator is told
         r.runtime.configure_scheduler(r.lab, setting)
         r.scheduler_changed = True
-        r.observer.note(f"scheduler restarted with placement {value.placement}")
+        r.observer.note(f"scheduler restarted with placement {value.placement}"
+                        + (", time-based fair share on" if value.usage is not None else ""))
 
 
 class Delete(Action):

@@ -270,3 +270,22 @@ def check_invariant(name: str, state: ClusterState, names: Names) -> list[str]:
                 out.append(f"queue {names.logical_queue(real)} holds {used} {label}, above {bound_}")
         return out
     raise ValueError(f"unknown invariant {name}")
+
+
+def evaluate_wait(state: ClusterState, exp, names: Names, step: str) -> list[Result]:
+    """One result per bound asked: the queue's wait quantile (created -> bound) from the timeline."""
+    from ..report.operations import quantile, waits
+
+    real = names.queue(exp.wait_of)
+    per_queue, _ = waits([e for e in state.timeline if e.queue == real], lambda q: q)
+    values = per_queue.get(real, [])
+    out = []
+    for name, q in (("p50", 50), ("p95", 95), ("p99", 99), ("max", 100)):
+        bound = getattr(exp, name)
+        if bound is None:
+            continue
+        observed = quantile(values, q) if values else None
+        out.append(Result(step, "expect", f"queue {exp.wait_of} wait {name}", str(bound),
+                          "no pod bound yet" if observed is None else f"{observed} s",
+                          observed is not None and bound.holds(observed), [], state.now()))
+    return out

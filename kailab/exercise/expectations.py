@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .checks import Names, Result, evaluate_condition, evaluate_count, evaluate_event, evaluate_object
-from .spec import ConditionExpect, CountExpect, EventExpect, ObjectExpect
+from .checks import (Names, Result, evaluate_condition, evaluate_count, evaluate_event, evaluate_object,
+                     evaluate_wait)
+from .spec import ConditionExpect, CountExpect, EventExpect, ObjectExpect, WaitExpect
 
 
 class Kind:
@@ -55,7 +56,15 @@ class Object(Kind):
         return [evaluate_object(state, exp, names, step)]
 
 
-KINDS: tuple[type[Kind], ...] = (Count, Condition, Event, Object)
+class Wait(Kind):
+    model, marker = WaitExpect, "waitOf"
+
+    @staticmethod
+    def evaluate(exp, state, names, since, step, events=None, since_wall=None):
+        return evaluate_wait(state, exp, names, step)
+
+
+KINDS: tuple[type[Kind], ...] = (Count, Condition, Event, Object, Wait)
 BY_MODEL = {k.model: k for k in KINDS}
 
 

@@ -10,7 +10,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import evidence, workloads
+from .. import evidence, versions, workloads
+from ..report import operations
 from ..kai import RESERVATION_NAMESPACE
 from ..errors import KailabError, LabError
 from ..evidence import EvidenceDir
@@ -89,6 +90,7 @@ class ExerciseRun:
         self.applied: dict[str, str] = {}  # workload -> kind
         self.manifests_applied: dict[str, dict] = {}  # raw manifests by workload name (to delete them)
         self.step_started: dict[str, float] = {}  # step name -> when it began (observer time)
+        self.kai_figures: dict = {}  # figures from KAI's own metrics (labs with Prometheus)
         self.killed: set[str] = set()  # processes the exercise's faults stopped on purpose
         self.downed: set[str] = set()  # fleet nodes the exercise's faults took away
         self.scheduler_changed = False  # a step reconfigured KAI's scheduler: put the default back
@@ -211,7 +213,10 @@ class ExerciseRun:
         dead = self.runtime.dead_components(self.lab, ignore=self.killed)
         if dead:
             tail = dead[0][1].replace("\n", " | ")
-            raise ComponentDied(f"KAI component died: {', '.join(c for c, _ in dead)} "
+            names = [c for c, _ in dead]
+            # a lab's own processes (Prometheus, kube-state-metrics) are named as such, not as KAI's
+            what = "KAI component" if set(names) & set(versions.KAI_COMPONENTS) else "lab component"
+            raise ComponentDied(f"{what} died: {', '.join(names)} "
                                 f"(last log lines: {tail[-600:]})")
 
     # ------------------------------------------------------------------ evidence and clean-up
@@ -228,6 +233,34 @@ class ExerciseRun:
         if url:
             self.evidence.scheduler_snapshot(url)
 
+    def _kai_metrics(self) -> None:
+        """KAI's own series for the run's window (its dashboards' queries), this run's queues only."""
+        if not getattr(self.lab, "metrics", False):
+            return
+        from .. import kai, toolchain
+        from ..runtimes import metrics
+        from . import kai_metrics
+
+        tree = kai.source_dir(toolchain.kai_recipe(versions.kai_release(self.lab.kai_version)))
+        ours = {self.names.queue(n): n for n, _, _ in self.ex.queue_tree()}
+        end = time.time()
+        panels = kai_metrics.collect(metrics.url(self.lab.ports), tree, self.observer.state.started, end)
+        evicted = kai_metrics.evictions_by_action(metrics.url(self.lab.ports), self.observer.state.started, end)
+        panels.append(evicted)
+        for action, n in (evicted.get("by_action") or {}).items():
+            if n:
+                self.kai_figures[f"evicted_by_action.{action}"] = n
+        for panel in panels:
+            series = panel.get("series") or []
+            if any("queue_name" in s["labels"] for s in series):
+                kept = [s for s in series if s["labels"].get("queue_name") in ours]
+                for s in kept:
+                    s["labels"]["queue"] = ours[s["labels"]["queue_name"]]
+                panel["series"] = kept
+                if not kept:
+                    panel["missing"] = "no series for this run's queues"
+        self.evidence.write(evidence.KAI_METRICS, {"prometheus": metrics.url(self.lab.ports), "panels": panels})
+
     def _conclude(self) -> None:
         """Runs on every exit path; each part is guarded so one failure cannot lose the rest."""
         parts = [
@@ -239,6 +272,7 @@ class ExerciseRun:
              and self.evidence.dump_namespace(self.kube, self.names.namespace)),
             ("KAI logs", self._copy_logs),
             ("scheduler snapshot", self._scheduler_snapshot),
+            ("KAI metrics", self._kai_metrics),
         ]
         parts.append(("restore what faults took away", self.restore_faults))
         notes = []
@@ -252,6 +286,8 @@ class ExerciseRun:
         with self.observer.state.cond:
             self.evidence.timeline(list(self.observer.state.timeline))
             self.outcome.figures = {**figures(self.observer.state, self.ex),
+                                    **operations.queue_figures(self.observer.state.timeline, self.names.logical_queue),
+                                    **self.kai_figures,
                                     **settle_times(self.outcome.results, self.step_started)}
         self._write_verdict(notes)  # before clean-up: a run killed there still has its verdict
         try:
@@ -327,6 +363,9 @@ def figures(state, ex: Exercise) -> dict:
     """Key numbers for reports and trials: binds, evictions, gang bind spread."""
     out: dict = {"binds": sum(1 for e in state.timeline if e.what == "bound"),
                  "evictions": sum(1 for e in state.timeline if e.what == "evicted")}
+    if state.gangs:  # gang success: at some moment every member the gang needs was bound at once
+        complete = sum(1 for w, need in state.gangs.items() if operations.peak_bound(state.timeline, w) >= need)
+        out["gangs_complete"], out["gangs_incomplete"] = complete, len(state.gangs) - complete
     for workload in state.gangs:
         times = [e.t for e in state.timeline if e.what == "bound" and e.workload == workload]
         if times:

@@ -318,12 +318,25 @@ class FaultItem(Strict):
         return self
 
 
+class UsageSetting(Strict):
+    """KAI's time-based fair share (its `usageDBConfig`, read from the lab's Prometheus) and the
+    proportion plugin's kValue. The window is sliding: KAI's default and the one its docs advise."""
+
+    windowSize: Duration = Field("5m", description="how much past usage counts (KAI's default: 1w)")
+    halfLifePeriod: Duration | None = Field(None, description="exponential decay of past usage (off when unset)")
+    fetchInterval: Duration = Field("2s", description="how often the scheduler re-reads usage (KAI's default: 1m)")
+    queryResolution: Duration = Field("2s", description="the usage query's step (usageParams.extraParams)")
+    kValue: float = Field(1.0, gt=0, description="how strongly past usage lowers a queue's over-quota share")
+
+
 class SchedulerSetting(Strict):
     """How KAI's scheduler places pods from this step on (restarted with a generated configuration;
     binary runtime). Any value but the exact word `spread` would silently mean binpack in KAI."""
 
-    placement: Literal["binpack", "spread"] = Field(description="binpack: fullest node first (KAI's "
-                                                   "default); spread: emptiest node first")
+    placement: Literal["binpack", "spread"] = Field("binpack", description="binpack: fullest node first "
+                                                   "(KAI's default); spread: emptiest node first")
+    usage: UsageSetting | None = Field(None, description="time-based fair share from the lab's Prometheus "
+                                       "(off when unset)")
 
 
 class DeleteItem(Strict):
@@ -494,7 +507,49 @@ class ObjectExpect(Strict):
         return " ".join(chosen)
 
 
-EXPECT_MODELS = (CountExpect, ConditionExpect, EventExpect, ObjectExpect)
+class Seconds(Strict):
+    """A bound on a duration in seconds (an upper bound is the usual ask of a wait)."""
+
+    min: float | None = Field(None, ge=0)
+    max: float | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "Seconds":
+        if self.min is None and self.max is None:
+            raise ValueError("a bound needs min, max or both (seconds)")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is greater than max {self.max}")
+        return self
+
+    def holds(self, v: float) -> bool:
+        return (self.min is None or v >= self.min) and (self.max is None or v <= self.max)
+
+    def __str__(self) -> str:
+        return " and ".join(t for t in (f">= {self.min} s" if self.min is not None else "",
+                                        f"<= {self.max} s" if self.max is not None else "") if t)
+
+
+class WaitExpect(Strict):
+    """How long a queue's pods waited from created to bound (the run's timeline so far): nearest-rank
+    quantiles over every pod of the queue bound since the run began."""
+
+    marker: ClassVar[str] = "waitOf"
+
+    wait_of: str = Field(alias="waitOf", description="queue name")
+    p50: Seconds | None = None
+    p95: Seconds | None = None
+    p99: Seconds | None = None
+    max: Seconds | None = None
+    why: str = Field("", description="one line: why KAI makes this queue wait so long, or so little")
+
+    @model_validator(mode="after")
+    def _some(self) -> "WaitExpect":
+        if all(getattr(self, k) is None for k in ("p50", "p95", "p99", "max")):
+            raise ValueError("a wait expectation needs at least one of: p50, p95, p99, max")
+        return self
+
+
+EXPECT_MODELS = (CountExpect, ConditionExpect, EventExpect, ObjectExpect, WaitExpect)
 UNION_TAGS.update(m.__name__ for m in EXPECT_MODELS)
 
 
@@ -510,7 +565,8 @@ def _expect_kind(v: object) -> str:
 ExpectItem = Annotated[Union[Annotated[CountExpect, Tag("CountExpect")],
                              Annotated[ConditionExpect, Tag("ConditionExpect")],
                              Annotated[EventExpect, Tag("EventExpect")],
-                             Annotated[ObjectExpect, Tag("ObjectExpect")]], Discriminator(_expect_kind)]
+                             Annotated[ObjectExpect, Tag("ObjectExpect")],
+                             Annotated[WaitExpect, Tag("WaitExpect")]], Discriminator(_expect_kind)]
 
 
 def _stays_kind(v: object) -> str:
@@ -686,6 +742,11 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
         for field, e in checks:
             if isinstance(e, CountExpect) and e.queue is not None and e.queue not in names:
                 raise InputError(path, f"{field}.queue", f"queue {e.queue!r} is not in the queue tree")
+            if isinstance(e, WaitExpect):
+                if e.wait_of not in names:
+                    raise InputError(path, f"{field}.waitOf", f"queue {e.wait_of!r} is not in the queue tree",
+                                     f"name one of: {', '.join(names)}")
+                continue
             if isinstance(e, CountExpect) and e.on is not None:
                 _check_nodes(e.on, fleet, set_labels, path, f"{field}.on")
             if isinstance(e, ObjectExpect):

@@ -9,8 +9,10 @@ from pathlib import Path
 
 from .. import evidence
 from ..errors import KailabError
+from .operations import QUEUE_FIGURES
 from .read import SNAPSHOT_FILE, Run, expand, load_run, snapshot_files, subdir_files, top_files
-from .svg import node_colours, nodes_svg, timeline_svg
+from .series import demand_series, fleet_gpus, run_end
+from .svg import node_colours, nodes_svg, series_colour, series_svg, timeline_svg
 from .text import esc, fmt
 
 REPORT_NAME = "report.html"
@@ -269,14 +271,76 @@ def _figures_html(run: Run) -> str:
     if not figs:
         return '<p class="muted">none recorded</p>'
     gang = {k: GANG_FIGURES[p] for k in figs for p in GANG_FIGURES if str(k).startswith(p)}
-    rest = {k: val for k, val in figs.items() if k not in gang}
-    return ('<table class="figures"><tbody>'
+    per_queue = {k for k in figs if str(k).split(".", 1)[0] in QUEUE_FIGURES and "." in str(k)}
+    rest = {k: val for k, val in figs.items() if k not in gang and k not in per_queue}
+    return (_queue_figures_html({k: figs[k] for k in per_queue}) + '<table class="figures"><tbody>'
             + "".join(f'<tr class="gang"><th>gang {esc(str(k).split(".", 1)[1])}: {esc(label)}</th>'
                       f'<td class="num">{esc(fmt(figs[k]))} s</td><td class="muted small">{esc(k)}: '
                       f'{esc(meaning)}</td></tr>' for k, (label, meaning) in gang.items())
             + "".join(f'<tr><th>{esc(k)}</th><td class="num">{esc(fmt(val))}</td><td></td></tr>'
                       for k, val in rest.items())
             + "</tbody></table>")
+
+
+def _queue_figures_html(figs: dict) -> str:
+    """One row per queue: pending-to-bound waits (from the timeline), evictions, pods never bound."""
+    if not figs:
+        return ""
+    queues = sorted({str(k).split(".", 1)[1] for k in figs})
+    head = "".join(f"<th>{esc(c)}</th>" for c in QUEUE_FIGURES)
+    rows = "".join(f"<tr><th>{esc(q)}</th>" + "".join(
+        f'<td class="num">{esc(fmt(figs.get(f"{c}.{q}", 0 if c in ("evicted", "never_bound") else "-")))}</td>'
+        for c in QUEUE_FIGURES) + "</tr>" for q in queues)
+    return (f'<table class="figures queue-figures"><thead><tr><th>queue</th>{head}</tr></thead>'
+            f'<tbody>{rows}</tbody></table><p class="muted small">Waits: seconds from a pod\'s <i>created</i> '
+            f'to its first <i>bound</i> in {evidence.TIMELINE} (nearest-rank quantiles).</p>')
+
+
+def _demand_html(run: Run) -> str:
+    req, alloc = demand_series(run)
+    if len(req) < 2 and len(alloc) < 2:
+        return '<p class="muted">no pods in the timeline</p>'
+    t_end = run_end(run)
+    fleet = fleet_gpus(run)
+    series = [{"labels": {"GPUs": "requested"}, "points": req}, {"labels": {"GPUs": "allocated"}, "points": alloc}]
+    text = ""
+    if fleet:
+        # time-weighted mean of the allocated step function over the run
+        area = sum((t1 - t0) * v for (t0, v), (t1, _) in zip(alloc, alloc[1:] + [(t_end, 0)]))
+        text = (f"fleet {fmt(fleet)} GPUs; utilisation peak {fmt(round(100 * max(v for _, v in alloc) / fleet))}%, "
+                f"mean {fmt(round(100 * area / (t_end * fleet)))}% over {fmt(round(t_end, 1))} s")
+    legend = " ".join(f'<span style="color:{series_colour(run, s, i)}">&#9632;</span> {esc(s["labels"]["GPUs"])}'
+                      for i, s in enumerate(series))
+    return (series_svg(run, series, t_end) + f'<p class="small">{legend}; {esc(text)} (from '
+            f'{evidence.TIMELINE}: a pod asks from <i>created</i>, holds from <i>bound</i>)</p>')
+
+
+def _kai_metrics_html(run: Run) -> str:
+    """Each panel of kai-metrics.json: its chart, its PromQL and source, or why it is missing."""
+    import json
+
+    try:
+        doc = json.loads((run.path / evidence.KAI_METRICS).read_text())
+    except (OSError, ValueError):
+        return f'<p class="muted">no {evidence.KAI_METRICS}: the lab ran no Prometheus</p>'
+    t_end, out = run_end(run), []
+    for panel in doc.get("panels") or []:
+        head = (f'<div class="kai-panel"><b>{esc(str(panel.get("title")))}</b> '
+                f'<code class="promql">{esc(str(panel.get("promql", "")))}</code> '
+                f'<span class="muted small">({esc(str(panel.get("source")))})</span>')
+        if panel.get("missing"):
+            out.append(head + f'<p class="muted">missing: {esc(str(panel["missing"]))}</p></div>')
+            continue
+        if "by_action" in panel:
+            out.append(head + "<p>" + (esc(", ".join(f"{a}: {n}" for a, n in panel["by_action"].items() if n))
+                                       or "none") + "</p></div>")
+            continue
+        series = [s for s in panel.get("series") or [] if s.get("points")]
+        legend = " ".join(f'<span style="color:{series_colour(run, s, i)}">&#9632;</span> '
+                          + esc(", ".join(f"{k}={v}" for k, v in s["labels"].items() if k != "queue_name") or "-")
+                          for i, s in enumerate(series))
+        out.append(head + series_svg(run, series, t_end) + f'<p class="small">{legend}</p></div>')
+    return "".join(out)
 
 
 def _timeline_html(run: Run) -> str:
@@ -305,6 +369,8 @@ def run_html(i: int, run: Run, base: Path) -> str:
             + "<h3>Expectations</h3>" + expectations_html(run)
             + "<h3>Figures</h3>" + _figures_html(run)
             + "<h3>GPUs held per queue over time</h3>" + _timeline_html(run)
+            + "<h3>GPUs requested vs allocated, fleet utilisation</h3>" + _demand_html(run)
+            + "<h3>KAI's view (its Grafana dashboards' queries, from the lab's Prometheus)</h3>" + _kai_metrics_html(run)
             + "<h3>GPU occupancy per node, per step</h3>" + _nodes_html(run)
             + "<h3>PodGroup scheduling conditions per step</h3>" + podgroups_html(run)
             + "<h3>Raw evidence</h3>" + files_html(run, base)

@@ -216,3 +216,42 @@ def node_use(run: Run, snap: Snapshot) -> list[NodeUse]:
             segs[q] = segs.get(q, 0) + _gpus_held(p)
         rows.append(NodeUse(str(name), alloc, used, alloc_n, used_n, segs))
     return rows
+
+
+def demand_series(run: Run) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
+    """(GPUs requested, GPUs allocated) by the run's pods over time, from the timeline: a pod asks
+    for its GPUs from created, holds them from bound, until evicted/deleted/succeeded/failed."""
+    gpus = pod_gpus(run)
+    asking: set[str] = set()
+    holding: set[str] = set()
+    req: list[tuple[float, int]] = [(0.0, 0)]
+    alloc: list[tuple[float, int]] = [(0.0, 0)]
+    for e in sorted(run.timeline, key=lambda e: e["t"]):
+        pod = str(e.get("pod") or "")
+        what = e.get("what")
+        if not pod:
+            continue
+        if what == "created":
+            asking.add(pod)
+        elif what in HOLD_START:
+            holding.add(pod)
+        elif what in HOLD_END:
+            asking.discard(pod)
+            holding.discard(pod)
+        else:
+            continue
+        for pts, pods in ((req, asking), (alloc, holding)):
+            level = sum(gpus.get(p, 1) for p in pods)
+            if pts[-1][1] != level:
+                pts += [(e["t"], pts[-1][1]), (e["t"], level)]  # a step, drawn as one
+    return req, alloc
+
+
+def fleet_gpus(run: Run) -> float:
+    """The fleet's GPUs as the run's snapshots saw them (0 when none recorded)."""
+    for snap in run.snapshots:
+        total = sum(n.get("allocatable") or 0 for n in (snap.nodes or {}).values()
+                    if isinstance(n, dict) and isinstance(n.get("allocatable"), (int, float)))
+        if total:
+            return total
+    return 0

@@ -300,3 +300,34 @@ def _node_bars(rows: list[NodeUse], col: dict[str, str]) -> str:
                    f'{esc(fmt(r.used))}/{esc(fmt(r.alloc))}</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+def series_colour(run: Run, s: dict, i: int) -> str:
+    """A queue's series in the queue's colour on every chart of the run; others by position."""
+    queue = (s.get("labels") or {}).get("queue")
+    return colours(run, [queue])[queue] if queue else PALETTE[-1 - i % len(PALETTE)]
+
+
+def series_svg(run: Run, series: list[dict], t_end: float) -> str:
+    """One panel of KAI's series (kai-metrics.json): a line per series over the run's time."""
+    series = [s for s in series if s.get("points")]
+    if not series:
+        return ""
+    width, height, left, right, top, bottom = 520, 180, 56, 12, 10, 24
+    values = [p[1] for s in series for p in s["points"] if p[1] == p[1]]  # NaN != NaN: KAI's empty buckets
+    t_end = max([t_end] + [p[0] for s in series for p in s["points"]])
+    y_top = (nice_max(max(values + [0]) * 1.05)[0] if max(values + [0]) >= 1 else max(values + [0]) * 1.1) or 1
+    x = lambda t: left + (width - left - right) * t / (t_end or 1)  # noqa: E731
+    y = lambda v: top + (height - top - bottom) * (1 - v / y_top)  # noqa: E731
+    parts = [f'<svg class="chart kai-series" viewBox="0 0 {width} {height}" width="{width}" height="{height}">',
+             f'<line class="axis" x1="{left}" x2="{left}" y1="{top}" y2="{height - bottom}"/>',
+             f'<line class="axis" x1="{left}" x2="{width - right}" y1="{height - bottom}" y2="{height - bottom}"/>',
+             f'<text class="axis" x="{left - 4}" y="{top + 8}" text-anchor="end">{y_top:.3g}</text>',
+             f'<text class="axis" x="{left - 4}" y="{height - bottom}" text-anchor="end">0</text>',
+             f'<text class="axis" x="{width - right}" y="{height - 6}" text-anchor="end">{num(t_end)} s</text>']
+    for i, s in enumerate(series):
+        pts = [(x(t), y(v)) for t, v in s["points"] if v == v]
+        parts.append(f'<polyline fill="none" stroke="{series_colour(run, s, i)}" stroke-width="2" '
+                     f'points="{_points(pts)}"/>')
+    parts.append("</svg>")
+    return "".join(parts)

@@ -24,6 +24,7 @@ class LabSpec:
     fleet: str = "small"
     kai_version: str = ""
     with_kai: bool = True
+    metrics: bool = True  # Prometheus and kube-state-metrics (runtimes that run processes)
     api_port: int | None = None
     kubeconfig: str | None = None  # only for the 'existing' runtime
     dry_run: bool = False
@@ -47,6 +48,7 @@ class LabRecord:
     created: str = ""
     up_seconds: float | None = None  # how long `up` took, and its parts (labkit.Phases)
     up_phases: dict[str, list[float]] = field(default_factory=dict)
+    metrics: bool = False  # runs Prometheus and kube-state-metrics (runtimes/metrics.py)
 
     @property
     def dir(self) -> Path:

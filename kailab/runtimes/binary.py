@@ -26,14 +26,14 @@ from ..kube import Kube
 from ..workloads import service_account
 from ..paths import lab_dir, state_dir
 from .waits import wait_until
-from . import clusterinfo, pki, processes, seed
+from . import clusterinfo, metrics, pki, processes, seed
 from .base import LabRecord, LabSpec, Runtime, status_report
 from .labkit import (PROBE_NAMESPACE, Phases, await_probe, create_fleet, kwok_config_text, lab_lock, refuse_other_lab,
                      run_together, submit_probe)
 
 CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
 # stop order for `down`: consumers of the API first, etcd last
-STOP_ORDER = list(versions.KAI_COMPONENTS) + ["kwok", "kube-controller-manager", "kube-apiserver", "etcd"]
+STOP_ORDER = list(metrics.COMPONENTS) + list(versions.KAI_COMPONENTS) + ["kwok", "kube-controller-manager", "kube-apiserver", "etcd"]
 
 
 def _http_ok(url: str, any_status: bool = False) -> bool:
@@ -74,6 +74,8 @@ class BinaryRuntime(Runtime):
             recipes = toolchain.recipes_for(release.version)
             if not spec.with_kai:
                 recipes = [r for r in recipes if r.component != "kai"]
+            if spec.metrics:
+                recipes += toolchain.metrics_recipes()
             built = toolchain.build_all(recipes)
             try:
                 return self._start(spec, fleet, release, recipes, built)
@@ -106,13 +108,15 @@ class BinaryRuntime(Runtime):
         port_names = ["etcd.client", "etcd.peer", "kube-apiserver", "kube-controller-manager", "kwok"]
         if spec.with_kai:
             port_names += [f"{c}.{p}" for c, ps in kai.component_ports().items() for p in ps]
+        if spec.metrics:
+            port_names += metrics.port_names()
         fixed = {"kube-apiserver": spec.api_port} if spec.api_port else {}
         ports = processes.allocate_ports(port_names, fixed)
         kubeconfig = lab / "kubeconfig"
         rec = LabRecord(name=spec.name, runtime=self.name,
                         kai_version=release.version if spec.with_kai else "none",
                         fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total,
-                        with_kai=spec.with_kai, kubeconfig=str(kubeconfig), ports=ports,
+                        with_kai=spec.with_kai, kubeconfig=str(kubeconfig), ports=ports, metrics=spec.metrics,
                         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         rec.save()
         pki_dir = lab / "pki"
@@ -140,6 +144,8 @@ class BinaryRuntime(Runtime):
         if tree is not None:
             parts["KAI serving, probe bound"] = lambda: self._install_kai(lab, kube, tree, bins, ports,
                                                                           kubeconfig, phases)
+        if spec.metrics:
+            parts["metrics serving"] = lambda: self._start_metrics(lab, kube, bins, ports, pki_dir, spec.with_kai)
         try:
             run_together(lab, parts, phases)
         finally:
@@ -275,6 +281,9 @@ class BinaryRuntime(Runtime):
         if name == "kwok":
             url = f"http://127.0.0.1:{ports['kwok']}/healthz"
             return "kwok /healthz", lambda: _http_ok(url), "kwok-healthy"
+        if name in metrics.COMPONENTS:
+            url = metrics.health_url(name, ports)
+            return f"{name} to serve {url}", lambda: _http_ok(url, any_status=True), "metrics-healthy"
         url = kai.health_url(name, ports)
         return f"KAI {name} to serve {url}", lambda: _http_ok(url, any_status=True), "kai-component-healthy"
 
@@ -288,7 +297,7 @@ class BinaryRuntime(Runtime):
         """Restart the lab's dead processes in start order, each from its recorded command line."""
         recs = processes.records(rec.dir)
         restarted = []
-        for name in CONTROL_PLANE + (list(versions.KAI_COMPONENTS) if rec.with_kai else []):
+        for name in _expected(rec):
             old = recs.get(name)
             if old is None:
                 raise LabError(f"lab {rec.name!r} has no record of {name}: run `kailab down` then `kailab up`")
@@ -318,7 +327,8 @@ class BinaryRuntime(Runtime):
 
     def dead_components(self, rec: LabRecord, ignore: set[str]) -> list[tuple[str, str]]:
         recs = processes.records(rec.dir)
-        return [(c, processes.recent_log(rec.dir, c, 10)) for c in versions.KAI_COMPONENTS
+        watched = list(versions.KAI_COMPONENTS) + (list(metrics.COMPONENTS) if rec.metrics else [])
+        return [(c, processes.recent_log(rec.dir, c, 10)) for c in watched
                 if c in recs and not recs[c].alive() and c not in ignore]
 
     def log_mark(self, rec: LabRecord) -> dict:
@@ -397,12 +407,24 @@ class BinaryRuntime(Runtime):
         with phases.timed("probe pod bound"):
             await_probe(kube, pod, lab)
 
+    def _start_metrics(self, lab: Path, kube: Kube, bins: dict[str, Path], ports: dict[str, int],
+                       pki_dir: Path, with_kai: bool) -> None:
+        """Prometheus at once (it retries its targets); kube-state-metrics once the API server
+        answers (it exits when it cannot reach it at start)."""
+        start = lambda name: processes.start(lab, name, metrics.argv(name, bins[name], lab, ports, pki_dir, with_kai),
+                                             metrics.own_ports(name, ports))
+        start(metrics.PROMETHEUS)
+        wait_until("the API server to answer kube-state-metrics", kube.readyz, timeout="apiserver-ready",
+                   lab=lab, component="kube-apiserver")
+        start(metrics.KSM)
+        for name in metrics.COMPONENTS:
+            self._wait_healthy(lab, name, ports)
+
     # ---------------------------------------------------------------- status / down
     def problems(self, rec: LabRecord) -> list[str]:
         recs = processes.records(rec.dir)
-        expected = CONTROL_PLANE + (list(versions.KAI_COMPONENTS) if rec.with_kai else [])
         out = [f"{n} is not running (log: {processes.logs_dir(rec.dir) / (n + '.log')})"
-               for n in expected if n not in recs or not recs[n].alive()]
+               for n in _expected(rec) if n not in recs or not recs[n].alive()]
         if not out and not self._readyz(rec.dir):
             out.append("kube-apiserver does not answer /readyz")
         return out
@@ -410,7 +432,7 @@ class BinaryRuntime(Runtime):
     def status(self, rec: LabRecord) -> dict:
         recs = processes.records(rec.dir)
         components = {}
-        for name in CONTROL_PLANE + (list(versions.KAI_COMPONENTS) if rec.with_kai else []):
+        for name in _expected(rec):
             r = recs.get(name)
             components[name] = {"state": "running" if r and r.alive() else ("exited" if r else "missing"),
                                 "pid": r.pid if r else None, "ports": r.ports if r else {},
@@ -424,8 +446,19 @@ class BinaryRuntime(Runtime):
             finally:
                 kube.close()
         healthy = api_ok and all(c["state"] == "running" for c in components.values())
-        return status_report(rec, healthy, nodes, gpus, components,
-                             f"https://127.0.0.1:{rec.ports.get('kube-apiserver')}")
+        if rec.metrics and components[metrics.PROMETHEUS]["state"] == "running":
+            # a Prometheus that cannot scrape is broken, not a source of silently empty plots
+            try:
+                down = metrics.targets_down(rec.ports)
+            except OSError as err:
+                down = [f"its API does not answer ({err})"]
+            components[metrics.PROMETHEUS]["scrape_failures"] = down
+            healthy = healthy and not down
+        report = status_report(rec, healthy, nodes, gpus, components,
+                               f"https://127.0.0.1:{rec.ports.get('kube-apiserver')}")
+        if rec.metrics:
+            report["prometheus"] = metrics.url(rec.ports)
+        return report
 
     def down(self, name: str) -> list[str]:
         with lab_lock(name):
@@ -442,6 +475,12 @@ class BinaryRuntime(Runtime):
                 shutil.copytree(processes.logs_dir(lab), failed)
             _rmtree(lab)
         return failed if keep_logs else stopped
+
+
+def _expected(rec: LabRecord) -> list[str]:
+    """The processes a healthy lab of this record runs, in start order."""
+    return (CONTROL_PLANE + (list(versions.KAI_COMPONENTS) if rec.with_kai else [])
+            + (list(metrics.COMPONENTS) if rec.metrics else []))
 
 
 def failed_logs_dir(name: str) -> Path:

@@ -21,6 +21,7 @@ WAITS: dict[str, float] = {
     "kwok-healthy": 60,
     "nodes-ready": 300,
     "kai-component-healthy": 90,
+    "metrics-healthy": 60,
     "crd-established": 60,
     "probe-pod-bound": 120,
     "exercise-clean-up": 120,

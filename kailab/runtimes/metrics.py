@@ -1,0 +1,85 @@
+"""A lab's metrics processes: Prometheus and kube-state-metrics, supervised like every other.
+
+Prometheus scrapes KAI's five processes (each on its own metrics port), kube-state-metrics
+(which serves `kube_node_status_capacity{resource="nvidia_com_gpu"}`, KAI's default GPU capacity
+query for time-based fair share) and the API server, every SCRAPE_INTERVAL: a lab's runs last
+minutes, so figures need seconds of resolution. Everything listens on 127.0.0.1, ports per lab.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from .. import versions
+
+PROMETHEUS, KSM = "prometheus", "kube-state-metrics"
+COMPONENTS = (PROMETHEUS, KSM)
+SCRAPE_INTERVAL = "2s"
+PORTS = {PROMETHEUS: ["web"], KSM: ["metrics", "telemetry"]}
+
+
+def port_names() -> list[str]:
+    return [f"{c}.{p}" for c, ps in PORTS.items() for p in ps]
+
+
+def own_ports(name: str, ports: dict[str, int]) -> dict[str, int]:
+    return {k.split(".", 1)[1]: v for k, v in ports.items() if k.startswith(name + ".")}
+
+
+def url(ports: dict[str, int]) -> str:
+    """The lab's Prometheus (its HTTP API; `kailab env` prints it)."""
+    return f"http://127.0.0.1:{ports[PROMETHEUS + '.web']}"
+
+
+def scrape_config(ports: dict[str, int], pki_dir: Path, with_kai: bool) -> dict:
+    """Prometheus' configuration: one job per scraped process, static loopback targets."""
+    jobs = []
+    if with_kai:
+        for comp in versions.KAI_COMPONENTS:
+            jobs.append({"job_name": comp,
+                         "static_configs": [{"targets": [f"127.0.0.1:{ports[comp + '.metrics']}"]}]})
+    jobs.append({"job_name": KSM, "static_configs": [{"targets": [f"127.0.0.1:{ports[KSM + '.metrics']}"]}]})
+    # the API server's /metrics is large: a longer interval, so its scrape never times out
+    jobs.append({"job_name": "kube-apiserver", "scheme": "https", "scrape_interval": "5s", "scrape_timeout": "5s",
+                 "tls_config": {"ca_file": str(pki_dir / "ca.crt"), "cert_file": str(pki_dir / "admin.crt"),
+                                "key_file": str(pki_dir / "admin.key")},
+                 "static_configs": [{"targets": [f"127.0.0.1:{ports['kube-apiserver']}"]}]})
+    return {"global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL,
+                       "scrape_timeout": SCRAPE_INTERVAL},
+            "scrape_configs": jobs}
+
+
+def argv(name: str, binary: Path, lab: Path, ports: dict[str, int], pki_dir: Path, with_kai: bool) -> list[str]:
+    if name == PROMETHEUS:
+        config = lab / "prometheus.yaml"
+        config.write_text(yaml.safe_dump(scrape_config(ports, pki_dir, with_kai), sort_keys=False))
+        return [str(binary), f"--config.file={config}", f"--storage.tsdb.path={lab / 'prometheus'}",
+                f"--web.listen-address=127.0.0.1:{ports[PROMETHEUS + '.web']}",
+                "--storage.tsdb.retention.time=1d", "--log.level=warn"]
+    if name == KSM:
+        return [str(binary), f"--kubeconfig={lab / 'kubeconfig'}",
+                "--host=127.0.0.1", f"--port={ports[KSM + '.metrics']}",
+                "--telemetry-host=127.0.0.1", f"--telemetry-port={ports[KSM + '.telemetry']}",
+                # what a lab's figures use: nodes' GPU capacity, pods' GPU requests
+                "--resources=nodes,pods,namespaces"]
+    raise ValueError(name)
+
+
+def health_url(name: str, ports: dict[str, int]) -> str:
+    if name == PROMETHEUS:
+        return url(ports) + "/-/ready"
+    return f"http://127.0.0.1:{ports[KSM + '.metrics']}/healthz"
+
+
+def targets_down(ports: dict[str, int]) -> list[str]:
+    """Scrape targets whose last scrape failed (job: error), [] when none did."""
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(url(ports) + "/api/v1/targets?state=active", timeout=5) as resp:  # noqa: S310
+        data = json.load(resp)
+    return [f"{t['labels'].get('job')}: {t.get('lastError') or t['health']}"
+            for t in data["data"]["activeTargets"] if t["health"] == "down"]  # 'unknown': not scraped yet
+
