@@ -27,3 +27,19 @@ def test_a_gangs_peak_counts_pods_bound_at_once():
     entries = [T(1, "bound", "g-0", "g"), T(2, "bound", "g-1", "g"), T(3, "evicted", "g-0", "g"),
                T(4, "bound", "g-2", "g"), T(5, "bound", "x-0", "x")]
     assert peak_bound(entries, "g") == 2 and peak_bound(entries, "x") == 1 and peak_bound(entries, "none") == 0
+
+
+def test_a_wait_expectation_passes_and_fails_on_the_timeline():
+    from kailab.exercise.checks import Names, evaluate_wait
+    from kailab.exercise.spec import WaitExpect
+    from kailab.exercise.state import ClusterState
+
+    state = ClusterState()
+    state.timeline += [T(0, "created", "a", queue="x-q"), T(2, "bound", "a", queue="x-q"),
+                       T(0, "created", "b", queue="x-q"), T(9, "bound", "b", queue="x-q")]
+    names = Names("x", "ns")
+    ok = evaluate_wait(state, WaitExpect.model_validate({"waitOf": "q", "p50": {"max": 2}}), names, "s")
+    bad = evaluate_wait(state, WaitExpect.model_validate({"waitOf": "q", "p99": {"max": 5}}), names, "s")
+    none = evaluate_wait(state, WaitExpect.model_validate({"waitOf": "other", "max": {"max": 5}}), names, "s")
+    assert [r.passed for r in ok + bad + none] == [True, False, False]
+    assert (bad[0].expected, bad[0].observed) == ("<= 5.0 s", "9 s") and none[0].observed == "no pod bound yet"
