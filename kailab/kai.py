@@ -187,7 +187,7 @@ def default_scheduler_conf(tree: Path) -> dict:
 
 
 @dataclass(frozen=True)
-class SchedulerSetting:
+class SchedulerChange:
     """A change to KAI's scheduler configuration, said two ways: `conf`, the scheduler's whole
     configuration (a runtime that runs the scheduler itself passes it as --scheduler-conf), and
     `shard`, the same change as a SchedulingShard `spec` fragment (a runtime where KAI's operator
@@ -198,8 +198,8 @@ class SchedulerSetting:
     shard: dict | None
 
 
-def placement_setting(tree: Path, placement: str) -> SchedulerSetting:
-    return SchedulerSetting(scheduler_conf(tree, placement),
+def placement_setting(tree: Path, placement: str) -> SchedulerChange:
+    return SchedulerChange(scheduler_conf(tree, placement),
                             {"placementStrategy": {"gpu": placement, "cpu": placement}})
 
 

@@ -19,7 +19,7 @@ from kailab.paths import exercises_dir, lab_dir
 from kailab.runtimes import runtime_of
 from kailab.testing.labs import kind_docker
 
-pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.xdist_group("kind")]
+pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab]
 FLEET = "small"
 
 

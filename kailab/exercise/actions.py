@@ -56,7 +56,7 @@ class Scheduler(Action):
                 raise KailabError(f"step {ctx.index + 1} scheduler.usage needs the lab's Prometheus: lab "
                                   f"{r.lab.name!r} runs without it; bring a lab up without --without-metrics")
             # no SchedulingShard field carries a lab Prometheus here: a binary lab's setting only
-            setting = kai.SchedulerSetting(kai.with_usage(setting.conf, metrics.url(r.lab.ports),
+            setting = kai.SchedulerChange(kai.with_usage(setting.conf, metrics.url(r.lab.ports),
                                                           value.usage.model_dump(exclude_none=True)), None)
         stem = f"scheduler-conf/{ctx.index + 1:02d}-{value.placement}"
         r.evidence.write(f"{stem}.yaml", setting.conf)  # what a scheduler run by kailab reads

@@ -124,7 +124,7 @@ class Runtime(ABC):
                           f"{component}`): process faults need the binary runtime")
 
     def configure_scheduler(self, record: "LabRecord", setting) -> None:
-        """Run KAI's scheduler with this kai.SchedulerSetting (None: the lab's default)."""
+        """Run KAI's scheduler with this kai.SchedulerChange (None: the lab's default)."""
         raise Unsupported(f"the {self.name} runtime cannot reconfigure KAI's scheduler (step `scheduler:`): "
                           "use the binary runtime, or configure the SchedulingShard yourself")
 
