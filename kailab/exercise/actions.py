@@ -15,6 +15,7 @@ from typing import ClassVar
 from .. import workloads
 from ..errors import KailabError
 from ..fleet import load_fleet
+from ..kube import FIELD_MANAGER
 from .checks import Result
 from .expectations import evaluate_all, event_kinds, state_kinds
 from .match import fill
@@ -195,8 +196,9 @@ class Nodes(Action):
             for node in targets:
                 name = node["metadata"]["name"]
                 r.nodes_changed.setdefault(name, set()).update(change.label, change.unlabel)
+                # as kailab's field manager: the fleet check tells labels kailab set from others'
                 r.kube.dynamic.patch(res, name=name, body=self._patch(node, change),
-                                     content_type="application/merge-patch+json")
+                                     content_type="application/merge-patch+json", field_manager=FIELD_MANAGER)
                 r.observer.note(f"node {name}: {change.describe()}", what="node", node=name)
 
     @staticmethod

@@ -16,7 +16,7 @@ from ..kai import RESERVATION_NAMESPACE
 from ..errors import KailabError, LabError
 from ..evidence import EvidenceDir
 from ..fleet import fleet_difference, load_fleet
-from ..kube import Kube
+from ..kube import FIELD_MANAGER, Kube
 from ..paths import evidence_dir
 from ..runtimes import LabRecord, runtime_of
 from ..runtimes.clusterinfo import ready_nodes_and_gpus
@@ -323,7 +323,7 @@ class ExerciseRun:
         self.kube.dynamic.patch(self.kube.resource("v1", "Node"), name=declared["metadata"]["name"],
                                 body={"metadata": {"labels": {k: labels.get(k) for k in keys}},
                                       "spec": {"taints": declared["spec"].get("taints"), "unschedulable": None}},
-                                content_type="application/merge-patch+json")
+                                content_type="application/merge-patch+json", field_manager=FIELD_MANAGER)
 
     def _write_verdict(self, notes: list[str]) -> None:
         self.evidence.write(evidence.VERDICT, {
