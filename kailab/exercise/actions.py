@@ -55,7 +55,8 @@ class Scheduler(Action):
 
             if not r.lab.metrics:
                 raise KailabError(f"step {ctx.index + 1} scheduler.usage needs the lab's Prometheus: lab "
-                                  f"{r.lab.name!r} runs without it; bring a lab up without --without-metrics")
+                                  f"{r.lab.name!r} runs none (a binary lab runs one unless brought up "
+                                  "--without-metrics; kind labs have none yet)")
             # no SchedulingShard field carries a lab Prometheus here: a binary lab's setting only
             setting = kai.SchedulerChange(kai.with_usage(setting.conf, metrics.url(r.lab.ports),
                                                           value.usage.model_dump(exclude_none=True)), None)
