@@ -192,13 +192,7 @@ def run(quick: bool = False, repeats: int | None = None, out_dir: Path | None = 
             ("exercise_suite_s", "single_exercise_s", "bind_throughput_pods_per_s",
              "gang_bind_latency_s", "reclaim_latency_s")},
     }
-    out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = dt.date.today().isoformat() + ("-quick" if quick else "")
-    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out_dir / f"{stem}.md").write_text(markdown(results))
-    results["written"] = str(out_dir / f"{stem}.json")
-    return results
+    return _record(results, "-quick" if quick else "", markdown(results), out_dir)
 
 
 def repeatability(runs: int, names: list[str] | None = None, lab_name: str | None = None,
@@ -238,13 +232,7 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
                "kai_version": records[0]["kai_version"] if records else None,
                "runs": runs, "exercises": per,
                "passed": sum(e["passed"] for e in per.values()), "total": len(records)}
-    out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = dt.date.today().isoformat() + "-repeatability"
-    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out_dir / f"{stem}.md").write_text(repeatability_markdown(results))
-    results["written"] = str(out_dir / f"{stem}.json")
-    return results
+    return _record(results, "-repeatability", repeatability_markdown(results), out_dir)
 
 
 def soak(cycles: int, fleet: str = "tiny", out_dir: Path | None = None, echo=print) -> dict:
@@ -274,16 +262,10 @@ def soak(cycles: int, fleet: str = "tiny", out_dir: Path | None = None, echo=pri
                "fleet": fleet, "cycles": cycles, "clean_cycles": len(clean), "rows": rows,
                "up_s_median": round(statistics.median(r["up_s"] for r in rows), 2),
                "down_s_median": round(statistics.median(r["down_s"] for r in rows), 2)}
-    out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = dt.date.today().isoformat() + "-soak"
-    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out_dir / f"{stem}.md").write_text(
-        f"# Soak: {cycles} up/down cycles of a KAI lab ({fleet}), {results['date']}\n\n"
-        f"Cycles that left nothing behind (processes, ports, directory): **{len(clean)} / {cycles}**; "
-        f"`up` median {results['up_s_median']} s, `down` median {results['down_s_median']} s.\n")
-    results["written"] = str(out_dir / f"{stem}.json")
-    return results
+    return _record(results, "-soak",
+                   f"# Soak: {cycles} up/down cycles of a KAI lab ({fleet}), {results['date']}\n\n"
+                   f"Cycles that left nothing behind (processes, ports, directory): **{len(clean)} / {cycles}**; "
+                   f"`up` median {results['up_s_median']} s, `down` median {results['down_s_median']} s.\n", out_dir)
 
 
 def _repeat_on(lab_rec, runs: int, paths: list[Path], echo) -> list[dict]:
@@ -367,6 +349,18 @@ def markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _record(results: dict, suffix: str, text: str, out_dir: Path | None) -> dict:
+    """Write a mode's results as bench/results/<date><suffix>.json and .md; returns them, with
+    where they went."""
+    out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = dt.date.today().isoformat() + suffix
+    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out_dir / f"{stem}.md").write_text(text)
+    results["written"] = str(out_dir / f"{stem}.json")
+    return results
+
+
 def compare_labs(names: list[str], exercise_names: list[str] | None = None, out_dir: Path | None = None,
                  echo=print) -> dict:
     """The same exercises on two running labs of one fleet and KAI version (e.g. a binary and a kind
@@ -401,13 +395,7 @@ def compare_labs(names: list[str], exercise_names: list[str] | None = None, out_
                "fleet": labs[0].fleet, "kai_version": labs[0].kai_version,
                "labs": {r.name: r.runtime for r in labs}, "rows": rows,
                "agree": sum(r["agree"] for r in rows), "total": len(rows)}
-    out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = dt.date.today().isoformat() + "-runtimes"
-    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out_dir / f"{stem}.md").write_text(compare_markdown(results))
-    results["written"] = str(out_dir / f"{stem}.json")
-    return results
+    return _record(results, "-runtimes", compare_markdown(results), out_dir)
 
 
 def compare_markdown(r: dict) -> str:

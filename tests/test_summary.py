@@ -42,3 +42,21 @@ def test_a_piped_console_prints_whole_lines():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parent.parent, env={"PATH": "/usr/bin:/bin", "TERM": "xterm"})
     assert LONG in out.stdout and "┏" not in out.stdout, out.stderr
+
+
+def test_a_bench_mode_writes_its_json_and_markdown(tmp_path):
+    """Every `kailab bench` mode records through one writer: bench/results/<date><suffix>.json/.md."""
+    import json as _json
+
+    from kailab.bench import _record, compare_markdown
+
+    results = {"date": "2026-11-23T00:00:00+00:00", "fleet": "small", "kai_version": "v0.17.0",
+               "labs": {"a": "binary", "b": "kind"}, "agree": 1, "total": 1,
+               "rows": [{"exercise": "quota", "agree": True, "labs": {
+                   "a": {"runtime": "binary", "verdict": "passed", "seconds": 40.0, "failed": []},
+                   "b": {"runtime": "kind", "verdict": "passed", "seconds": 41.0, "failed": []}}]}]}
+    out = _record(results, "-runtimes", compare_markdown(results), tmp_path)
+    written = _json.loads(open(out["written"]).read())
+    assert written["agree"] == 1 and out["written"].endswith("-runtimes.json")
+    md = open(out["written"].replace(".json", ".md")).read()
+    assert "| quota | passed (40) | passed (41) | yes |" in md and "**1 / 1**" in md
