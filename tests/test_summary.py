@@ -50,11 +50,11 @@ def test_a_bench_mode_writes_its_json_and_markdown(tmp_path):
 
     from kailab.bench import _record, compare_markdown
 
+    labs = {"a": {"runtime": "binary", "verdict": "passed", "seconds": 40.0, "failed": []},
+            "b": {"runtime": "kind", "verdict": "passed", "seconds": 41.0, "failed": []}}
     results = {"date": "2026-11-23T00:00:00+00:00", "fleet": "small", "kai_version": "v0.17.0",
                "labs": {"a": "binary", "b": "kind"}, "agree": 1, "total": 1,
-               "rows": [{"exercise": "quota", "agree": True, "labs": {
-                   "a": {"runtime": "binary", "verdict": "passed", "seconds": 40.0, "failed": []},
-                   "b": {"runtime": "kind", "verdict": "passed", "seconds": 41.0, "failed": []}}]}]}
+               "rows": [{"exercise": "quota", "agree": True, "labs": labs}]}
     out = _record(results, "-runtimes", compare_markdown(results), tmp_path)
     written = _json.loads(open(out["written"]).read())
     assert written["agree"] == 1 and out["written"].endswith("-runtimes.json")
