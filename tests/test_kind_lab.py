@@ -1,14 +1,14 @@
 """A kind lab for real: KAI installed from its own chart (operator, admission webhook), KWOK and
 fake-gpu-operator in the cluster, every image built here from source when no registry answers.
 
-One lab for the module, in the order a user meets it: up, status, every exercise of its fleet
-(each verdict compared with the same exercise on a binary lab of the same fleet and KAI version),
-then down, after which nothing of it is left: containers, networks, files."""
+One lab for the module, in the order a user meets it: up, status, every exercise of its fleet, then
+down, after which nothing of it is left: containers, networks, files."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -55,21 +55,18 @@ def _small_exercises() -> list:
     return sorted(p for p in exercises_dir().glob("*.yaml") if load_exercise(p).fleet == FLEET)
 
 
-def test_every_exercise_passes_on_kind_with_the_binary_runtimes_verdicts(kind_lab, kailab_labs, tmp_path):
-    binary_lab = kailab_labs.get(FLEET, with_kai=True, own=True)
-    rows = []
-    for path in _small_exercises():
-        on_kind = run_exercise(path, kind_lab, tmp_path / "kind")
-        on_binary = run_exercise(path, binary_lab, tmp_path / "binary")
-        rows.append((path.stem, on_kind.verdict, on_binary.verdict, on_kind, on_binary))
-    table = "\n".join(f"{name:28} kind={k:8} binary={b}" for name, k, b, _, _ in rows)
-    print("\n" + table)
-    differ = [(n, k, b) for n, k, b, _, _ in rows if k != b]
-    assert not differ, f"runtimes disagree:\n{table}\n" + "\n".join(
-        o.report() for _, k, b, o, ob in rows for o in (o, ob) if o.verdict != "passed")
-    failed = [o.report() for _, k, _, o, _ in rows if k != "passed"]
+def test_every_exercise_of_its_fleet_passes_on_kind(kind_lab, tmp_path):
+    """Every small-fleet exercise passes against KAI installed from its chart. On the binary runtime
+    the same exercises pass in test_lessons_live (and fail for their reason in
+    test_exercise_failures), so the two runtimes' verdicts agree; `kailab bench --compare-labs` puts
+    them side by side (bench/results/*-runtimes*.md) — run here, it would double CI's exercise time."""
+    outcomes = [run_exercise(path, kind_lab, tmp_path) for path in _small_exercises()]
+    print("\n" + "\n".join(f"{o.exercise:28} {o.verdict}" for o in outcomes))
+    failed = [o.report() for o in outcomes if o.verdict != "passed"]
     assert not failed, "\n".join(failed)
-    assert len(rows) >= 12
+    assert len(outcomes) >= 14
+    runs = [json.loads((Path(o.evidence) / "run.json").read_text()) for o in outcomes]
+    assert {r["runtime"] for r in runs} == {"kind"} and all("helm chart" in r["install"] for r in runs)
 
 
 def test_down_leaves_no_container_network_or_file(kind_lab, kailab_labs):
