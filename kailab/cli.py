@@ -43,7 +43,7 @@ def cli() -> None:
 @click.option("--without-kai", is_flag=True,
               help="Bring up Kubernetes and the fleet only (infrastructure checks; exercises need KAI).")
 @click.option("--without-metrics", is_flag=True,
-              help="No Prometheus or kube-state-metrics (binary runtime; they are on by default).")
+              help="No Prometheus or kube-state-metrics (binary and kind runtimes; on by default).")
 @click.option("--kubeconfig", default=None, help="With --runtime existing: the cluster to adopt.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (commands and manifests) without running it.")
 @click.option("--images", default=lambda: os.environ.get("IMAGES", "auto"), show_default="auto",

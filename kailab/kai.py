@@ -226,15 +226,30 @@ def scheduler_conf(tree: Path, placement: str) -> dict:
     return conf
 
 
-def with_usage(conf: dict, prometheus: str, usage: dict) -> dict:
-    """`conf` with time-based fair share on, as KAI documents it (docs/time-based-fairshare): a
-    `usageDBConfig` reading `prometheus` over a sliding window, and the proportion plugin's kValue.
-    (`extraParams` sits under `usageParams` in KAI's code, not beside it as its docs show.)"""
+def usage_db_config(prometheus: str, usage: dict) -> tuple[dict, float]:
+    """KAI's `usageDBConfig` reading `prometheus` over a sliding window, and the kValue, from an
+    exercise's usage setting. (`extraParams` sits under `usageParams` in KAI's code, not beside it
+    as its docs show.)"""
     usage = dict(usage)
     k_value = usage.pop("kValue")
     params = {"windowType": "sliding", "extraParams": {"queryResolution": usage.pop("queryResolution")}, **usage}
-    out = {**conf, "usageDBConfig": {"clientType": "prometheus", "connectionString": prometheus,
-                                     "usageParams": params}}
+    return {"clientType": "prometheus", "connectionString": prometheus, "usageParams": params}, k_value
+
+
+def usage_setting(setting: SchedulerChange, prometheus: str, usage: dict) -> SchedulerChange:
+    """`setting` with time-based fair share on, said both ways: in the scheduler's configuration
+    (with_usage) and as the SchedulingShard fields KAI's operator renders it from (`usageDBConfig`,
+    `kValue`: what KAI's own time-aware e2e suite patches)."""
+    db, k_value = usage_db_config(prometheus, usage)
+    shard = None if setting.shard is None else {**setting.shard, "usageDBConfig": db, "kValue": float(k_value)}
+    return SchedulerChange(with_usage(setting.conf, prometheus, usage), shard)
+
+
+def with_usage(conf: dict, prometheus: str, usage: dict) -> dict:
+    """`conf` with time-based fair share on, as KAI documents it (docs/time-based-fairshare): a
+    `usageDBConfig` reading `prometheus` over a sliding window, and the proportion plugin's kValue."""
+    db, k_value = usage_db_config(prometheus, usage)
+    out = {**conf, "usageDBConfig": db}
     out["tiers"] = [{**tier, "plugins": [
         {**p, "arguments": {**(p.get("arguments") or {}), "kValue": str(k_value)}} if p["name"] == "proportion" else p
         for p in tier["plugins"]]} for tier in conf["tiers"]]

@@ -30,6 +30,21 @@ PROMETHEUS_VERSION: str = _data()["prometheus"]
 KSM_VERSION: str = _data()["kube_state_metrics"]
 
 
+def prometheus_release(module_version: str = PROMETHEUS_VERSION) -> str:
+    """Prometheus' release for its Go module's version: v0.3MM.P is v3.MM.P (3.x's module scheme)."""
+    m = re.fullmatch(r"v0\.3(\d\d)\.(\d+)", module_version)
+    if not m:
+        raise KailabError(f"Prometheus module version {module_version!r} is not of the 3.x form v0.3MM.P "
+                          "(kailab/data/versions.yaml, prometheus:)")
+    return f"v3.{int(m.group(1))}.{m.group(2)}"
+
+
+def metrics_images() -> dict[str, str]:
+    """The upstream images of a lab's metrics components, by component (what a kind lab runs)."""
+    return {"prometheus": f"quay.io/prometheus/prometheus:{prometheus_release()}",
+            "kube-state-metrics": f"registry.k8s.io/kube-state-metrics/kube-state-metrics:{KSM_VERSION}"}
+
+
 def parse(version: str) -> tuple[int, int, int]:
     m = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)", version.strip())
     if not m:

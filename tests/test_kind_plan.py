@@ -19,7 +19,7 @@ from kailab import versions
 from kailab.cli import cli
 from kailab.errors import KailabError, LabError
 from kailab.fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, load_fleet
-from kailab.runtimes import kind as kind_rt
+from kailab.runtimes import kind as kind_rt, kind_metrics
 from kailab.runtimes.base import LabSpec
 from kailab.runtimes.labkit import create_fleet, kwok_config_text
 from kailab.runtimes.kind import KindRuntime, build_plan, kai_chart_ref, kai_images
@@ -424,3 +424,60 @@ def test_cached_tools_are_found_when_path_has_none(no_tools, tmp_path, monkeypat
     built.mkdir(parents=True)
     fake_tool(built, "kind")
     assert kind_rt.find_tool("kind") == str(built / "kind")
+
+
+# ------------------------------------------------------------------ the lab's metrics on kind
+def test_prometheus_is_mapped_to_the_hosts_loopback_and_its_images_loaded():
+    s = LabSpec(name="m", runtime="kind", fleet="tiny", kai_version="v0.17.0")
+    plan = build_plan(s, load_fleet("tiny"), "v0.17.0", metrics_port=41234)
+    assert plan.kind_config["nodes"][0]["extraPortMappings"] == [
+        {"containerPort": kind_metrics.NODE_PORT, "hostPort": 41234, "listenAddress": "127.0.0.1", "protocol": "TCP"}]
+    assert set(versions.metrics_images().values()) <= set(plan.preload_images) and plan.metrics_port == 41234
+    off = build_plan(LabSpec(name="m", runtime="kind", fleet="tiny", kai_version="v0.17.0", metrics=False),
+                     load_fleet("tiny"), "v0.17.0", metrics_port=41234)
+    assert "extraPortMappings" not in off.kind_config["nodes"][0] and off.metrics_port is None
+    assert not set(versions.metrics_images().values()) & set(off.preload_images)
+
+
+def test_prometheus_scrapes_every_kai_service_with_a_metrics_port_and_kube_state_metrics():
+    services = [
+        {"metadata": {"name": "queue-controller", "namespace": "kai-scheduler"},
+         "spec": {"ports": [{"name": "metrics", "port": 8080}]}},
+        {"metadata": {"name": "kai-scheduler-default", "namespace": "kai-scheduler"},
+         "spec": {"ports": [{"name": "http-metrics", "port": 8080}]}},
+        {"metadata": {"name": "admission", "namespace": "kai-scheduler"},
+         "spec": {"ports": [{"name": "webhook", "port": 443}]}},
+    ]
+    kai = kind_metrics.kai_targets(services)
+    assert kai == {"kai-scheduler-default": "kai-scheduler-default.kai-scheduler.svc:8080",
+                   "queue-controller": "queue-controller.kai-scheduler.svc:8080"}
+    jobs = {j["job_name"]: j["static_configs"][0]["targets"] for j in kind_metrics.scrape_config(kai)["scrape_configs"]}
+    assert jobs["kube-state-metrics"] == ["kube-state-metrics.monitoring.svc:8080"] and len(jobs) == 3
+
+
+def test_metrics_manifests_sit_where_kais_operator_looks_and_on_the_real_node():
+    docs = kind_metrics.manifests({"queue-controller": "queue-controller.kai-scheduler.svc:8080"},
+                                  kind_rt.CONTROL_PLANE_SELECTOR)
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    # KAI's operator finds kube-state-metrics by this label in `monitoring` (KaiServicesForServiceMonitor)
+    ksm = by[("Service", "kube-state-metrics")]
+    assert ksm["metadata"]["namespace"] == "monitoring"
+    assert ksm["metadata"]["labels"]["app.kubernetes.io/name"] == "kube-state-metrics"
+    prom = by[("Service", "prometheus")]
+    assert prom["spec"]["type"] == "NodePort" and prom["spec"]["ports"][0]["nodePort"] == kind_metrics.NODE_PORT
+    assert kind_metrics.IN_CLUSTER_URL == "http://prometheus.monitoring.svc:9090"
+    for name in kind_metrics.DEPLOYMENTS:
+        pod = by[("Deployment", name)]["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == kind_rt.CONTROL_PLANE_SELECTOR  # never on a fake KWOK node
+        assert pod["containers"][0]["image"] == versions.metrics_images()[name]
+    config = yaml.safe_load(by[("ConfigMap", "prometheus")]["data"]["prometheus.yaml"])
+    assert config["global"]["scrape_interval"] == "2s"
+    assert docs[0]["kind"] == "Namespace"  # first: everything else lives in it
+
+
+def test_prometheus_release_from_its_module_version():
+    assert versions.prometheus_release("v0.316.0") == "v3.16.0"
+    assert versions.prometheus_release("v0.300.1") == "v3.0.1"
+    with pytest.raises(KailabError) as err:
+        versions.prometheus_release("v2.53.0")
+    assert "versions.yaml" in str(err.value) and "\n" not in str(err.value)

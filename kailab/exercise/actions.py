@@ -51,15 +51,11 @@ class Scheduler(Action):
         tree = kai.source_dir(toolchain.kai_recipe(versions.kai_release(r.lab.kai_version)))
         setting = kai.placement_setting(tree, value.placement)
         if value.usage is not None:  # time-based fair share: usage from this lab's Prometheus
-            from ..runtimes import metrics
-
-            if not r.lab.metrics:
+            url = r.runtime.usage_db_url(r.lab)
+            if not url:
                 raise KailabError(f"step {ctx.index + 1} scheduler.usage needs the lab's Prometheus: lab "
-                                  f"{r.lab.name!r} runs none (a binary lab runs one unless brought up "
-                                  "--without-metrics; kind labs have none yet)")
-            # no SchedulingShard field carries a lab Prometheus here: a binary lab's setting only
-            setting = kai.SchedulerChange(kai.with_usage(setting.conf, metrics.url(r.lab.ports),
-                                                          value.usage.model_dump(exclude_none=True)), None)
+                                  f"{r.lab.name!r} runs none (labs run one unless brought up --without-metrics)")
+            setting = kai.usage_setting(setting, url, value.usage.model_dump(exclude_none=True))
         stem = f"scheduler-conf/{ctx.index + 1:02d}-{value.placement}"
         r.evidence.write(f"{stem}.yaml", setting.conf)  # what a scheduler run by kailab reads
         if setting.shard is not None:

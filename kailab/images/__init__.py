@@ -4,7 +4,8 @@ container registry.
 What a kind lab runs, and where each piece comes from when it is built here:
 - the node image (Debian rootfs + kind's base files + Kubernetes, containerd, runc, CNI plugins and
   crictl built from source, the control-plane images preloaded), tagged `kailab/node:<kubernetes>`;
-- KWOK's, KAI's and fake-gpu-operator's images under their **upstream names and tags**, so charts and
+- KWOK's, KAI's, fake-gpu-operator's and the lab's metrics (Prometheus, kube-state-metrics) images
+  under their **upstream names and tags**, so charts and
   manifests need no renaming (only KAI's `global.registry` is pointed at KAI's upstream path);
 - the charts (KAI's from the registered KAI repository, fake-gpu-operator's from its registered
   repository) packaged into the cache, and KWOK's manifest rendered from its Go module.
@@ -67,6 +68,7 @@ def image_set(kai_version: str) -> ImageSet:
     images = [f"registry.k8s.io/kwok/kwok:{versions.KWOK_VERSION}"]
     images += [f"{KAI_REGISTRY}/{name}:{v}" for name in KAI_IMAGES]
     images += [f"{FGO_REGISTRY}/{name}:{FAKE_GPU_OPERATOR_VERSION}" for name in FGO_IMAGES]
+    images += list(versions.metrics_images().values())  # the lab's Prometheus and kube-state-metrics
     art = artifacts_dir()
     return ImageSet(
         kai_version=v, kubernetes=release.kubernetes,

@@ -34,7 +34,7 @@ def _by_component(rs: list[Recipe]) -> dict[str, Recipe]:
 
 
 def component_images(s: ImageSet, rs: dict[str, Recipe], slim: Path, kai_tree: Path) -> list[ImageSpec]:
-    """KWOK's, KAI's and fake-gpu-operator's images, each under its upstream name, with the
+    """KWOK's, KAI's, fake-gpu-operator's and the metrics images, each under its upstream name, with the
     upstream image's paths, entrypoint and user."""
     out: list[ImageSpec] = []
     by_repo = {ref.rsplit(":", 1)[0].rsplit("/", 1)[-1]: ref for ref in s.images}
@@ -63,6 +63,14 @@ def component_images(s: ImageSet, rs: dict[str, Recipe], slim: Path, kai_tree: P
         ("/usr/local/bin/status-exporter", _bin(fgo, "status-exporter"), 0o755),
         ("/usr/local/bin/status-exporter-kwok", _bin(fgo, "status-exporter-kwok"), 0o755)),
         entrypoint=("/usr/local/bin/status-exporter",)))
+    # the lab's metrics, as their upstream images lay them out: /bin/prometheus, /kube-state-metrics
+    metrics = versions.metrics_images()
+    out.append(ImageSpec(metrics["prometheus"], (("/bin/prometheus", _bin(rs["prometheus"], "prometheus"), 0o755),),
+                         entrypoint=("/bin/prometheus",), user=f"{NONROOT}:{NONROOT}", workdir="/prometheus",
+                         dirs=("prometheus",)))
+    out.append(ImageSpec(metrics["kube-state-metrics"],
+                         (("/kube-state-metrics", _bin(rs["kube-state-metrics"], "kube-state-metrics"), 0o755),),
+                         entrypoint=("/kube-state-metrics",), user=f"{NONROOT}:{NONROOT}"))
     return out
 
 

@@ -9,7 +9,7 @@ from importlib import resources
 import yaml
 
 from .. import versions
-from ..toolchain import Recipe, _k8s_staging_version, kai_recipe
+from ..toolchain import Recipe, _k8s_staging_version, kai_recipe, metrics_recipes
 
 # KAI's binaries a chart install runs beyond the five a binary lab runs
 KAI_INSTALL_BINARIES = ("operator", "admission")
@@ -83,4 +83,4 @@ def component_recipes(kai_version: str) -> list[Recipe]:
 
 def all_recipes(kai_version: str) -> list[Recipe]:
     release = versions.kai_release(kai_version)
-    return [*host_tools(), *node_recipes(release.kubernetes), *component_recipes(kai_version)]
+    return [*host_tools(), *node_recipes(release.kubernetes), *component_recipes(kai_version), *metrics_recipes()]

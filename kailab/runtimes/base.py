@@ -128,6 +128,10 @@ class Runtime(ABC):
         raise Unsupported(f"the {self.name} runtime cannot reconfigure KAI's scheduler (step `scheduler:`): "
                           "use the binary runtime, or configure the SchedulingShard yourself")
 
+    def usage_db_url(self, record: "LabRecord") -> str | None:
+        """The lab's Prometheus as KAI's scheduler reaches it (its usageDBConfig), None without one."""
+        return None
+
     def dead_components(self, record: "LabRecord", ignore: set[str]) -> list[tuple[str, str]]:
         """KAI components that died unasked, each with its last log lines. A cluster restarts
         KAI's pods itself, so by default nothing is reported dead."""

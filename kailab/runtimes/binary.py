@@ -311,6 +311,9 @@ class BinaryRuntime(Runtime):
     def kill(self, rec: LabRecord, component: str) -> None:
         processes.kill(processes.records(rec.dir)[component])
 
+    def usage_db_url(self, rec: LabRecord) -> str | None:
+        return metrics.url(rec.ports) if rec.metrics else None
+
     def configure_scheduler(self, rec: LabRecord, setting) -> None:
         """Restart the scheduler with the setting's whole configuration as --scheduler-conf (None:
         without it); the new command line is its record, so a repair restarts it the same way."""

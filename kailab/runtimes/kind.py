@@ -32,9 +32,10 @@ from ..fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, Fleet, load_fleet
 from ..kai import RESERVATION_NAMESPACE
 from ..kube import FIELD_MANAGER, Kube
 from ..paths import lab_dir
-from . import clusterinfo
+from . import clusterinfo, kind_metrics, metrics
 from .base import LabRecord, LabSpec, Runtime, status_report, docker_answers
 from .labkit import PROBE_NAMESPACE, kwok_config_text, lab_lock, probe, refuse_other_lab
+from .processes import free_port
 from .shell import last_line, progress, run_logged
 
 # Where tools come from: these variables first, then PATH
@@ -125,12 +126,15 @@ class HostFacts:
 
 
 def kind_config(spec: LabSpec, kubernetes: str, host: HostFacts | None = None,
-                local: ImageSet | None = None) -> dict:
+                local: ImageSet | None = None, metrics_port: int | None = None) -> dict:
     host = host or HostFacts()
     image = local.node_image if local else node_image(kubernetes)
+    node: dict = {"role": "control-plane", "image": image}
+    if metrics_port:  # the lab's Prometheus (a NodePort) on the host's loopback only
+        node["extraPortMappings"] = [{"containerPort": kind_metrics.NODE_PORT, "hostPort": metrics_port,
+                                      "listenAddress": "127.0.0.1", "protocol": "TCP"}]
     cfg: dict = {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4",
-                 "name": cluster_name(spec.name),
-                 "nodes": [{"role": "control-plane", "image": image}]}
+                 "name": cluster_name(spec.name), "nodes": [node]}
     networking: dict = {}
     if local:  # no kindnetd image here: the local node image carries a static CNI config
         networking.update({"disableDefaultCNI": True, "apiServerAddress": "127.0.0.1"})
@@ -252,6 +256,7 @@ class KindPlan:
     kubeconfig: str = ""
     notes: list[str] = field(default_factory=list)  # host adaptations, said once by `up` and the dry run
     local: bool = False  # images built here (`kailab tools images`), all of them `kind load`ed
+    metrics_port: int | None = None  # the lab's Prometheus on the host (None: a lab without metrics)
 
 
 def kai_install_steps(version: str, kubeconfig: str, values: str, where: str = "",
@@ -280,10 +285,12 @@ def kai_install_steps(version: str, kubeconfig: str, values: str, where: str = "
 
 
 def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | None = None,
-               local: ImageSet | None = None, kwok_release: dict | None = None) -> KindPlan:
+               local: ImageSet | None = None, kwok_release: dict | None = None,
+               metrics_port: int | None = None) -> KindPlan:
     """Everything `up` does, in order, as data. Pure given its inputs: the host's facts (`host`,
-    default: none to adapt to), the images built here (`local`; None: the published ones) and
-    KWOK's release options (default: read from its Go module)."""
+    default: none to adapt to), the images built here (`local`; None: the published ones),
+    KWOK's release options (default: read from its Go module) and the host port of the lab's
+    Prometheus (`metrics_port`; used when spec.metrics)."""
     release = versions.kai_release(kai_version)
     host = host or HostFacts()
     p = pins()
@@ -294,7 +301,8 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | 
     kubectl = ["kubectl", "--kubeconfig", kubeconfig]
     t = p["timeouts"]
 
-    config = kind_config(spec, release.kubernetes, host, local)
+    metrics_port = metrics_port if spec.metrics else None
+    config = kind_config(spec, release.kubernetes, host, local, metrics_port)
     nodes = fleet.node_manifests()
     files = {
         "kind-config.yaml": dump(config),
@@ -336,10 +344,12 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | 
         images = [p["kwok"]["image"].format(version=versions.KWOK_VERSION), *fgo["images"]]
         if spec.with_kai:
             images += kai_images(release.version)
+        if metrics_port:
+            images += list(versions.metrics_images().values())
     return KindPlan(kind_config=config, commands=[argv for _, argv in steps], files=files,
                     node_manifests=nodes, descriptions=[what for what, _ in steps],
                     preload_images=images, cluster=cluster, lab_dir=str(lab), kubeconfig=kubeconfig,
-                    notes=host.adaptations(), local=local is not None)
+                    notes=host.adaptations(), local=local is not None, metrics_port=metrics_port)
 
 
 def _kwok_steps(kubectl: list[str], path, t: dict, manifest: str | None = None) -> list[tuple[str, list[str]]]:
@@ -398,8 +408,15 @@ def render_plan(plan: KindPlan, spec: LabSpec, fleet: Fleet, kai_version: str) -
             lines.append("# then, for each image already in the local Docker (`docker image inspect IMAGE` "
                          "succeeds), to save pulls:")
             lines += [f"#   kind load docker-image {img} --name {plan.cluster}" for img in plan.preload_images]
+    step = len(plan.commands) + 1
+    if plan.metrics_port:
+        lines += [f"# {step}. the lab's metrics (kailab/runtimes/kind_metrics.py): namespace {kind_metrics.NAMESPACE}, "
+                  f"kube-state-metrics and Prometheus ({', '.join(versions.metrics_images().values())}), Prometheus "
+                  f"scraping every KAI Service with a metrics port, at http://127.0.0.1:{plan.metrics_port} "
+                  f"(NodePort {kind_metrics.NODE_PORT}) and {kind_metrics.IN_CLUSTER_URL} in the cluster"]
+        step += 1
     if spec.with_kai:
-        lines += [f"# {len(plan.commands) + 1}. kailab's probe, as the binary runtime: queues kailab-probe-root/"
+        lines += [f"# {step}. kailab's probe, as the binary runtime: queues kailab-probe-root/"
                   f"kailab-probe and one 1-GPU pod in namespace {PROBE_NAMESPACE}; the lab is up once KAI "
                   "binds it"]
     lines.append("")
@@ -524,10 +541,13 @@ class KindRuntime(Runtime):
     def configure_scheduler(self, record: LabRecord, setting) -> None:
         configure_through_shard(record, setting)
 
+    def usage_db_url(self, record: LabRecord) -> str | None:
+        return kind_metrics.IN_CLUSTER_URL if record.metrics else None
+
     def plan(self, spec: LabSpec) -> str:
         fleet, version = self._inputs(spec)
         local, said = self._images(spec, version)
-        plan = build_plan(spec, fleet, version, HostFacts.detect(), local)
+        plan = build_plan(spec, fleet, version, HostFacts.detect(), local, metrics_port=free_port())
         return render_plan(plan, spec, fleet, version) + f"\n# {said}\n"
 
     @staticmethod
@@ -565,7 +585,7 @@ class KindRuntime(Runtime):
                 self._teardown(spec.name, tools["kind"])
             local, said = self._images(spec, version)
             progress(said)
-            plan = build_plan(spec, fleet, version, host, local)
+            plan = build_plan(spec, fleet, version, host, local, metrics_port=free_port())
             for note in plan.notes:
                 progress(f"host: {note}")
             return self._run(plan, spec, fleet, version, tools)
@@ -601,6 +621,18 @@ class KindRuntime(Runtime):
                     if port:
                         rec.ports = {"kube-apiserver": port}
                         rec.save()
+            if plan.metrics_port:
+                progress(f"the lab's metrics: {kind_metrics.KSM} and {kind_metrics.PROMETHEUS} "
+                         f"(namespace {kind_metrics.NAMESPACE})")
+                kube = Kube(plan.kubeconfig)
+                try:
+                    kind_metrics.install(kube, CONTROL_PLANE_SELECTOR,
+                                         pins()["kai"]["namespace"] if spec.with_kai else None, lab)
+                finally:
+                    kube.close()
+                rec.metrics = True
+                rec.ports = {**rec.ports, f"{kind_metrics.PROMETHEUS}.web": plan.metrics_port}
+                rec.save()
             if spec.with_kai:
                 progress("KAI must bind the probe pod")
                 kube = Kube(plan.kubeconfig)
@@ -637,6 +669,8 @@ class KindRuntime(Runtime):
         kw = pins()["kwok"]
         fgo = pins()["fake_gpu_operator"]
         expected = [kw["deployment"]] + (list(kai["deployments"]) if rec.with_kai else []) + fgo["deployments"]
+        if rec.metrics:
+            expected += kind_metrics.DEPLOYMENTS
         components = {n: {"state": "missing", "pid": None, "ports": {}, "log": None} for n in expected}
         nodes = gpus = 0
         api_ok = False
@@ -654,11 +688,17 @@ class KindRuntime(Runtime):
                         components.update(clusterinfo.deployment_states(kube, kai["namespace"],
                                                                         list(kai["deployments"])))
                     components.update(clusterinfo.deployment_states(kube, fgo["namespace"], fgo["deployments"]))
+                    if rec.metrics:
+                        components.update(clusterinfo.deployment_states(kube, kind_metrics.NAMESPACE,
+                                                                        kind_metrics.DEPLOYMENTS))
                     nodes, gpus = clusterinfo.ready_nodes_and_gpus(kube, f"{FLEET_LABEL}={rec.fleet}")
             finally:
                 kube.close()
         healthy = api_ok and all(c["state"] == "running" for c in components.values())
-        return status_report(rec, healthy, nodes, gpus, components, clusterinfo.api_server(rec.kubeconfig))
+        report = status_report(rec, healthy, nodes, gpus, components, clusterinfo.api_server(rec.kubeconfig))
+        if rec.metrics:
+            report["prometheus"] = metrics.url(rec.ports)
+        return report
 
     @staticmethod
     def _refresh_kubeconfig(rec: LabRecord) -> None:
