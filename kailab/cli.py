@@ -156,6 +156,11 @@ def tools_build(kai_version, without_kai) -> None:
     built = toolchain.build_all(recipes, console)
     for key, path in built.items():
         out.print(f"{key}: {path}")
+    if not without_kai:  # KAI's operator rendering of the scheduler configuration (kai_render)
+        from . import kai, kai_render
+
+        recipe = next(r for r in recipes if r.component == "kai")
+        out.print(f"kai-render: {kai_render.ensure(recipe, kai.source_dir(recipe), out.print)}")
 
 
 @tools.command("images")

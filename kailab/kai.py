@@ -127,15 +127,17 @@ def component_ports() -> dict[str, list[str]]:
     }
 
 
-def component_argv(name: str, binary: Path, ports: dict[str, int]) -> list[str]:
+def component_argv(name: str, binary: Path, ports: dict[str, int], scheduler_conf: Path | None = None) -> list[str]:
     """Flags per KAI process. The kubeconfig comes from KUBECONFIG in the environment, which all
-    of them read (a --kubeconfig flag is not defined by every one of them)."""
+    of them read (a --kubeconfig flag is not defined by every one of them). The scheduler reads
+    `scheduler_conf` (the operator's rendering) as an installed scheduler reads its ConfigMap."""
     addr = lambda key: f"127.0.0.1:{ports[key]}"  # noqa: E731
     common = [str(binary)]
     if name == "scheduler":
         return common + [f"--scheduler-name={SCHEDULER_NAME}", f"--namespace={KAI_NAMESPACE}",
                          f"--schedule-period={SCHEDULE_PERIOD}", f"--listen-address={addr('scheduler.metrics')}",
-                         f"--plugin-server-port={ports['scheduler.plugins']}"]
+                         f"--plugin-server-port={ports['scheduler.plugins']}"] + \
+            ([f"--scheduler-conf={scheduler_conf}"] if scheduler_conf else [])
     if name == "binder":
         return common + [f"--metrics-bind-address={addr('binder.metrics')}",
                          f"--health-probe-bind-address={addr('binder.probe')}",
@@ -198,32 +200,43 @@ class SchedulerChange:
     shard: dict | None
 
 
-def placement_setting(tree: Path, placement: str) -> SchedulerChange:
-    return SchedulerChange(scheduler_conf(tree, placement),
-                            {"placementStrategy": {"gpu": placement, "cpu": placement}})
+def chart_shard_spec(tree: Path) -> dict:
+    """The spec fields of the SchedulingShard `default` KAI's chart creates that shape the scheduler's
+    configuration (its templates/default-shard.yaml from values.yaml: placement, plugins, actions)."""
+    values = yaml.safe_load((tree / "deployments" / "kai-scheduler" / "values.yaml").read_text()) or {}
+    sched = values.get("scheduler") or {}
+    spec: dict = {}
+    if sched.get("placementStrategy"):
+        spec["placementStrategy"] = {"gpu": sched["placementStrategy"], "cpu": sched["placementStrategy"]}
+    for key in ("plugins", "actions"):
+        if sched.get(key):
+            spec[key] = sched[key]
+    return spec
 
 
-def scheduler_conf(tree: Path, placement: str) -> dict:
-    """KAI's default configuration with `placement` applied as KAI's operator applies it: spread
-    swaps gpupack for gpuspread, drops gpusharingorder, sets nodeplacement to spread and turns
-    the consolidation action off (a --scheduler-conf with tiers replaces KAI's whole list)."""
-    conf = default_scheduler_conf(tree)
-    if placement == "binpack":
-        return conf
-    actions = [a.strip() for a in conf["actions"].split(",") if a.strip() != "consolidation"]
-    conf["actions"] = ", ".join(actions)
-    for tier in conf["tiers"]:
-        plugins = []
-        for plugin in tier["plugins"]:
-            if plugin["name"] == "gpusharingorder":
-                continue
-            if plugin["name"] == "gpupack":
-                plugin = {**plugin, "name": "gpuspread"}
-            if plugin["name"] == "nodeplacement":
-                plugin = {**plugin, "arguments": {"cpu": "spread", "gpu": "spread"}}
-            plugins.append(plugin)
-        tier["plugins"] = plugins
-    return conf
+def merged(base: dict, fragment: dict) -> dict:
+    """`fragment` over `base`, maps merged key by key (a JSON merge patch without deletions)."""
+    out = dict(base)
+    for key, value in fragment.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def scheduler_change(recipe: toolchain.Recipe, tree: Path, fragment: dict) -> SchedulerChange:
+    """A SchedulingShard change, and the configuration KAI's operator renders from the chart's shard
+    with that change over it (kai_render: KAI's own operator code, for the lab's KAI version)."""
+    from . import kai_render
+
+    return SchedulerChange(kai_render.render(recipe, tree, merged(chart_shard_spec(tree), fragment)), fragment)
+
+
+def installed_default(recipe: toolchain.Recipe, tree: Path) -> dict:
+    """The scheduler configuration of a chart install with no change: what a lab's scheduler runs."""
+    return scheduler_change(recipe, tree, {}).conf
+
+
+def placement_setting(recipe: toolchain.Recipe, tree: Path, placement: str) -> SchedulerChange:
+    return scheduler_change(recipe, tree, {"placementStrategy": {"gpu": placement, "cpu": placement}})
 
 
 def usage_db_config(prometheus: str, usage: dict) -> tuple[dict, float]:
@@ -236,21 +249,9 @@ def usage_db_config(prometheus: str, usage: dict) -> tuple[dict, float]:
     return {"clientType": "prometheus", "connectionString": prometheus, "usageParams": params}, k_value
 
 
-def usage_setting(setting: SchedulerChange, prometheus: str, usage: dict) -> SchedulerChange:
-    """`setting` with time-based fair share on, said both ways: in the scheduler's configuration
-    (with_usage) and as the SchedulingShard fields KAI's operator renders it from (`usageDBConfig`,
-    `kValue`: what KAI's own time-aware e2e suite patches)."""
+def usage_setting(recipe: toolchain.Recipe, tree: Path, setting: SchedulerChange, prometheus: str,
+                  usage: dict) -> SchedulerChange:
+    """`setting` with time-based fair share on: the SchedulingShard fields KAI's operator renders it
+    from (`usageDBConfig`, `kValue`: what KAI's own time-aware e2e suite patches), rendered."""
     db, k_value = usage_db_config(prometheus, usage)
-    shard = None if setting.shard is None else {**setting.shard, "usageDBConfig": db, "kValue": float(k_value)}
-    return SchedulerChange(with_usage(setting.conf, prometheus, usage), shard)
-
-
-def with_usage(conf: dict, prometheus: str, usage: dict) -> dict:
-    """`conf` with time-based fair share on, as KAI documents it (docs/time-based-fairshare): a
-    `usageDBConfig` reading `prometheus` over a sliding window, and the proportion plugin's kValue."""
-    db, k_value = usage_db_config(prometheus, usage)
-    out = {**conf, "usageDBConfig": db}
-    out["tiers"] = [{**tier, "plugins": [
-        {**p, "arguments": {**(p.get("arguments") or {}), "kValue": str(k_value)}} if p["name"] == "proportion" else p
-        for p in tier["plugins"]]} for tier in conf["tiers"]]
-    return out
+    return scheduler_change(recipe, tree, {**(setting.shard or {}), "usageDBConfig": db, "kValue": float(k_value)})

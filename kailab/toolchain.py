@@ -206,6 +206,9 @@ def _run_go(args: list[str], cwd: Path, log, on_line: Callable[[str], None] | No
                          f"(full log: {log.name})")
 
 
+run_go = _run_go  # for builds beside the recipes' (kai_render's test binary)
+
+
 def _first_error(lines: list[str]) -> str:
     for line in lines:
         if line.strip() and not line.startswith("go: downloading"):

@@ -156,6 +156,10 @@ def test_a_raw_manifest_runs_as_a_workload_of_an_exercise(kai_lab, tmp_path):
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     outcome = ExerciseRun(load_exercise(path), path, kai_lab, tmp_path / "ev").run()
     assert outcome.verdict == "passed", outcome.report()
+    # the run's evidence says which scheduler configuration the lab ran: the operator's rendering
+    ran = yaml.safe_load((Path(outcome.evidence) / "scheduler-conf" / "00-lab.yaml").read_text())
+    assert ran == yaml.safe_load((kai_lab.dir / "scheduler-conf.yaml").read_text())
+    assert "podaffinity" in [p["name"] for t in ran["tiers"] for p in t["plugins"]]
 
 
 def test_repeat_runs_refuse_exercises_of_another_fleet_before_running_any(kai_lab):
@@ -183,3 +187,35 @@ def test_up_leaves_none_of_its_probe_objects(kai_lab):
         kube.close()
     assert not {"kailab-probe", "kailab-probe-root"} & queues, queues
     assert not [p for p in pods if not p["metadata"].get("deletionTimestamp")], pods
+
+
+def test_preferred_pod_anti_affinity_is_honoured_as_on_an_installed_kai(kai_lab):
+    """A pod with a *preferred* anti-affinity to a running pod lands on another node. KAI's built-in
+    default configuration (a scheduler without --scheduler-conf) has no podaffinity plugin and puts it
+    right beside that pod (bin-packing); the lab's scheduler runs what KAI's operator renders, which has."""
+    kube = Kube(kai_lab.kubeconfig)
+    ns = "anti-affinity"
+    try:
+        kube.apply(workloads.namespace(ns))
+        kube.apply(workloads.queue("aa-root", {"quota": -1, "limit": -1}))
+        kube.apply(workloads.queue("aa", {"quota": -1, "limit": -1}, parent="aa-root"))
+        wait_until("default ServiceAccount", lambda: kube.core.read_namespaced_service_account("default", ns),
+                   timeout=60)
+        (anchor,) = workloads.pods("anchor", ns, "aa", 1, gpus=0, labels={"role": "anchor"})
+        kube.apply(anchor)
+        node_of = lambda name: (kube.get("v1", "Pod", name, ns) or {}).get("spec", {}).get("nodeName")  # noqa: E731
+        first = wait_until("KAI to bind the anchor pod", lambda: node_of("anchor-0"), timeout=60)
+        (other,) = workloads.pods("other", ns, "aa", 1, gpus=0)
+        other["spec"]["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"role": "anchor"}},
+                                                "topologyKey": "kubernetes.io/hostname"}}]}}
+        kube.apply(other)
+        second = wait_until("KAI to bind the other pod", lambda: node_of("other-0"), timeout=60)
+        assert second != first, f"both pods on {first}: the preferred anti-affinity was ignored"
+        conf = yaml.safe_load((kai_lab.dir / "scheduler-conf.yaml").read_text())
+        assert "podaffinity" in [p["name"] for t in conf["tiers"] for p in t["plugins"]]
+    finally:
+        kube.delete("v1", "Namespace", ns)
+        for q in ("aa", "aa-root"):
+            kube.delete("scheduling.run.ai/v2", "Queue", q)
+        kube.close()

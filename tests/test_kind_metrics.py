@@ -82,3 +82,6 @@ def test_time_based_fairness_on_kind(kind_tiny, tmp_path, usage):
         assert failed[0].step == "both ask for more than the fleet" and "queue beta bound" in failed[0].what, \
             outcome.report()
     assert json.loads((evidence / "run.json").read_text())["runtime"] == "kind"
+    # the scheduler configuration the run started with: the ConfigMap KAI's operator rendered
+    started = yaml.safe_load((evidence / "scheduler-conf" / "00-lab.yaml").read_text())
+    assert "podaffinity" in [p["name"] for t in started["tiers"] for p in t["plugins"]]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from kailab import versions
+from kailab import kai, versions
 from kailab.cli import cli
 from kailab.errors import KailabError, LabError
 from kailab.fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, load_fleet
@@ -408,7 +408,7 @@ def test_host_problems_each_with_its_fix():
 
 def test_shard_fragments_merge_over_the_charts_spec():
     base = {"placementStrategy": {"gpu": "binpack", "cpu": "binpack"}, "goMemLimitRatio": 0.9}
-    out = kind_rt.merged(base, {"placementStrategy": {"gpu": "spread"}})
+    out = kai.merged(base, {"placementStrategy": {"gpu": "spread"}})
     assert out == {"placementStrategy": {"gpu": "spread", "cpu": "binpack"}, "goMemLimitRatio": 0.9}
     assert base["placementStrategy"]["gpu"] == "binpack"  # not changed in place
 

@@ -135,38 +135,6 @@ def test_recent_log_is_plain_text_while_the_log_file_stays_raw(tmp_path):
     assert (tmp_path / "logs" / "scheduler.log").read_text() == raw
 
 
-GO_CONF = '''package conf_util
-
-const defaultSchedulerConf = `
-actions: "allocate, consolidation, reclaim, preempt"
-tiers:
-- plugins:
-  - name: proportion
-  - name: gpusharingorder
-  - name: gpupack
-  - name: nodeplacement
-    arguments:
-      cpu: binpack
-      gpu: binpack
-`
-'''
-
-
-def test_spread_is_kais_default_configuration_changed_as_its_operator_changes_it(tmp_path):
-    src = tmp_path / "pkg" / "scheduler" / "conf_util"
-    src.mkdir(parents=True)
-    (src / "scheduler_conf_util.go").write_text(GO_CONF)
-    binpack = kai.scheduler_conf(tmp_path, "binpack")
-    assert binpack == kai.default_scheduler_conf(tmp_path)
-    assert [p["name"] for p in binpack["tiers"][0]["plugins"]] == ["proportion", "gpusharingorder", "gpupack",
-                                                                  "nodeplacement"]
-    spread = kai.scheduler_conf(tmp_path, "spread")
-    assert spread["actions"] == "allocate, reclaim, preempt"
-    plugins = spread["tiers"][0]["plugins"]
-    assert [p["name"] for p in plugins] == ["proportion", "gpuspread", "nodeplacement"]
-    assert plugins[-1]["arguments"] == {"cpu": "spread", "gpu": "spread"}
-
-
 def test_placement_is_validated_exactly():
     """KAI takes any word but `spread` as binpack without a word: the format refuses it."""
     import pydantic

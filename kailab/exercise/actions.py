@@ -48,18 +48,18 @@ class Scheduler(Action):
         from .. import kai, toolchain, versions
 
         r = ctx.run
-        tree = kai.source_dir(toolchain.kai_recipe(versions.kai_release(r.lab.kai_version)))
-        setting = kai.placement_setting(tree, value.placement)
+        recipe = toolchain.kai_recipe(versions.kai_release(r.lab.kai_version))
+        tree = kai.source_dir(recipe)
+        setting = kai.placement_setting(recipe, tree, value.placement)
         if value.usage is not None:  # time-based fair share: usage from this lab's Prometheus
             url = r.runtime.usage_db_url(r.lab)
             if not url:
                 raise KailabError(f"step {ctx.index + 1} scheduler.usage needs the lab's Prometheus: lab "
                                   f"{r.lab.name!r} runs none (labs run one unless brought up --without-metrics)")
-            setting = kai.usage_setting(setting, url, value.usage.model_dump(exclude_none=True))
+            setting = kai.usage_setting(recipe, tree, setting, url, value.usage.model_dump(exclude_none=True))
         stem = f"scheduler-conf/{ctx.index + 1:02d}-{value.placement}"
-        r.evidence.write(f"{stem}.yaml", setting.conf)  # what a scheduler run by kailab reads
-        if setting.shard is not None:
-            r.evidence.write(f"{stem}.schedulingshard.yaml", setting.shard)  # what KAI's operator is told
+        r.evidence.write(f"{stem}.yaml", setting.conf)  # what KAI's operator renders from the shard
+        r.evidence.write(f"{stem}.schedulingshard.yaml", setting.shard)  # what KAI's operator is told
         r.runtime.configure_scheduler(r.lab, setting)
         r.scheduler_changed = True
         r.observer.note(f"scheduler restarted with placement {value.placement}"

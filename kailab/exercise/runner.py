@@ -107,6 +107,12 @@ class ExerciseRun:
             "kai_version": self.lab.kai_version, "fleet": self.lab.fleet, "namespace": self.names.namespace,
             "queues": {n: self.names.queue(n) for n, _, _ in self.ex.queue_tree()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        try:  # the scheduler configuration the lab runs as the run starts (steps may change it)
+            conf = self.runtime.scheduler_config(self.lab)
+            if conf is not None:
+                self.evidence.write("scheduler-conf/00-lab.yaml", conf)
+        except Exception as err:  # noqa: BLE001 - evidence, never a reason not to run
+            self.evidence.write("scheduler-conf/00-lab.unreadable.txt", f"{type(err).__name__}: {err}\n")
         try:
             with self._timed("set-up"):
                 self._preflight()

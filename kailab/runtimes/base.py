@@ -128,6 +128,10 @@ class Runtime(ABC):
         raise Unsupported(f"the {self.name} runtime cannot reconfigure KAI's scheduler (step `scheduler:`): "
                           "use the binary runtime, or configure the SchedulingShard yourself")
 
+    def scheduler_config(self, record: "LabRecord") -> dict | None:
+        """The configuration KAI's scheduler runs now (None: this runtime cannot tell)."""
+        return None
+
     def usage_db_url(self, record: "LabRecord") -> str | None:
         """The lab's Prometheus as KAI's scheduler reaches it (its usageDBConfig), None without one."""
         return None

@@ -31,6 +31,9 @@ from .base import LabRecord, LabSpec, Runtime, status_report
 from .labkit import (PROBE_NAMESPACE, Phases, await_probe, create_fleet, kwok_config_text, lab_lock, refuse_other_lab,
                      run_together, submit_probe)
 
+# the scheduler's configuration in the lab dir: what it runs now, and the lab's default
+SCHEDULER_CONF, DEFAULT_SCHEDULER_CONF = "scheduler-conf.yaml", "scheduler-conf.default.yaml"
+
 CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
 # stop order for `down`: consumers of the API first, etcd last
 STOP_ORDER = list(metrics.COMPONENTS) + list(versions.KAI_COMPONENTS) + ["kwok", "kube-controller-manager", "kube-apiserver", "etcd"]
@@ -142,7 +145,8 @@ class BinaryRuntime(Runtime):
         parts = {"control plane healthy": lambda: self._control_plane_healthy(lab, kube, ports, start_kcm, phases),
                  "fleet Ready": lambda: self._fleet_ready(lab, kube, fleet)}
         if tree is not None:
-            parts["KAI serving, probe bound"] = lambda: self._install_kai(lab, kube, tree, bins, ports,
+            kai_recipe = next(r for r in recipes if r.component == "kai")
+            parts["KAI serving, probe bound"] = lambda: self._install_kai(lab, kube, kai_recipe, tree, bins, ports,
                                                                           kubeconfig, phases)
         if spec.metrics:
             parts["metrics serving"] = lambda: self._start_metrics(lab, kube, bins, ports, pki_dir, spec.with_kai)
@@ -311,18 +315,27 @@ class BinaryRuntime(Runtime):
     def kill(self, rec: LabRecord, component: str) -> None:
         processes.kill(processes.records(rec.dir)[component])
 
+    def scheduler_config(self, rec: LabRecord) -> dict | None:
+        path = rec.dir / SCHEDULER_CONF
+        return yaml.safe_load(path.read_text()) if path.is_file() else None
+
     def usage_db_url(self, rec: LabRecord) -> str | None:
         return metrics.url(rec.ports) if rec.metrics else None
 
     def configure_scheduler(self, rec: LabRecord, setting) -> None:
         """Restart the scheduler with the setting's whole configuration as --scheduler-conf (None:
-        without it); the new command line is its record, so a repair restarts it the same way."""
+        the lab's default, the operator's rendering of the chart's shard); the new command line is
+        its record, so a repair restarts it the same way."""
         conf = getattr(setting, "conf", setting)
         old = processes.records(rec.dir)["scheduler"]
         argv = [a for a in old.argv if not a.startswith("--scheduler-conf=")]
+        path = rec.dir / SCHEDULER_CONF
+        default = rec.dir / DEFAULT_SCHEDULER_CONF
         if conf is not None:
-            path = rec.dir / "scheduler-conf.yaml"
             path.write_text(yaml.safe_dump(conf, sort_keys=False))
+            argv.append(f"--scheduler-conf={path}")
+        elif default.is_file():
+            shutil.copyfile(default, path)
             argv.append(f"--scheduler-conf={path}")
         processes.stop(old)
         processes.start(rec.dir, "scheduler", argv, old.ports, old.env)
@@ -388,8 +401,12 @@ class BinaryRuntime(Runtime):
             "--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16"],
             {"server": port})
 
-    def _install_kai(self, lab: Path, kube: Kube, tree: Path, bins: dict[str, Path],
+    def _install_kai(self, lab: Path, kube: Kube, recipe, tree: Path, bins: dict[str, Path],
                      ports: dict[str, int], kubeconfig: Path, phases: Phases) -> None:
+        with phases.timed("KAI's scheduler configuration rendered"):
+            # what KAI's operator would write for the chart's SchedulingShard: the lab's default
+            (lab / DEFAULT_SCHEDULER_CONF).write_text(yaml.safe_dump(kai.installed_default(recipe, tree), sort_keys=False))
+            shutil.copyfile(lab / DEFAULT_SCHEDULER_CONF, lab / SCHEDULER_CONF)
         with phases.timed("KAI CRDs Established"):
             _install_crds(kube, kai.crd_documents(tree), lab)
         # KAI starts as soon as its kinds are served, and what it watches for (the chart's objects,
@@ -398,7 +415,7 @@ class BinaryRuntime(Runtime):
         # probe's queues and PodGroup wait that out whatever we do; nothing else should.
         with phases.timed("KAI serving"):
             for comp in versions.KAI_COMPONENTS:
-                processes.start(lab, comp, kai.component_argv(comp, bins[comp], ports),
+                processes.start(lab, comp, kai.component_argv(comp, bins[comp], ports, lab / SCHEDULER_CONF),
                                 {k.split(".", 1)[1]: v for k, v in ports.items() if k.startswith(comp + ".")},
                                 env={"KUBECONFIG": str(kubeconfig)})
             with ThreadPoolExecutor(max_workers=1) as pool:

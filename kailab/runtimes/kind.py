@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from .. import versions
+from .. import kai, versions
 from ..errors import KailabError, LabError
 from ..images import ImageSet, cached_tool, image_set
 from ..fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, Fleet, load_fleet
@@ -541,6 +541,14 @@ class KindRuntime(Runtime):
     def configure_scheduler(self, record: LabRecord, setting) -> None:
         configure_through_shard(record, setting)
 
+    def scheduler_config(self, record: LabRecord) -> dict | None:
+        kube = Kube(record.kubeconfig)
+        try:  # the ConfigMap KAI's operator renders, which the scheduler's pods run
+            cm = kube.get("v1", "ConfigMap", SCHEDULER_DEPLOYMENT, pins()["kai"]["namespace"])
+        finally:
+            kube.close()
+        return yaml.safe_load(cm["data"]["config.yaml"]) if cm else None
+
     def usage_db_url(self, record: LabRecord) -> str | None:
         return kind_metrics.IN_CLUSTER_URL if record.metrics else None
 
@@ -746,14 +754,6 @@ SHARD_API, SHARD_KIND, SHARD_NAME = "kai.scheduler/v1", "SchedulingShard", "defa
 SCHEDULER_DEPLOYMENT = "kai-scheduler-default"  # the operator's <schedulerName>-<shard>, and its ConfigMap
 
 
-def merged(base: dict, fragment: dict) -> dict:
-    """`fragment` over `base`, maps merged key by key (a JSON merge patch without deletions)."""
-    out = dict(base)
-    for key, value in fragment.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
 def _scheduler_rolled_out(kube: Kube, namespace: str, before: dict | None):
     """The operator has rendered a new scheduler ConfigMap and the scheduler runs it: the
     Deployment's pods carry the ConfigMap's resourceVersion (its `configMapVersion` annotation)
@@ -793,7 +793,7 @@ def configure_through_shard(rec: LabRecord, setting) -> None:
         if not saved.exists():  # the chart's spec, to put back after the run
             saved.write_text(json.dumps(shard["spec"]))
         default = json.loads(saved.read_text())
-        spec = default if fragment is None else merged(default, fragment)
+        spec = default if fragment is None else kai.merged(default, fragment)
         if spec == shard["spec"]:
             return
         before = kube.get("v1", "ConfigMap", SCHEDULER_DEPLOYMENT, ns)

@@ -1,0 +1,64 @@
+"""KAI's scheduler configuration as KAI's operator renders it (kailab/kai_render.py), from the lab's
+KAI source: the operator's own Go code compiled into a test binary of its package, run here."""
+
+from __future__ import annotations
+
+import pytest
+
+from kailab import kai, kai_render, toolchain, versions
+from kailab.errors import BuildError
+
+pytestmark = pytest.mark.kai
+
+
+@pytest.fixture(scope="module")
+def kai_tree():
+    reason = toolchain.kai_unavailable_reason()
+    if reason:
+        pytest.fail(f"this test needs KAI's source: {reason}", pytrace=False)
+    recipe = toolchain.kai_recipe(versions.kai_release(versions.DEFAULT_KAI))
+    return recipe, kai.source_dir(recipe)
+
+
+def _plugins(conf: dict) -> list[str]:
+    return [p["name"] for tier in conf["tiers"] for p in tier["plugins"]]
+
+
+def test_an_installed_scheduler_has_the_plugins_the_built_in_default_lacks(kai_tree):
+    """KAI #24's first finding: the scheduler without --scheduler-conf has no podaffinity plugin, so
+    preferred pod anti-affinity is ignored; the operator's rendering (what a chart install runs) has it."""
+    recipe, tree = kai_tree
+    installed = kai.installed_default(recipe, tree)
+    assert "podaffinity" in _plugins(installed)
+    assert "podaffinity" not in _plugins(kai.default_scheduler_conf(tree))
+    assert installed["actions"].startswith("allocate, consolidation, reclaim, preempt")
+    placement = next(p for t in installed["tiers"] for p in t["plugins"] if p["name"] == "nodeplacement")
+    assert placement["arguments"] == {"cpu": "binpack", "gpu": "binpack"}  # the chart's placementStrategy
+
+
+def test_spread_and_usage_as_the_operator_renders_them(kai_tree):
+    recipe, tree = kai_tree
+    spread = kai.placement_setting(recipe, tree, "spread")
+    assert spread.shard == {"placementStrategy": {"gpu": "spread", "cpu": "spread"}}
+    names = _plugins(spread.conf)
+    assert "gpuspread" in names and "gpupack" not in names and "consolidation" not in spread.conf["actions"]
+    usage = kai.usage_setting(recipe, tree, spread, "http://127.0.0.1:9",
+                              {"windowSize": "90s", "fetchInterval": "2s", "queryResolution": "2s", "kValue": 1})
+    assert usage.shard["kValue"] == 1.0 and usage.shard["placementStrategy"] == spread.shard["placementStrategy"]
+    assert usage.conf["usageDBConfig"] == usage.shard["usageDBConfig"]
+    proportion = next(p for t in usage.conf["tiers"] for p in t["plugins"] if p["name"] == "proportion")
+    assert float(proportion["arguments"]["kValue"]) == 1.0
+
+
+def test_what_the_operator_refuses_is_one_line(kai_tree):
+    recipe, tree = kai_tree
+    with pytest.raises(BuildError) as err:
+        kai.scheduler_change(recipe, tree, {"queueDepthPerAction": {"nosuchaction": 3}})
+    assert "\n" not in str(err.value) and "nosuchaction" in str(err.value)
+
+
+def test_the_renderer_is_compiled_once_and_writes_nothing_into_kais_tree(kai_tree):
+    recipe, tree = kai_tree
+    first = kai_render.ensure(recipe, tree)
+    assert kai_render.ensure(recipe, tree) == first and first.is_file()
+    assert not (tree / kai_render.PACKAGE / kai_render.DRIVER).exists()  # an -overlay, never a file there
