@@ -235,10 +235,6 @@ def installed_default(recipe: toolchain.Recipe, tree: Path) -> dict:
     return scheduler_change(recipe, tree, {}).conf
 
 
-def placement_setting(recipe: toolchain.Recipe, tree: Path, placement: str) -> SchedulerChange:
-    return scheduler_change(recipe, tree, {"placementStrategy": {"gpu": placement, "cpu": placement}})
-
-
 def usage_db_config(prometheus: str, usage: dict) -> tuple[dict, float]:
     """KAI's `usageDBConfig` reading `prometheus` over a sliding window, and the kValue, from an
     exercise's usage setting. (`extraParams` sits under `usageParams` in KAI's code, not beside it
@@ -247,11 +243,3 @@ def usage_db_config(prometheus: str, usage: dict) -> tuple[dict, float]:
     k_value = usage.pop("kValue")
     params = {"windowType": "sliding", "extraParams": {"queryResolution": usage.pop("queryResolution")}, **usage}
     return {"clientType": "prometheus", "connectionString": prometheus, "usageParams": params}, k_value
-
-
-def usage_setting(recipe: toolchain.Recipe, tree: Path, setting: SchedulerChange, prometheus: str,
-                  usage: dict) -> SchedulerChange:
-    """`setting` with time-based fair share on: the SchedulingShard fields KAI's operator renders it
-    from (`usageDBConfig`, `kValue`: what KAI's own time-aware e2e suite patches), rendered."""
-    db, k_value = usage_db_config(prometheus, usage)
-    return scheduler_change(recipe, tree, {**(setting.shard or {}), "usageDBConfig": db, "kValue": float(k_value)})

@@ -30,8 +30,15 @@ COMPONENT = "kai-render"
 DRIVER = "kailab_render_test.go"
 
 
+def _driver_text(recipe: toolchain.Recipe) -> str:
+    return (resources.files("kailab").joinpath("data/kai_render_test.go.tmpl").read_text()
+            .replace("{{MODULE}}", recipe.module))
+
+
 def binary(recipe: toolchain.Recipe) -> Path:
-    return cache_dir() / "bin" / COMPONENT / recipe.version / "render.test"
+    """Keyed by KAI version and by the driver's text: a changed driver is compiled anew."""
+    digest = hashlib.sha256(_driver_text(recipe).encode()).hexdigest()[:12]
+    return cache_dir() / "bin" / COMPONENT / recipe.version / digest / "render.test"
 
 
 def ensure(recipe: toolchain.Recipe, tree: Path, on_phase=lambda s: None) -> Path:
@@ -46,8 +53,7 @@ def ensure(recipe: toolchain.Recipe, tree: Path, on_phase=lambda s: None) -> Pat
     work = cache_dir() / "build" / f"{COMPONENT}-{recipe.version}"
     work.mkdir(parents=True, exist_ok=True)
     driver = work / DRIVER
-    driver.write_text(resources.files("kailab").joinpath("data/kai_render_test.go.tmpl").read_text()
-                      .replace("{{MODULE}}", recipe.module))
+    driver.write_text(_driver_text(recipe))
     overlay = work / "overlay.json"
     overlay.write_text(json.dumps({"Replace": {str(tree / PACKAGE / DRIVER): str(driver)}}))
     on_phase(f"compiling KAI {recipe.version}'s operator rendering (once per version)")
@@ -74,8 +80,9 @@ def render(recipe: toolchain.Recipe, tree: Path, shard_spec: dict) -> dict:
                               env={**os.environ, "KAILAB_SHARD_SPEC": str(spec), "KAILAB_OUT": str(out)},
                               capture_output=True, text=True, timeout=120)
         if proc.returncode != 0 or not out.is_file():
-            why = next((line.strip() for line in (proc.stdout + proc.stderr).splitlines()
-                        if "render" in line or "shard spec" in line), (proc.stdout + proc.stderr).strip()[-200:])
+            text = proc.stdout + proc.stderr
+            why = next((line.split(": ", 1)[1].strip() for line in text.splitlines()
+                        if DRIVER in line and ": " in line), text.strip()[-200:].replace("\n", " "))
             raise BuildError(f"KAI {recipe.version}'s operator refused the SchedulingShard spec "
                              f"{json.dumps(shard_spec)}: {why}")
         kept.parent.mkdir(exist_ok=True)

@@ -153,3 +153,41 @@ def test_run_names_in_a_manifest_become_the_runs(kailab_labs, tmp_path):
         """)
     out = run(path, lab, tmp_path)
     assert out.verdict == "passed", out.report()
+
+
+SHARD = """\
+    steps:
+      - name: allocation off
+        scheduler: {shard: SHARD}
+        apply: [{pods: {name: p, queue: team, count: 1, gpus: 1}}]
+        stays:
+          for: 5s
+          that: [{workload: p, bound: 0}]
+      - name: the chart's shard again
+        scheduler: {}
+        expect: [{workload: p, bound: 1}]
+        timeout: 60s
+"""
+
+
+def test_a_scheduler_step_says_any_shard_fragment_and_kai_refuses_what_it_does_not_accept(kailab_labs, tmp_path):
+    """Scheduler configuration as data: a SchedulingShard fragment (here: the allocate action off),
+    rendered by the lab's KAI operator code, changes what KAI does; one its SchedulingShard does not
+    have is refused in one line before anything is applied."""
+    lab = kailab_labs.get("small", with_kai=True)
+    out = run(write(tmp_path, "shard", SHARD.replace("SHARD", "{actions: {allocate: {enabled: false}}}")),
+              lab, tmp_path)
+    assert out.verdict == "passed", out.report()
+    conf = yaml.safe_load((Path(out.evidence) / "scheduler-conf" / "01-binpack.yaml").read_text())
+    assert "allocate" not in conf["actions"] and "reclaim" in conf["actions"]
+    shard = yaml.safe_load((Path(out.evidence) / "scheduler-conf" / "01-binpack.schedulingshard.yaml").read_text())
+    assert shard["actions"] == {"allocate": {"enabled": False}}
+    bad = write(tmp_path, "badshard", SHARD.replace("SHARD", "{actionz: {allocate: {enabled: false}}}"))
+    out = run(bad, lab, tmp_path)
+    assert out.verdict == "error" and "\n" not in out.error, out.error
+    assert str(bad) in out.error and "step 1 scheduler.shard" in out.error and "actionz" in out.error, out.error
+    kube = Kube(lab.kubeconfig)
+    try:  # nothing was applied: no namespace of the run exists
+        assert not [n for n in kube.list("v1", "Namespace") if n["metadata"]["name"].startswith("kx-badshard-")]
+    finally:
+        kube.close()

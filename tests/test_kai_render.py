@@ -38,16 +38,28 @@ def test_an_installed_scheduler_has_the_plugins_the_built_in_default_lacks(kai_t
 
 def test_spread_and_usage_as_the_operator_renders_them(kai_tree):
     recipe, tree = kai_tree
-    spread = kai.placement_setting(recipe, tree, "spread")
-    assert spread.shard == {"placementStrategy": {"gpu": "spread", "cpu": "spread"}}
+    fragment = {"placementStrategy": {"gpu": "spread", "cpu": "spread"}}
+    spread = kai.scheduler_change(recipe, tree, fragment)
+    assert spread.shard == fragment
     names = _plugins(spread.conf)
     assert "gpuspread" in names and "gpupack" not in names and "consolidation" not in spread.conf["actions"]
-    usage = kai.usage_setting(recipe, tree, spread, "http://127.0.0.1:9",
-                              {"windowSize": "90s", "fetchInterval": "2s", "queryResolution": "2s", "kValue": 1})
-    assert usage.shard["kValue"] == 1.0 and usage.shard["placementStrategy"] == spread.shard["placementStrategy"]
-    assert usage.conf["usageDBConfig"] == usage.shard["usageDBConfig"]
+    db, k_value = kai.usage_db_config("http://127.0.0.1:9", {"windowSize": "90s", "fetchInterval": "2s",
+                                                             "queryResolution": "2s", "kValue": 1})
+    usage = kai.scheduler_change(recipe, tree, {**fragment, "usageDBConfig": db, "kValue": float(k_value)})
+    assert usage.conf["usageDBConfig"] == db
     proportion = next(p for t in usage.conf["tiers"] for p in t["plugins"] if p["name"] == "proportion")
     assert float(proportion["arguments"]["kValue"]) == 1.0
+
+
+def test_any_shard_fragment_is_rendered_over_the_charts_shard(kai_tree):
+    """Scheduler configuration as data: plugins' arguments and actions switched off, as the
+    SchedulingShard says them, merged over the chart's shard (binpack stays)."""
+    recipe, tree = kai_tree
+    out = kai.scheduler_change(recipe, tree, {"actions": {"consolidation": {"enabled": False}},
+                                              "plugins": {"proportion": {"arguments": {"kValue": "2"}}}})
+    assert "consolidation" not in out.conf["actions"] and out.conf["actions"].startswith("allocate, reclaim")
+    proportion = next(p for t in out.conf["tiers"] for p in t["plugins"] if p["name"] == "proportion")
+    assert proportion["arguments"] == {"kValue": "2"} and "gpupack" in _plugins(out.conf)
 
 
 def test_what_the_operator_refuses_is_one_line(kai_tree):
@@ -55,6 +67,10 @@ def test_what_the_operator_refuses_is_one_line(kai_tree):
     with pytest.raises(BuildError) as err:
         kai.scheduler_change(recipe, tree, {"queueDepthPerAction": {"nosuchaction": 3}})
     assert "\n" not in str(err.value) and "nosuchaction" in str(err.value)
+    # a field this version's SchedulingShard does not have is refused, not silently dropped
+    with pytest.raises(BuildError) as err:
+        kai.scheduler_change(recipe, tree, {"placementStrategyy": {"gpu": "spread"}})
+    assert "\n" not in str(err.value) and "placementStrategyy" in str(err.value)
 
 
 def test_the_renderer_is_compiled_once_and_writes_nothing_into_kais_tree(kai_tree):

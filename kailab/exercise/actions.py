@@ -44,26 +44,42 @@ class Scheduler(Action):
     and the run puts KAI's default back at its end."""
     key = "scheduler"
 
-    def run(self, ctx: StepContext, value) -> None:
+    @staticmethod
+    def setting(r, index: int, value):
+        """The step's kai.SchedulerChange: placement, usage and any shard fragment, as one
+        SchedulingShard change rendered by the lab's KAI operator code. The run's preflight calls it
+        for every scheduler step, so what KAI refuses stops the run before anything is applied."""
         from .. import kai, toolchain, versions
+        from ..errors import BuildError
 
-        r = ctx.run
         recipe = toolchain.kai_recipe(versions.kai_release(r.lab.kai_version))
         tree = kai.source_dir(recipe)
-        setting = kai.placement_setting(recipe, tree, value.placement)
+        fragment = {"placementStrategy": {"gpu": value.placement, "cpu": value.placement}}
         if value.usage is not None:  # time-based fair share: usage from this lab's Prometheus
             url = r.runtime.usage_db_url(r.lab)
             if not url:
-                raise KailabError(f"step {ctx.index + 1} scheduler.usage needs the lab's Prometheus: lab "
+                raise KailabError(f"step {index + 1} scheduler.usage needs the lab's Prometheus: lab "
                                   f"{r.lab.name!r} runs none (labs run one unless brought up --without-metrics)")
-            setting = kai.usage_setting(recipe, tree, setting, url, value.usage.model_dump(exclude_none=True))
+            db, k_value = kai.usage_db_config(url, value.usage.model_dump(exclude_none=True))
+            fragment.update(usageDBConfig=db, kValue=float(k_value))
+        if value.shard:
+            fragment = kai.merged(fragment, value.shard)
+        try:
+            return kai.scheduler_change(recipe, tree, fragment)
+        except BuildError as err:
+            raise KailabError(f"{r.source}: step {index + 1} scheduler{'.shard' if value.shard else ''}: {err}") from None
+
+    def run(self, ctx: StepContext, value) -> None:
+        r = ctx.run
+        setting = self.setting(r, ctx.index, value)
         stem = f"scheduler-conf/{ctx.index + 1:02d}-{value.placement}"
         r.evidence.write(f"{stem}.yaml", setting.conf)  # what KAI's operator renders from the shard
         r.evidence.write(f"{stem}.schedulingshard.yaml", setting.shard)  # what KAI's operator is told
         r.runtime.configure_scheduler(r.lab, setting)
         r.scheduler_changed = True
         r.observer.note(f"scheduler restarted with placement {value.placement}"
-                        + (", time-based fair share on" if value.usage is not None else ""))
+                        + (", time-based fair share on" if value.usage is not None else "")
+                        + (f", shard {sorted(value.shard)}" if value.shard else ""))
 
 
 class Delete(Action):

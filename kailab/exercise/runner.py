@@ -166,6 +166,11 @@ class ExerciseRun:
         if have != fleet.gpus_total:
             raise LabError(f"exercise {self.ex.exercise} is sized for fleet {fleet.name} ({fleet.gpus_total} GPUs) "
                            f"but lab {self.lab.name!r} has {have} Ready GPUs: wait for its nodes (`kailab status`)")
+        from .actions import Scheduler
+
+        for index, step in enumerate(self.ex.steps):  # what KAI's operator refuses, before anything is made
+            if step.scheduler is not None:
+                Scheduler.setting(self, index, step.scheduler)
 
     def _setup(self) -> None:
         # the namespace's default ServiceAccount is made with it rather than awaited from

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from typing import ClassVar
 
@@ -337,6 +337,9 @@ class SchedulerSetting(Strict):
                                                    "(KAI's default); spread: emptiest node first")
     usage: UsageSetting | None = Field(None, description="time-based fair share from the lab's Prometheus "
                                        "(off when unset)")
+    shard: dict[str, Any] | None = Field(None, description="any SchedulingShard spec fragment (plugins, actions, "
+                                         "kValue, queueDepthPerAction, …) merged over placement and usage; the lab's "
+                                         "KAI operator code renders it and refuses what that KAI version does not accept")
 
 
 class DeleteItem(Strict):
