@@ -85,3 +85,24 @@ def test_time_based_fairness_on_kind(kind_tiny, tmp_path, usage):
     # the scheduler configuration the run started with: the ConfigMap KAI's operator rendered
     started = yaml.safe_load((evidence / "scheduler-conf" / "00-lab.yaml").read_text())
     assert "podaffinity" in [p["name"] for t in started["tiers"] for p in t["plugins"]]
+
+
+def test_a_component_that_dies_during_a_run_is_named_with_its_last_lines(kind_tiny):
+    """On kind the cluster restarts a crashed container itself: the death shows as a restart since
+    the run began, and the run's verdict names the component (runner.check_components)."""
+    import subprocess
+
+    rt = runtime_of(kind_tiny)
+    rt.log_mark(kind_tiny)  # a run begins
+    assert rt.dead_components(kind_tiny, set()) == []
+    with kind_docker():
+        out = subprocess.run(["docker", "exec", f"kailab-{kind_tiny.name}-control-plane",
+                              "pkill", "-f", "^/bin/prometheus"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    dead = wait_until("the restart to show", lambda: rt.dead_components(kind_tiny, set()), timeout=120)
+    assert [name for name, _ in dead] == ["prometheus"], dead
+    assert rt.dead_components(kind_tiny, {"prometheus"}) == []
+    with kind_docker():  # the cluster brought it back
+        wait_until("prometheus running again",
+                   lambda: runtime_of(kind_tiny).status(kind_tiny)["components"]["prometheus"]["state"] == "running",
+                   timeout=120)

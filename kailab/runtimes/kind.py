@@ -671,14 +671,28 @@ class KindRuntime(Runtime):
             argv = ["kind", "load", "docker-image", *present, "--name", plan.cluster]
             run_logged([kind, *argv[1:]], log, shown=argv, what="kind load docker-image")
 
+    # ---------------------------------------------------------------- deaths
+    # A cluster restarts a crashed container itself, so a death shows as a restart: a component whose
+    # containers restarted since the run began (log_mark) died during it.
+    def log_mark(self, record: LabRecord) -> dict:
+        mark = super().log_mark(record)
+        try:
+            self._restarts = _restart_counts(record, _components(record))
+        except Exception:  # noqa: BLE001 - no baseline: deaths are not reported for this run
+            self._restarts = None
+        return mark
+
+    def dead_components(self, record: LabRecord, ignore: set[str]) -> list[tuple[str, str]]:
+        baseline = getattr(self, "_restarts", None)
+        if baseline is None:
+            return []
+        now = _restart_counts(record, _components(record))
+        return [(name, _last_log_lines(record, pods)) for name, (count, pods) in now.items()
+                if count > baseline.get(name, (0, []))[0] and name not in ignore]
+
     # ---------------------------------------------------------------- status / down
     def status(self, rec: LabRecord) -> dict:
-        kai = pins()["kai"]
-        kw = pins()["kwok"]
-        fgo = pins()["fake_gpu_operator"]
-        expected = [kw["deployment"]] + (list(kai["deployments"]) if rec.with_kai else []) + fgo["deployments"]
-        if rec.metrics:
-            expected += kind_metrics.DEPLOYMENTS
+        expected = [n for ns in _components(rec).values() for n in ns]
         components = {n: {"state": "missing", "pid": None, "ports": {}, "log": None} for n in expected}
         nodes = gpus = 0
         api_ok = False
@@ -691,14 +705,8 @@ class KindRuntime(Runtime):
             try:
                 api_ok = kube.readyz()
                 if api_ok:
-                    components.update(clusterinfo.deployment_states(kube, kw["namespace"], [kw["deployment"]]))
-                    if rec.with_kai:
-                        components.update(clusterinfo.deployment_states(kube, kai["namespace"],
-                                                                        list(kai["deployments"])))
-                    components.update(clusterinfo.deployment_states(kube, fgo["namespace"], fgo["deployments"]))
-                    if rec.metrics:
-                        components.update(clusterinfo.deployment_states(kube, kind_metrics.NAMESPACE,
-                                                                        kind_metrics.DEPLOYMENTS))
+                    for ns, names in _components(rec).items():
+                        components.update(clusterinfo.deployment_states(kube, ns, names))
                     nodes, gpus = clusterinfo.ready_nodes_and_gpus(kube, f"{FLEET_LABEL}={rec.fleet}")
             finally:
                 kube.close()
@@ -744,6 +752,52 @@ class KindRuntime(Runtime):
 
 
 # ------------------------------------------------------------------ helpers
+def _components(rec: LabRecord) -> dict[str, list[str]]:
+    """The lab's named components: Deployments by namespace."""
+    kai, kw, fgo = pins()["kai"], pins()["kwok"], pins()["fake_gpu_operator"]
+    out = {kw["namespace"]: [kw["deployment"]]}
+    if rec.with_kai:
+        out[kai["namespace"]] = list(kai["deployments"])
+    out[fgo["namespace"]] = list(fgo["deployments"])
+    if rec.metrics:
+        out[kind_metrics.NAMESPACE] = list(kind_metrics.DEPLOYMENTS)
+    return out
+
+
+def _restart_counts(rec: LabRecord, components: dict[str, list[str]]) -> dict[str, tuple[int, list]]:
+    """Component -> (container restarts over its pods, [(namespace, pod)]), from the pods' owners."""
+    out: dict[str, tuple[int, list]] = {}
+    kube = Kube(rec.kubeconfig)
+    try:
+        for ns, names in components.items():
+            for pod in kube.list("v1", "Pod", ns):
+                owner = next((o["name"] for o in pod["metadata"].get("ownerReferences") or []
+                              if o["kind"] == "ReplicaSet"), "")
+                name = owner.rsplit("-", 1)[0]
+                if name not in names:
+                    continue
+                restarts = sum(c.get("restartCount", 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
+                count, pods = out.get(name, (0, []))
+                out[name] = (count + restarts, pods + [(ns, pod["metadata"]["name"])])
+    finally:
+        kube.close()
+    return out
+
+
+def _last_log_lines(rec: LabRecord, pods: list, lines: int = 10) -> str:
+    """The crashed container's last lines (its previous instance's log)."""
+    kube = Kube(rec.kubeconfig)
+    try:
+        for ns, name in pods:
+            try:
+                return kube.core.read_namespaced_pod_log(name, ns, previous=True, tail_lines=lines) or ""
+            except Exception:  # noqa: BLE001 - this pod did not restart: try the next
+                continue
+    finally:
+        kube.close()
+    return ""
+
+
 def _port(server: str) -> int | None:
     m = re.search(r":(\d+)/?$", server)
     return int(m.group(1)) if m else None
