@@ -219,6 +219,7 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
             raise KailabError(f"lab {lab_name} runs fleet {rec.fleet}, but {', '.join(other)} need another fleet: "
                               f"leave them out with --exercises, or pass a lab of their fleet")
         records = _repeat_on(rec, runs, paths, echo)
+    runtime = rec.runtime
     per: dict[str, dict] = {}
     for rec in records:
         e = per.setdefault(rec["exercise"], {"runs": 0, "passed": 0, "seconds": [], "not_passed": [], "wall": []})
@@ -229,7 +230,7 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
         if rec["verdict"] != "passed":
             e["not_passed"].append(rec)
     results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
-               "kai_version": records[0]["kai_version"] if records else None,
+               "kai_version": records[0]["kai_version"] if records else None, "runtime": runtime,
                "runs": runs, "exercises": per,
                "passed": sum(e["passed"] for e in per.values()), "total": len(records)}
     return _record(results, "-repeatability", repeatability_markdown(results), out_dir)
@@ -290,7 +291,7 @@ def _repeat_on(lab_rec, runs: int, paths: list[Path], echo) -> list[dict]:
 def repeatability_markdown(r: dict) -> str:
     m = r["machine"]
     lines = [f"# Exercise repeatability, {r['date']}", "",
-             f"Each exercise {r['runs']} times in a row on one lab, KAI {r['kai_version']}; "
+             f"Each exercise {r['runs']} times in a row on one {r.get('runtime') or 'binary'} lab, KAI {r['kai_version']}; "
              f"{m['cores']} cores, {m['memory_gib']} GiB. Total: **{r['passed']} / {r['total']}** passed.", "",
              "| exercise | passed / runs | wall s (median, min-max) |", "|---|---|---|"]
     for name, e in sorted(r["exercises"].items()):

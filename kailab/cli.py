@@ -303,9 +303,20 @@ def validate(paths) -> None:
     from .paths import exercises_dir
 
     files = [Path(p) for p in paths] or sorted(exercises_dir().glob("*.yaml"))
+    unchecked = None
     for f in files:
         ex = load_exercise(f)
+        shards = [(i, s.scheduler) for i, s in enumerate(ex.steps) if s.scheduler is not None and s.scheduler.shard]
+        if shards:  # a SchedulingShard fragment is KAI's to accept: its operator code renders it
+            from . import toolchain
+            from .exercise.actions import rendered_setting
+
+            unchecked = toolchain.kai_unavailable_reason()
+            for i, value in shards if not unchecked else []:
+                rendered_setting(f, i, value, versions.DEFAULT_KAI, "http://prometheus.invalid:9090")
         out.print(f"{f}: ok ({len(ex.steps)} steps, fleet {ex.fleet})")
+    if unchecked:
+        out.print(f"scheduler.shard fragments not checked against KAI (its source is not here: {unchecked})")
 
 
 @cli.command()

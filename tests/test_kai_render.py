@@ -78,3 +78,37 @@ def test_the_renderer_is_compiled_once_and_writes_nothing_into_kais_tree(kai_tre
     first = kai_render.ensure(recipe, tree)
     assert kai_render.ensure(recipe, tree) == first and first.is_file()
     assert not (tree / kai_render.PACKAGE / kai_render.DRIVER).exists()  # an -overlay, never a file there
+
+
+BAD_SHARD = """\
+exercise: badshard
+title: t
+concept: c
+fleet: tiny
+queues:
+  q: {gpu: {quota: 8}}
+steps:
+  - name: s
+    scheduler: {shard: FRAGMENT}
+    apply: [{pods: {name: p, queue: q, count: 1, gpus: 1}}]
+    expect: [{workload: p, bound: 1}]
+"""
+
+
+@pytest.mark.parametrize("fragment, ok", [("{actions: {allocate: {enabled: false}}}", True),
+                                          ("{actionz: {allocate: {enabled: false}}}", False)])
+def test_validate_checks_shard_fragments_with_kais_operator_code(kai_tree, tmp_path, fragment, ok):
+    import subprocess
+    import sys
+
+    path = tmp_path / "badshard.yaml"
+    path.write_text(BAD_SHARD.replace("FRAGMENT", fragment))
+    proc = subprocess.run([sys.executable, "-m", "kailab.cli", "validate", str(path)], capture_output=True,
+                          text=True, env={**__import__("os").environ, "NO_COLOR": "1"})
+    if ok:
+        assert proc.returncode == 0 and f"{path}: ok" in proc.stdout, proc.stdout + proc.stderr
+    else:
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode != 0 and len(lines) == 1, proc.stderr
+        assert str(path) in lines[0] and "step 1 scheduler.shard" in lines[0] and 'unknown field "actionz"' in lines[0]
+        assert f"{path}: ok" not in proc.stdout

@@ -39,6 +39,26 @@ class Action:
         raise NotImplementedError
 
 
+def rendered_setting(source, index: int, value, kai_version: str, usage_url: str | None):
+    """A `scheduler:` step as one SchedulingShard change — placement, usage (read from `usage_url`)
+    and any shard fragment — rendered by the KAI operator code of `kai_version`; what it refuses is
+    one line naming the file, the step and the field."""
+    from .. import kai, toolchain, versions
+    from ..errors import BuildError
+
+    recipe = toolchain.kai_recipe(versions.kai_release(kai_version))
+    fragment: dict = {"placementStrategy": {"gpu": value.placement, "cpu": value.placement}}
+    if value.usage is not None:
+        db, k_value = kai.usage_db_config(usage_url or "", value.usage.model_dump(exclude_none=True))
+        fragment.update(usageDBConfig=db, kValue=float(k_value))
+    if value.shard:
+        fragment = kai.merged(fragment, value.shard)
+    try:
+        return kai.scheduler_change(recipe, kai.source_dir(recipe), fragment)
+    except BuildError as err:
+        raise KailabError(f"{source}: step {index + 1} scheduler{'.shard' if value.shard else ''}: {err}") from None
+
+
 class Scheduler(Action):
     """Restart KAI's scheduler with a placement strategy; its configuration goes to the evidence,
     and the run puts KAI's default back at its end."""
@@ -46,28 +66,15 @@ class Scheduler(Action):
 
     @staticmethod
     def setting(r, index: int, value):
-        """The step's kai.SchedulerChange: placement, usage and any shard fragment, as one
-        SchedulingShard change rendered by the lab's KAI operator code. The run's preflight calls it
-        for every scheduler step, so what KAI refuses stops the run before anything is applied."""
-        from .. import kai, toolchain, versions
-        from ..errors import BuildError
-
-        recipe = toolchain.kai_recipe(versions.kai_release(r.lab.kai_version))
-        tree = kai.source_dir(recipe)
-        fragment = {"placementStrategy": {"gpu": value.placement, "cpu": value.placement}}
+        """The step's kai.SchedulerChange on the run's lab. The run's preflight calls it for every
+        scheduler step, so what KAI refuses stops the run before anything is applied."""
+        url = None
         if value.usage is not None:  # time-based fair share: usage from this lab's Prometheus
             url = r.runtime.usage_db_url(r.lab)
             if not url:
                 raise KailabError(f"step {index + 1} scheduler.usage needs the lab's Prometheus: lab "
                                   f"{r.lab.name!r} runs none (labs run one unless brought up --without-metrics)")
-            db, k_value = kai.usage_db_config(url, value.usage.model_dump(exclude_none=True))
-            fragment.update(usageDBConfig=db, kValue=float(k_value))
-        if value.shard:
-            fragment = kai.merged(fragment, value.shard)
-        try:
-            return kai.scheduler_change(recipe, tree, fragment)
-        except BuildError as err:
-            raise KailabError(f"{r.source}: step {index + 1} scheduler{'.shard' if value.shard else ''}: {err}") from None
+        return rendered_setting(r.source, index, value, r.lab.kai_version, url)
 
     def run(self, ctx: StepContext, value) -> None:
         r = ctx.run
