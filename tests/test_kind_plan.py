@@ -481,3 +481,14 @@ def test_prometheus_release_from_its_module_version():
     with pytest.raises(KailabError) as err:
         versions.prometheus_release("v2.53.0")
     assert "versions.yaml" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_kind_death_of_kais_deployments_is_named_as_kais():
+    from kailab.runtimes.base import LabRecord
+    from kailab.runtimes.binary import BinaryRuntime
+
+    rec = LabRecord(name="k", runtime="kind", kai_version="v0.17.0", fleet="tiny", nodes=2, gpus=8,
+                    with_kai=True, kubeconfig="")
+    assert {"kai-scheduler-default", "binder", "kai-operator"} <= KindRuntime().kai_components(rec)
+    assert "prometheus" not in KindRuntime().kai_components(rec)
+    assert BinaryRuntime().kai_components(rec) == set(versions.KAI_COMPONENTS)

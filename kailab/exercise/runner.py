@@ -226,7 +226,7 @@ class ExerciseRun:
             tail = dead[0][1].replace("\n", " | ")
             names = [c for c, _ in dead]
             # a lab's own processes (Prometheus, kube-state-metrics) are named as such, not as KAI's
-            what = "KAI component" if set(names) & set(versions.KAI_COMPONENTS) else "lab component"
+            what = "KAI component" if set(names) & self.runtime.kai_components(self.lab) else "lab component"
             raise ComponentDied(f"{what} died: {', '.join(names)} "
                                 f"(last log lines: {tail[-600:]})")
 

@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import versions
 from ..errors import LabError
 from ..paths import lab_dir
 
@@ -131,6 +132,10 @@ class Runtime(ABC):
     def scheduler_config(self, record: "LabRecord") -> dict | None:
         """The configuration KAI's scheduler runs now (None: this runtime cannot tell)."""
         return None
+
+    def kai_components(self, record: "LabRecord") -> set[str]:
+        """The names under which this runtime reports KAI's own components (a death says "KAI")."""
+        return set(versions.KAI_COMPONENTS)
 
     def usage_db_url(self, record: "LabRecord") -> str | None:
         """The lab's Prometheus as KAI's scheduler reaches it (its usageDBConfig), None without one."""

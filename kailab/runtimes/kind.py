@@ -549,6 +549,9 @@ class KindRuntime(Runtime):
             kube.close()
         return yaml.safe_load(cm["data"]["config.yaml"]) if cm else None
 
+    def kai_components(self, record: LabRecord) -> set[str]:
+        return set(pins()["kai"]["deployments"])  # KAI's Deployments, its operator's among them
+
     def usage_db_url(self, record: LabRecord) -> str | None:
         return kind_metrics.IN_CLUSTER_URL if record.metrics else None
 
