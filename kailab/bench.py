@@ -219,18 +219,17 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
             raise KailabError(f"lab {lab_name} runs fleet {rec.fleet}, but {', '.join(other)} need another fleet: "
                               f"leave them out with --exercises, or pass a lab of their fleet")
         records = _repeat_on(rec, runs, paths, echo)
-    runtime = rec.runtime
     per: dict[str, dict] = {}
-    for rec in records:
-        e = per.setdefault(rec["exercise"], {"runs": 0, "passed": 0, "seconds": [], "not_passed": [], "wall": []})
-        e["wall"].append(rec.get("wall") or {})
+    for run_ in records:
+        e = per.setdefault(run_["exercise"], {"runs": 0, "passed": 0, "seconds": [], "not_passed": [], "wall": []})
+        e["wall"].append(run_.get("wall") or {})
         e["runs"] += 1
-        e["passed"] += rec["verdict"] == "passed"
-        e["seconds"].append(rec["seconds"])
-        if rec["verdict"] != "passed":
-            e["not_passed"].append(rec)
+        e["passed"] += run_["verdict"] == "passed"
+        e["seconds"].append(run_["seconds"])
+        if run_["verdict"] != "passed":
+            e["not_passed"].append(run_)
     results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
-               "kai_version": records[0]["kai_version"] if records else None, "runtime": runtime,
+               "kai_version": records[0]["kai_version"] if records else None, "runtime": rec.runtime,
                "runs": runs, "exercises": per,
                "passed": sum(e["passed"] for e in per.values()), "total": len(records)}
     return _record(results, "-repeatability", repeatability_markdown(results), out_dir)

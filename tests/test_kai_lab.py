@@ -4,6 +4,7 @@ alone), and two KAI labs side by side."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -101,6 +102,22 @@ def test_podgroupcontrollers_private_8080_is_bridged_to_its_metrics_port(kai_lab
         assert resp.status == 200 and b"controller_runtime" in resp.read()
 
 
+@contextlib.contextmanager
+def _scratch_queue(kube: Kube, ns: str, queue: str, quota: int):
+    """A namespace and a queue (under its own root) for a test's pods; all of it removed after."""
+    try:
+        kube.apply(workloads.namespace(ns))
+        kube.apply(workloads.queue(f"{queue}-root", {"quota": -1, "limit": -1}))
+        kube.apply(workloads.queue(queue, {"quota": quota, "limit": -1}, parent=f"{queue}-root"))
+        wait_until("default ServiceAccount", lambda: kube.core.read_namespaced_service_account("default", ns),
+                   timeout=60)
+        yield
+    finally:
+        kube.delete("v1", "Namespace", ns)
+        for q in (queue, f"{queue}-root"):
+            kube.delete("scheduling.run.ai/v2", "Queue", q)
+
+
 def test_two_kai_labs_run_side_by_side(kai_lab, kailab_labs):
     """The session keeps a tiny and a small KAI lab up at once: both whole, and in each, KAI binds a
     pod and that lab's own podgroupcontroller writes what its PodGroup holds (resourcesStatus)."""
@@ -114,25 +131,18 @@ def test_two_kai_labs_run_side_by_side(kai_lab, kailab_labs):
         kube = Kube(lab.kubeconfig)
         ns = "side-by-side"
         try:
-            kube.apply(workloads.namespace(ns))
-            kube.apply(workloads.queue("sbs-root", {"quota": -1, "limit": -1}))
-            kube.apply(workloads.queue("sbs", {"quota": 2, "limit": -1}, parent="sbs-root"))
-            wait_until("default ServiceAccount", lambda: kube.core.read_namespaced_service_account("default", ns),
-                       timeout=60)
-            for pod in workloads.pods("sbs", ns, "sbs", 1, gpus=1):
-                kube.apply(pod)
+            with _scratch_queue(kube, ns, "sbs", quota=2):
+                for pod in workloads.pods("sbs", ns, "sbs", 1, gpus=1):
+                    kube.apply(pod)
 
-            def allocated():
-                groups = kube.list("scheduling.run.ai/v2alpha2", "PodGroup", ns)
-                return [g for g in groups if ((g.get("status") or {}).get("resourcesStatus") or {}).get("allocated")]
+                def allocated():
+                    groups = kube.list("scheduling.run.ai/v2alpha2", "PodGroup", ns)
+                    return [g for g in groups if ((g.get("status") or {}).get("resourcesStatus") or {}).get("allocated")]
 
-            (group,) = wait_until(f"the podgroupcontroller of lab {lab.name} to record the allocation", allocated,
-                                  timeout=60)
-            assert group["status"]["resourcesStatus"]["allocated"]["nvidia.com/gpu"] in ("1", 1)
+                (group,) = wait_until(f"the podgroupcontroller of lab {lab.name} to record the allocation", allocated,
+                                      timeout=60)
+                assert group["status"]["resourcesStatus"]["allocated"]["nvidia.com/gpu"] in ("1", 1)
         finally:
-            kube.delete("v1", "Namespace", ns)
-            for q in ("sbs", "sbs-root"):
-                kube.delete("scheduling.run.ai/v2", "Queue", q)
             kube.close()
 
 
@@ -196,26 +206,19 @@ def test_preferred_pod_anti_affinity_is_honoured_as_on_an_installed_kai(kai_lab)
     kube = Kube(kai_lab.kubeconfig)
     ns = "anti-affinity"
     try:
-        kube.apply(workloads.namespace(ns))
-        kube.apply(workloads.queue("aa-root", {"quota": -1, "limit": -1}))
-        kube.apply(workloads.queue("aa", {"quota": -1, "limit": -1}, parent="aa-root"))
-        wait_until("default ServiceAccount", lambda: kube.core.read_namespaced_service_account("default", ns),
-                   timeout=60)
-        (anchor,) = workloads.pods("anchor", ns, "aa", 1, gpus=0, labels={"role": "anchor"})
-        kube.apply(anchor)
-        node_of = lambda name: (kube.get("v1", "Pod", name, ns) or {}).get("spec", {}).get("nodeName")  # noqa: E731
-        first = wait_until("KAI to bind the anchor pod", lambda: node_of("anchor-0"), timeout=60)
-        (other,) = workloads.pods("other", ns, "aa", 1, gpus=0)
-        other["spec"]["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"role": "anchor"}},
-                                                "topologyKey": "kubernetes.io/hostname"}}]}}
-        kube.apply(other)
-        second = wait_until("KAI to bind the other pod", lambda: node_of("other-0"), timeout=60)
-        assert second != first, f"both pods on {first}: the preferred anti-affinity was ignored"
-        conf = yaml.safe_load((kai_lab.dir / "scheduler-conf.yaml").read_text())
-        assert "podaffinity" in [p["name"] for t in conf["tiers"] for p in t["plugins"]]
+        with _scratch_queue(kube, ns, "aa", quota=-1):
+            (anchor,) = workloads.pods("anchor", ns, "aa", 1, gpus=0, labels={"role": "anchor"})
+            kube.apply(anchor)
+            node_of = lambda name: (kube.get("v1", "Pod", name, ns) or {}).get("spec", {}).get("nodeName")  # noqa: E731
+            first = wait_until("KAI to bind the anchor pod", lambda: node_of("anchor-0"), timeout=60)
+            (other,) = workloads.pods("other", ns, "aa", 1, gpus=0)
+            other["spec"]["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"role": "anchor"}},
+                                                    "topologyKey": "kubernetes.io/hostname"}}]}}
+            kube.apply(other)
+            second = wait_until("KAI to bind the other pod", lambda: node_of("other-0"), timeout=60)
+            assert second != first, f"both pods on {first}: the preferred anti-affinity was ignored"
+            conf = yaml.safe_load((kai_lab.dir / "scheduler-conf.yaml").read_text())
+            assert "podaffinity" in [p["name"] for t in conf["tiers"] for p in t["plugins"]]
     finally:
-        kube.delete("v1", "Namespace", ns)
-        for q in ("aa", "aa-root"):
-            kube.delete("scheduling.run.ai/v2", "Queue", q)
         kube.close()

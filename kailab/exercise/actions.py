@@ -66,8 +66,9 @@ class Scheduler(Action):
 
     @staticmethod
     def setting(r, index: int, value):
-        """The step's kai.SchedulerChange on the run's lab. The run's preflight calls it for every
-        scheduler step, so what KAI refuses stops the run before anything is applied."""
+        """The step's kai.SchedulerChange on the run's lab. The run's preflight computes it for every
+        scheduler step (run.scheduler_settings), so what KAI refuses stops the run before anything
+        is applied and each step is rendered once."""
         url = None
         if value.usage is not None:  # time-based fair share: usage from this lab's Prometheus
             url = r.runtime.usage_db_url(r.lab)
@@ -78,7 +79,7 @@ class Scheduler(Action):
 
     def run(self, ctx: StepContext, value) -> None:
         r = ctx.run
-        setting = self.setting(r, ctx.index, value)
+        setting = r.scheduler_settings[ctx.index]
         stem = f"scheduler-conf/{ctx.index + 1:02d}-{value.placement}"
         r.evidence.write(f"{stem}.yaml", setting.conf)  # what KAI's operator renders from the shard
         r.evidence.write(f"{stem}.schedulingshard.yaml", setting.shard)  # what KAI's operator is told

@@ -94,6 +94,7 @@ class ExerciseRun:
         self.killed: set[str] = set()  # processes the exercise's faults stopped on purpose
         self.downed: set[str] = set()  # fleet nodes the exercise's faults took away
         self.scheduler_changed = False  # a step reconfigured KAI's scheduler: put the default back
+        self.scheduler_settings: dict = {}  # step index -> its kai.SchedulerChange, rendered in preflight
         self.topology_name = self.names.topology if ex.topology else None
         # fleet nodes a `nodes:` step changed -> the label keys it touched (put back at the end)
         self.nodes_changed: dict[str, set[str]] = {}
@@ -170,7 +171,7 @@ class ExerciseRun:
 
         for index, step in enumerate(self.ex.steps):  # what KAI's operator refuses, before anything is made
             if step.scheduler is not None:
-                Scheduler.setting(self, index, step.scheduler)
+                self.scheduler_settings[index] = Scheduler.setting(self, index, step.scheduler)
 
     def _setup(self) -> None:
         # the namespace's default ServiceAccount is made with it rather than awaited from

@@ -679,19 +679,26 @@ class KindRuntime(Runtime):
     # containers restarted since the run began (log_mark) died during it.
     def log_mark(self, record: LabRecord) -> dict:
         mark = super().log_mark(record)
+        kube = Kube(record.kubeconfig)
         try:
-            self._restarts = _restart_counts(record, _components(record))
+            self._restarts = _restart_counts(kube, _components(record))
         except Exception:  # noqa: BLE001 - no baseline: deaths are not reported for this run
             self._restarts = None
+        finally:
+            kube.close()
         return mark
 
     def dead_components(self, record: LabRecord, ignore: set[str]) -> list[tuple[str, str]]:
         baseline = getattr(self, "_restarts", None)
         if baseline is None:
             return []
-        now = _restart_counts(record, _components(record))
-        return [(name, _last_log_lines(record, pods)) for name, (count, pods) in now.items()
-                if count > baseline.get(name, (0, []))[0] and name not in ignore]
+        kube = Kube(record.kubeconfig)
+        try:
+            now = _restart_counts(kube, _components(record))
+            return [(name, _last_log_lines(kube, pods)) for name, (count, pods) in now.items()
+                    if count > baseline.get(name, (0, []))[0] and name not in ignore]
+        finally:
+            kube.close()
 
     # ---------------------------------------------------------------- status / down
     def status(self, rec: LabRecord) -> dict:
@@ -767,37 +774,29 @@ def _components(rec: LabRecord) -> dict[str, list[str]]:
     return out
 
 
-def _restart_counts(rec: LabRecord, components: dict[str, list[str]]) -> dict[str, tuple[int, list]]:
+def _restart_counts(kube: Kube, components: dict[str, list[str]]) -> dict[str, tuple[int, list]]:
     """Component -> (container restarts over its pods, [(namespace, pod)]), from the pods' owners."""
     out: dict[str, tuple[int, list]] = {}
-    kube = Kube(rec.kubeconfig)
-    try:
-        for ns, names in components.items():
-            for pod in kube.list("v1", "Pod", ns):
-                owner = next((o["name"] for o in pod["metadata"].get("ownerReferences") or []
-                              if o["kind"] == "ReplicaSet"), "")
-                name = owner.rsplit("-", 1)[0]
-                if name not in names:
-                    continue
-                restarts = sum(c.get("restartCount", 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
-                count, pods = out.get(name, (0, []))
-                out[name] = (count + restarts, pods + [(ns, pod["metadata"]["name"])])
-    finally:
-        kube.close()
+    for ns, names in components.items():
+        for pod in kube.list("v1", "Pod", ns):
+            owner = next((o["name"] for o in pod["metadata"].get("ownerReferences") or []
+                          if o["kind"] == "ReplicaSet"), "")
+            name = owner.rsplit("-", 1)[0]
+            if name not in names:
+                continue
+            restarts = sum(c.get("restartCount", 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
+            count, pods = out.get(name, (0, []))
+            out[name] = (count + restarts, pods + [(ns, pod["metadata"]["name"])])
     return out
 
 
-def _last_log_lines(rec: LabRecord, pods: list, lines: int = 10) -> str:
+def _last_log_lines(kube: Kube, pods: list, lines: int = 10) -> str:
     """The crashed container's last lines (its previous instance's log)."""
-    kube = Kube(rec.kubeconfig)
-    try:
-        for ns, name in pods:
-            try:
-                return kube.core.read_namespaced_pod_log(name, ns, previous=True, tail_lines=lines) or ""
-            except Exception:  # noqa: BLE001 - this pod did not restart: try the next
-                continue
-    finally:
-        kube.close()
+    for ns, name in pods:
+        try:
+            return kube.core.read_namespaced_pod_log(name, ns, previous=True, tail_lines=lines) or ""
+        except Exception:  # noqa: BLE001 - this pod did not restart: try the next
+            continue
     return ""
 
 
