@@ -69,3 +69,43 @@ def _attach(outcome) -> None:
     for name, kind in ((evidence.VERDICT, allure.attachment_type.JSON), (evidence.TIMELINE, allure.attachment_type.TEXT)):
         if (root / name).exists():
             allure.attach.file(str(root / name), name=name, attachment_type=kind)
+
+
+class ReplayFile(pytest.File):
+    """exercises/replays/*.yaml: a replay as one test item (its own labs, one per design)."""
+
+    def collect(self):
+        yield ReplayItem.from_parent(self, name=self.path.stem)
+
+
+class ReplayItem(pytest.Item):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.add_marker(pytest.mark.kai)
+        self.add_marker(pytest.mark.lab)
+
+    def runtest(self) -> None:
+        import json
+
+        from ..replay import session
+        from ..replay.spec import load_replay
+
+        _, plan = load_replay(self.path)  # a bad file fails here, before any lab starts
+        root = self.config.getoption("--kailab-evidence")
+        out = session.run_replay(plan, Path(root) if root else None, echo=lambda text: None)
+        comparison = json.loads((out / session.COMPARISON).read_text())
+        self.user_properties.append(("replay_evidence", str(out)))
+        if not comparison["ok"]:
+            raise ReplayFailed(session.markdown(comparison) + f"\nreplay evidence: {out}")
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, (ReplayFailed, KailabError)):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, 0, f"replay {self.name}"
+
+
+class ReplayFailed(Exception):
+    pass

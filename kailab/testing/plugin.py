@@ -2,7 +2,8 @@
 
 - `kailab_labs` (session): brings labs up on demand (one per fleet), tears them down at the end,
   and first reaps labs of earlier test sessions that died without cleaning up.
-- `pytest exercises/` collects every exercise YAML as a test item (see kailab.testing.items).
+- `pytest exercises/` collects every exercise YAML as a test item, and every replay file in
+  exercises/replays/ (see kailab.testing.items).
 - Tests marked `kai` need KAI's components. When KAI cannot be built here and the run sets
   KAILAB_ALLOW_NO_KAI=1, they are *deselected* (never counted as passed) and the summary says
   why; otherwise they fail with the build error.
@@ -17,7 +18,7 @@ import pytest
 
 from ..runtimes import LabRecord
 from ..toolchain import kai_unavailable_reason
-from .items import ExerciseFile
+from .items import ExerciseFile, ReplayFile
 from .labs import kind_unavailable_reason, lab_pool
 
 
@@ -144,4 +145,6 @@ def infra_lab(kailab_labs) -> LabRecord:
 def pytest_collect_file(parent, file_path: Path):
     if file_path.suffix in (".yaml", ".yml") and file_path.parent.name == "exercises":
         return ExerciseFile.from_parent(parent, path=file_path)
+    if file_path.suffix in (".yaml", ".yml") and file_path.parent.name == "replays":
+        return ReplayFile.from_parent(parent, path=file_path)
     return None

@@ -1,0 +1,92 @@
+"""A queue design for a replay: the exercise format's queue tree (quota, limit, overQuotaWeight,
+priority per queue) and, optionally, the exercise format's `scheduler:` setting (placement,
+time-based fair share, any SchedulingShard fragment), which the lab's KAI operator code renders.
+
+    design: more-for-team-a
+    queues:
+      org:
+        gpu: {quota: -1}
+        children:
+          team-a: {gpu: {quota: 20}}
+          team-b: {gpu: {quota: 12}}
+    scheduler: {placement: binpack}     # optional
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import Field
+
+from ..errors import InputError
+from ..exercise.spec import NAME, QueueNode, SchedulerSetting, Strict
+from ..inputs import one_line, read_yaml, validate
+from .. import workloads
+
+
+class DesignSpec(Strict):
+    design: str = Field(description="a short name, shown in the comparison")
+    description: str = ""
+    queues: dict[str, QueueNode] = Field(min_length=1)
+    scheduler: SchedulerSetting | None = None
+
+
+@dataclass(frozen=True)
+class Design:
+    path: Path
+    spec: DesignSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.design
+
+    def tree(self) -> list[tuple[str, str | None, object]]:
+        """(name, parent, GpuShare), parents first."""
+        out: list = []
+
+        def walk(nodes: dict[str, QueueNode], parent: str | None) -> None:
+            for name, node in nodes.items():
+                out.append((name, parent, node.gpu))
+                walk(node.children, name)
+
+        walk(self.spec.queues, None)
+        return out
+
+    def leaf_queues(self) -> set[str]:
+        parents = {p for _, p, _ in self.tree() if p}
+        return {n for n, _, _ in self.tree() if n not in parents}
+
+    def queue_objects(self) -> list[dict]:
+        """The KAI Queue objects, parents first; the queues keep the design's names."""
+        return [workloads.queue(n, gpu.as_queue_gpu(), parent=p, labels={"kailab.io/replay-design": self.name})
+                for n, p, gpu in self.tree()]
+
+
+def load_design(path: str | Path) -> Design:
+    path = Path(path)
+    spec = validate(DesignSpec, read_yaml(path), path)
+    if not NAME.match(spec.design) or len(spec.design) > 40:
+        raise InputError(path, "design", f"{one_line(spec.design)!r} is not a valid name",
+                         "lower-case letters, digits, '-'; at most 40")
+    d = Design(path, spec)
+    names = [n for n, _, _ in d.tree()]
+    for n in names:
+        if not NAME.match(n) or len(n) > 40:
+            raise InputError(path, f"queues.{one_line(n)}", "not a valid queue name", "lower-case letters, digits, '-'")
+        if names.count(n) > 1:
+            raise InputError(path, f"queues.{n}", "appears twice in the tree", "rename one")
+    return d
+
+
+def load_designs(text: str) -> list[Design]:
+    """`--designs A.yaml,B.yaml`: each loaded and checked; names must differ (they name the columns)."""
+    paths = [p.strip() for p in text.split(",") if p.strip()]
+    designs = [load_design(p) for p in paths]
+    seen: dict[str, Path] = {}
+    for d in designs:
+        if d.name in seen:
+            raise InputError(d.path, "design", f"{d.name!r} is also the name of {seen[d.name]}",
+                             "give each design its own name")
+        seen[d.name] = d.path
+    return designs

@@ -1,0 +1,266 @@
+"""One replay of a trace on one lab: the design's queues applied, every job submitted at its
+(compressed) arrival time, every pod watched, every job's times recorded.
+
+Whole-GPU jobs are Kubernetes Jobs (parallelism = completions = pods; min_members > 1 is KAI's gang
+annotation), so a pod KAI evicts comes back as a new pod that starts its run over, as an unsaved
+training step would. Jobs of GPU fractions are bare pods (KAI's GPU sharing; see workloads.pods):
+an evicted one does not come back. KWOK ends each pod `duration_s / compress` seconds after it
+started running (kailab's run-duration stage).
+
+All times are this process's monotonic clock (the submitter and the watch share it); figures
+convert them to trace time by multiplying by the compression factor.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from .. import workloads
+from ..kube import Kube
+from .trace import Trace, TraceJob
+
+SUBMIT_THREADS = 16
+SETTLED_QUIET_S = 10.0  # nothing pending or running this long: what is left cannot finish
+DESIGN_LABEL = "kailab.io/replay-design"
+
+
+@dataclass
+class PodRecord:
+    job: str
+    seen: float
+    bound: float | None = None
+    node: str = ""
+    succeeded: float | None = None
+    gone: float | None = None  # deleted (or being deleted) before it succeeded
+    bound_by_us: bool = True
+
+
+@dataclass
+class Ledger:
+    """What the watch saw, per pod; and the submitter's times, per job."""
+
+    pods: dict[str, PodRecord] = field(default_factory=dict)
+    planned: dict[str, float] = field(default_factory=dict)
+    submitted: dict[str, float] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class PodWatch(threading.Thread):
+    """Every pod of one namespace: first seen, bound (and where), succeeded, deleted."""
+
+    def __init__(self, kube: Kube, namespace: str, ledger: Ledger):
+        super().__init__(daemon=True, name=f"kailab-replay-watch-{namespace}")
+        self.kube, self.namespace, self.ledger = kube, namespace, ledger
+        self.stopping = threading.Event()
+        self.ready = threading.Event()
+        self.errors: list[str] = []
+
+    def _see(self, kind: str, pod: dict) -> None:
+        meta = pod["metadata"]
+        name = meta["name"]
+        now = time.monotonic()
+        job = (meta.get("labels") or {}).get(workloads.OWNER_LABEL, "")
+        with self.ledger.lock:
+            rec = self.ledger.pods.get(name)
+            if rec is None:
+                rec = self.ledger.pods[name] = PodRecord(job=job, seen=now)
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and rec.bound is None:
+                rec.bound, rec.node = now, node
+            if (pod.get("status") or {}).get("phase") == "Succeeded" and rec.succeeded is None:
+                rec.succeeded = now
+            if rec.succeeded is None and rec.gone is None and (kind == "DELETED" or meta.get("deletionTimestamp")):
+                rec.gone = now
+
+    def run(self) -> None:
+        pool = self.kube.api_client.rest_client.pool_manager
+        base = f"{self.kube.api_client.configuration.host}/api/v1/namespaces/{self.namespace}/pods"
+        while not self.stopping.is_set():
+            try:
+                listed = json.loads(pool.request("GET", base, timeout=60).data)
+                for pod in listed.get("items", []):
+                    self._see("LISTED", pod)
+                self.ready.set()
+                rv = listed["metadata"]["resourceVersion"]
+                resp = pool.request("GET", f"{base}?watch=1&allowWatchBookmarks=false&resourceVersion={rv}"
+                                    "&timeoutSeconds=120", preload_content=False, timeout=None)
+                buf = b""
+                for chunk in resp.stream(65536):
+                    buf += chunk
+                    *lines, buf = buf.split(b"\n")
+                    for line in lines:
+                        if line:
+                            event = json.loads(line)
+                            if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                                self._see(event["type"], event["object"])
+                    if self.stopping.is_set():
+                        break
+                resp.release_conn()
+            except Exception as err:  # noqa: BLE001 - relist and go on; kept for the record
+                self.errors.append(f"{type(err).__name__}: {err}"[:200])
+                time.sleep(0.5)
+
+
+def job_objects(job: TraceJob, namespace: str, compress: float) -> list[dict]:
+    """The objects one trace job is made of (config maps first, for GPU fractions)."""
+    run = f"{max(job.duration_s / compress, 0.001):.3f}s"
+    if job.fractional:
+        return workloads.pods(job.name, namespace, job.queue, job.pods, gpus=0, priority_class=job.priority,
+                              run_duration=run, share={workloads.GPU_FRACTION: f"{job.gpus:g}"})
+    obj = workloads.job(job.name, namespace, job.queue, job.pods, gpus=int(job.gpus),
+                        gang=job.min_members if job.min_members > 1 else None,
+                        priority_class=job.priority, run_duration=run)
+    annotations = {}
+    if job.topology_required:
+        annotations[workloads.TOPOLOGY_REQUIRED] = job.topology_required
+    if job.topology_preferred:
+        annotations[workloads.TOPOLOGY_PREFERRED] = job.topology_preferred
+    if annotations:
+        obj["metadata"].setdefault("annotations", {}).update(annotations)
+    return [obj]
+
+
+_PATHS = {"Job": "apis/batch/v1/namespaces/{ns}/jobs", "Pod": "api/v1/namespaces/{ns}/pods",
+          "ConfigMap": "api/v1/namespaces/{ns}/configmaps"}
+
+
+def _create(kube: Kube, obj: dict) -> str | None:
+    """POST one object; None when created (or already there), else the server's words."""
+    pool = kube.api_client.rest_client.pool_manager
+    url = f"{kube.api_client.configuration.host}/" + _PATHS[obj["kind"]].format(ns=obj["metadata"]["namespace"])
+    body = json.dumps(obj).encode()
+    resp = None
+    for attempt in range(5):
+        resp = pool.request("POST", url, body=body, headers={"Content-Type": "application/json"}, timeout=60)
+        if resp.status in (200, 201, 409):
+            return None
+        if resp.status not in (429, 500, 503, 504):
+            break
+        time.sleep(0.2 * (attempt + 1))
+    try:
+        message = json.loads(resp.data).get("message", "")
+    except ValueError:
+        message = resp.data[:200].decode(errors="replace")
+    return f"HTTP {resp.status}: {message}"
+
+
+def play(kube: Kube, trace: Trace, namespace: str, compress: float, deadline_s: float,
+         on_progress=None) -> tuple[Ledger, dict]:
+    """Submit every job on schedule and watch until every job has finished or `deadline_s` (from
+    the first arrival) has passed. Returns the ledger and the run's clock facts."""
+    ledger = Ledger()
+    watch = PodWatch(kube, namespace, ledger)
+    watch.start()
+    watch.ready.wait(30)
+    jobs = trace.jobs
+    first = jobs[0].arrival_s
+    t0 = time.monotonic() + 1.0  # a second to get going
+    wall0 = time.time() + 1.0
+    pool = ThreadPoolExecutor(max_workers=SUBMIT_THREADS)
+
+    def submit(job: TraceJob) -> None:
+        for obj in job_objects(job, namespace, compress):
+            try:
+                err = _create(kube, obj)
+            except Exception as exc:  # noqa: BLE001 - the API server unreachable: the job is refused, said why
+                err = f"{type(exc).__name__}: {exc}"[:300]
+            if err:
+                with ledger.lock:
+                    ledger.refused[job.name] = err
+                return
+        with ledger.lock:
+            ledger.submitted[job.name] = time.monotonic()
+
+    for job in jobs:
+        planned = t0 + (job.arrival_s - first) / compress
+        ledger.planned[job.name] = planned
+        delay = planned - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        pool.submit(submit, job)
+    pool.shutdown(wait=True)
+    submitted_all = time.monotonic()
+    end_by = t0 + deadline_s
+    want = {j.name: j.pods for j in jobs}
+    last_note = 0.0
+    quiet_since = None
+    while time.monotonic() < end_by:
+        done = _finished(ledger, want)
+        if on_progress and time.monotonic() - last_note > 15:
+            on_progress(f"{len(done)}/{len(want)} jobs finished")
+            last_note = time.monotonic()
+        if len(done) + len(ledger.refused) >= len(want):
+            break
+        # what is left can no longer finish (evicted bare pods, a failed Job): nothing has been
+        # pending or running for a while
+        if _live(ledger):
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since > SETTLED_QUIET_S:
+            break
+        time.sleep(0.5)
+    end = time.monotonic()
+    watch.stopping.set()
+    clock = {"t0": t0, "wall_t0": wall0, "end": end, "wall_end": wall0 + (end - t0),
+             "submitted_all": submitted_all, "timed_out": time.monotonic() >= end_by,
+             "watch_errors": watch.errors[:5]}
+    return ledger, clock
+
+
+def _finished(ledger: Ledger, want: dict[str, int]) -> set[str]:
+    done: dict[str, int] = {}
+    with ledger.lock:
+        for rec in ledger.pods.values():
+            if rec.succeeded is not None:
+                done[rec.job] = done.get(rec.job, 0) + 1
+    return {j for j, n in done.items() if n >= want.get(j, 1 << 30)}
+
+
+def _live(ledger: Ledger) -> bool:
+    with ledger.lock:
+        return any(r.succeeded is None and r.gone is None for r in ledger.pods.values())
+
+
+def records(trace: Trace, ledger: Ledger, clock: dict, compress: float) -> dict:
+    """The run as data: per job (trace-time seconds from the first arrival) and per pod."""
+    t0 = clock["t0"]
+
+    def rel(t):
+        return None if t is None else round((t - t0) * compress, 3)
+
+    by_job: dict[str, list[PodRecord]] = {}
+    for rec in ledger.pods.values():
+        by_job.setdefault(rec.job, []).append(rec)
+    out_jobs = []
+    for job in trace.jobs:
+        pods = sorted(by_job.get(job.name, []), key=lambda r: r.bound or float("inf"))
+        bound = [r.bound for r in pods if r.bound is not None]
+        started = bound[job.min_members - 1] if len(bound) >= job.min_members else None
+        succeeded = sorted(r.succeeded for r in pods if r.succeeded is not None)
+        finished = succeeded[job.pods - 1] if len(succeeded) >= job.pods else None
+        evicted = [r for r in pods if r.gone is not None and r.bound is not None]
+        out_jobs.append({
+            "name": job.name, "queue": job.queue, "pods": job.pods, "gpus": job.gpus,
+            "min_members": job.min_members, "duration_s": job.duration_s, "priority": job.priority,
+            "arrival_s": job.arrival_s, "planned": rel(ledger.planned.get(job.name)),
+            "submitted": rel(ledger.submitted.get(job.name)), "started": rel(started),
+            "finished": rel(finished), "evicted_pods": len(evicted),
+            "refused": ledger.refused.get(job.name, ""),
+        })
+    gpus = {j.name: j.gpus for j in trace.jobs}
+    end = clock["end"]
+    intervals = [{"job": r.job, "gpus": gpus.get(r.job, 0), "node": r.node, "from": rel(r.bound),
+                  "to": rel(r.succeeded or r.gone or end), "ended": "succeeded" if r.succeeded else
+                  ("evicted" if r.gone else "running")}
+                 for r in ledger.pods.values() if r.bound is not None]
+    return {"compress": compress, "span": rel(end), "timed_out": clock["timed_out"],
+            "submit_lag_wall_s": sorted(round(ledger.submitted[n] - ledger.planned[n], 4)
+                                        for n in ledger.submitted),
+            "jobs": out_jobs, "pod_intervals": intervals, "watch_errors": clock["watch_errors"],
+            "wall": {"start": clock["wall_t0"], "end": clock["wall_end"]}}

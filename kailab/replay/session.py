@@ -1,0 +1,273 @@
+"""A whole replay: one lab per variant (a queue design, or a KAI version with one design) side by
+side, the trace played `repeat` times on each, every run's records and figures on disk, then the
+comparison (medians, spreads, what moved beyond the spread, expectations) and its page.
+
+On disk (evidence/replay-<stamp>/):
+  plan.json                 what was asked (trace, variants, fleet, compression, repeat)
+  trace.<csv|yaml>          the trace as given;  designs/<name>.yaml  each design as given
+  <variant>/lab.json        the lab's KAI version and runtime
+  <variant>/run-<i>/records.json, figures.json   per run;  error.txt when a run could not finish
+  comparison.json, comparison.md, report.html
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import toolchain, versions, workloads
+from ..errors import KailabError
+from ..fleet import load_fleet
+from ..kube import Kube
+from ..paths import evidence_dir
+from ..runtimes import LabSpec, lab, runtime_of
+from ..scale import cpu_seconds
+from . import figures as figs
+from .design import Design
+from .player import play, records
+from .trace import Trace, check_against
+
+COMPARISON = "comparison.json"
+DRAIN_FACTOR = 2.0  # a run ends at the latest this many times the trace's compressed span after its start
+DRAIN_EXTRA_S = 120.0
+
+
+@dataclass
+class Variant:
+    label: str
+    design: Design
+    kai_version: str
+
+
+@dataclass
+class Plan:
+    trace: Trace
+    variants: list[Variant]
+    fleet: str
+    compress: float
+    repeat: int = 1
+    runtime: str = "binary"
+    timeout_s: float | None = None
+    expectations: list[str] = field(default_factory=list)
+
+    def deadline_s(self) -> float:
+        return self.timeout_s or (self.trace.span_s / self.compress * DRAIN_FACTOR + DRAIN_EXTRA_S)
+
+    def as_json(self) -> dict:
+        return {"trace": str(self.trace.path), "jobs": len(self.trace.jobs), "fleet": self.fleet,
+                "compress": self.compress, "repeat": self.repeat, "runtime": self.runtime,
+                "deadline_wall_s": round(self.deadline_s(), 1), "expectations": self.expectations,
+                "variants": [{"label": v.label, "design": v.design.name, "design_file": str(v.design.path),
+                              "kai_version": v.kai_version} for v in self.variants]}
+
+
+def variants_for(designs: list[Design], kai_versions: list[str]) -> list[Variant]:
+    """Designs side by side on one KAI version, or one design on several KAI versions."""
+    if len(designs) > 1 and len(kai_versions) > 1:
+        raise KailabError("compare designs (--designs A,B) or KAI versions (--kai-versions vA,vB), not both at once")
+    if len(designs) == 1 and len(kai_versions) > 1:
+        return [Variant(v, designs[0], v) for v in kai_versions]
+    version = kai_versions[0] if kai_versions else versions.DEFAULT_KAI
+    return [Variant(d.name, d, version) for d in designs]
+
+
+def check(plan: Plan) -> None:
+    """Everything checked before a lab starts: the trace against every design and the fleet, the
+    expectations' syntax, the compression."""
+    if plan.compress <= 0:
+        raise KailabError(f"--compress {plan.compress:g}: give a factor > 0 (e.g. 12: an hour of trace in 5 minutes)")
+    if plan.repeat < 1:
+        raise KailabError("--repeat: at least 1")
+    fleet = load_fleet(plan.fleet)
+    for v in plan.variants:
+        check_against(plan.trace, v.design.leaf_queues(), f"design {v.design.path}", fleet.gpus_total)
+    for text in plan.expectations:
+        figs.Expectation(text)  # syntax: a ValueError names the fix
+
+
+def run_replay(plan: Plan, root: Path | None = None, echo=print) -> Path:
+    check(plan)
+    for version in dict.fromkeys(v.kai_version for v in plan.variants):  # builds first, one at a time
+        toolchain.build_all(toolchain.recipes_for(versions.normalise(version)), None)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = (root or evidence_dir()) / f"replay-{stamp}"
+    (out / "designs").mkdir(parents=True)
+    (out / "plan.json").write_text(json.dumps(plan.as_json(), indent=2))
+    shutil.copyfile(plan.trace.path, out / f"trace{plan.trace.path.suffix.lower()}")
+    for v in plan.variants:
+        shutil.copyfile(v.design.path, out / "designs" / f"{v.design.name}.yaml")
+    echo(f"replay: {len(plan.trace.jobs)} jobs, {plan.trace.span_s / 3600:.2f} h of trace compressed "
+         f"{plan.compress:g}x (at most {plan.deadline_s() / 60:.1f} min per run), {plan.repeat} run(s) on each of "
+         f"{', '.join(v.label for v in plan.variants)}; evidence: {out}")
+    lock = threading.Lock()
+
+    def say(label: str, text: str) -> None:
+        with lock:
+            echo(f"  [{label}] {text}")
+
+    with ThreadPoolExecutor(max_workers=len(plan.variants)) as pool:
+        list(pool.map(lambda v: _variant(plan, v, out, stamp, say), plan.variants))
+    comparison = compare(out)
+    (out / COMPARISON).write_text(json.dumps(comparison, indent=2))
+    (out / "comparison.md").write_text(markdown(comparison))
+    from ..report import write_report
+
+    write_report([out])
+    return out
+
+
+def _variant(plan: Plan, v: Variant, out: Path, stamp: str, say) -> None:
+    vdir = out / v.label
+    vdir.mkdir()
+    spec = LabSpec(name=f"replay-{stamp.lower()}-{v.label}"[:50].rstrip("-"), runtime=plan.runtime,
+                   fleet=plan.fleet, kai_version=v.kai_version)
+    try:
+        with lab(spec) as rec:
+            (vdir / "lab.json").write_text(json.dumps({"lab": rec.name, "runtime": rec.runtime,
+                                                        "kai_version": rec.kai_version, "fleet": rec.fleet,
+                                                        "gpus": rec.gpus, "nodes": rec.nodes}, indent=2))
+            say(v.label, f"lab {rec.name} up ({rec.nodes} nodes, {rec.gpus} GPUs, KAI {rec.kai_version})")
+            runtime = runtime_of(rec)
+            kube = Kube(rec.kubeconfig)
+            try:
+                _apply_design(kube, rec, runtime, v.design, vdir)
+                for i in range(1, plan.repeat + 1):
+                    _one_run(plan, v, rec, runtime, kube, vdir / f"run-{i}", i, say)
+            finally:
+                kube.close()
+    except KailabError as err:
+        (vdir / "error.txt").write_text(str(err) + "\n")
+        say(v.label, f"error: {err}")
+
+
+def _apply_design(kube: Kube, rec, runtime, design: Design, vdir: Path) -> None:
+    for obj in design.queue_objects():
+        kube.apply(obj)
+    if design.spec.scheduler is not None:
+        from ..exercise.actions import rendered_setting
+
+        url = runtime.usage_db_url(rec) if design.spec.scheduler.usage is not None else None
+        if design.spec.scheduler.usage is not None and not url:
+            raise KailabError(f"{design.path}: scheduler.usage needs the lab's Prometheus, which lab {rec.name} lacks")
+        setting = rendered_setting(design.path, 0, design.spec.scheduler, rec.kai_version, url)
+        import yaml
+
+        (vdir / "scheduler-conf.yaml").write_text(yaml.safe_dump(setting.conf, sort_keys=False))
+        runtime.configure_scheduler(rec, setting)
+
+
+def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: int, say) -> None:
+    rdir.mkdir(parents=True)
+    ns = f"replay-run-{i}"
+    kube.apply(workloads.namespace(ns, labels={"kailab.io/replay": v.label}))
+    kube.apply(workloads.service_account("default", ns))
+    mark = time.time()
+    cpu0 = cpu_seconds(rec.dir)
+    say(v.label, f"run {i}: playing {len(plan.trace.jobs)} jobs")
+    ledger, clock = play(kube, plan.trace, ns, plan.compress, plan.deadline_s(),
+                         on_progress=lambda text: say(v.label, f"run {i}: {text}"))
+    rec_data = records(plan.trace, ledger, clock, plan.compress)
+    cpu1 = cpu_seconds(rec.dir)  # what each lab process spent: which party limits a big replay
+    rec_data["cpu_seconds"] = {k: round(cpu1[k] - cpu0.get(k, 0), 1) for k in cpu1}
+    rec_data["wall_seconds"] = round(clock["end"] - clock["t0"], 1)
+    dead = runtime.dead_components(rec, ignore=set())
+    if dead:
+        kai = runtime.kai_components(rec)
+        rec_data["error"] = "; ".join(f"{'KAI' if c in kai else 'lab'} component died: {c}" for c, _ in dead)
+        (rdir / "error.txt").write_text(rec_data["error"] + "\n" + "\n".join(log for _, log in dead) + "\n")
+    if getattr(rec, "metrics", False):
+        from ..exercise.kai_metrics import evictions_by_action
+        from ..runtimes import metrics
+
+        rec_data["evicted_by_action"] = evictions_by_action(metrics.url(rec.ports), mark, time.time())
+    (rdir / "records.json").write_text(json.dumps(rec_data, indent=1))
+    f = figs.run_figures(rec_data, rec.gpus)
+    f["evicted_by_action"] = (rec_data.get("evicted_by_action") or {}).get("by_action", {})
+    (rdir / "figures.json").write_text(json.dumps(f, indent=2))
+    a = f["all"]
+    say(v.label, f"run {i}: {a['completed']}/{a['jobs']} jobs completed, wait p50 {a['wait_p50']} s / "
+                 f"p99 {a['wait_p99']} s (trace time), utilisation {f['fleet']['utilisation_mean']}, "
+                 f"submit lag p99 {f['submit']['lag_p99_wall_s']} s wall"
+                 + (f"; {rec_data['error']}" if dead else "") + (" (timed out)" if clock["timed_out"] else ""))
+    kube.delete("v1", "Namespace", ns)
+    _wait_gone(kube, ns)
+
+
+def _wait_gone(kube: Kube, ns: str, timeout: float = 180) -> None:
+    """The next run starts on an empty fleet: wait until the namespace (and its pods) are gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and kube.get("v1", "Namespace", ns) is not None:
+        kube.delete_pods(ns)
+        time.sleep(1)
+
+
+def compare(out: Path) -> dict:
+    """The comparison, read back from every run's figures.json (never from memory)."""
+    plan = json.loads((out / "plan.json").read_text())
+    by: dict[str, list[dict]] = {}
+    errors: dict[str, list[str]] = {}
+    for v in plan["variants"]:
+        vdir = out / v["label"]
+        runs = sorted(vdir.glob("run-*"), key=lambda p: int(p.name.split("-")[1]))
+        by[v["label"]] = [json.loads((r / "figures.json").read_text()) for r in runs if (r / "figures.json").exists()]
+        errors[v["label"]] = ([(vdir / "error.txt").read_text().strip()] if (vdir / "error.txt").exists() else []) + \
+            [f"{r.name}: {(r / 'error.txt').read_text().splitlines()[0]}" for r in runs if (r / "error.txt").exists()]
+    medians = {label: figs.medians(runs) for label, runs in by.items() if runs}
+    checked = []
+    for text in plan["expectations"]:
+        try:
+            for held, what in figs.Expectation(text).check(medians):
+                checked.append({"expect": text, "held": held, "figures": what})
+        except ValueError as err:
+            checked.append({"expect": text, "held": False, "figures": str(err)})
+    return {"plan": plan, "runs": {label: len(runs) for label, runs in by.items()}, "errors": errors,
+            "medians": medians, "ranges": {label: figs.ranges(runs) for label, runs in by.items() if runs},
+            "differences": figs.differences(by), "expectations": checked,
+            "utilisation": {label: runs[0]["fleet"]["utilisation_series"] for label, runs in by.items() if runs},
+            "queues": sorted({q for runs in by.values() for r in runs for q in r["queues"]}),
+            "ok": all(c["held"] for c in checked) and not any(errors.values()) and all(by.values())}
+
+
+KEY_FIGURES = ("jobs", "completed", "not_started", "wait_p50", "wait_p95", "wait_p99", "wait_max",
+               "gpu_hours_requested", "gpu_hours_delivered", "gpu_hours_lost_to_evictions", "evicted_pods")
+
+
+def markdown(c: dict) -> str:
+    labels = list(c["medians"])
+    plan = c["plan"]
+    moved = c["differences"].get("moved", {})
+    lines = [f"# Replay of {plan['trace']} ({plan['jobs']} jobs)", "",
+             f"Fleet {plan['fleet']}, compression {plan['compress']:g}x, {plan['repeat']} run(s) per variant. "
+             "Times are trace seconds (wall seconds x compression); each cell is the median over runs, "
+             "with the range when runs differ. **Bold**: moved beyond the runs' spread between variants.", "",
+             "| figure | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+    for scope in ["all", *c["queues"]]:
+        for k in KEY_FIGURES:
+            key = f"{scope}.{k}"
+            if not any(key in c["medians"][lb] for lb in labels):
+                continue
+            cells = []
+            for lb in labels:
+                m = c["medians"][lb].get(key)
+                lo, hi = c["ranges"][lb].get(key, [m, m])
+                text = "—" if m is None else (f"{m:g}" if lo == hi else f"{m:g} ({lo:g}–{hi:g})")
+                cells.append(f"**{text}**" if key in moved else text)
+            lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    for k in ("fleet.utilisation_mean", "submit.lag_p99_wall_s"):
+        lines.append(f"| {k} | " + " | ".join(f"{c['medians'][lb].get(k, '—')}" for lb in labels) + " |")
+    if not c["differences"]["judged"]:
+        lines += ["", f"No difference judged: {c['differences']['why']}."]
+    elif not moved:
+        lines += ["", "No figure moved beyond the spread of repeated runs."]
+    for e in c["expectations"]:
+        lines.append(f"\n- expect `{e['expect']}`: {'held' if e['held'] else 'FAILED'} ({e['figures']})")
+    for label, errs in c["errors"].items():
+        for e in errs:
+            lines.append(f"\n- {label}: error: {e}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,261 @@
+"""The replay trace: one job per row, in CSV or YAML, checked row by row.
+
+Columns (CSV header or YAML keys; times in seconds of trace time):
+  arrival_s    when the job is submitted, from the trace's start (>= 0; rows sorted by it)
+  queue        the leaf queue it is submitted to (must be a leaf queue of every design replayed)
+  pods         how many pods (>= 1)
+  gpus         GPUs per pod: a whole number (0 allowed), or a fraction of one GPU in (0, 1)
+  duration_s   how long each pod runs once started (> 0); an evicted pod that comes back starts over
+optional:
+  name         the job's name (default job-<row>); unique
+  priority     KAI priority class (default train)
+  min_members  gang size: KAI starts the job only with this many pods at once (default 1 = no gang)
+  topology_required / topology_preferred   a topology level label (KAI's topology annotations; the
+               lab's fleet must have a topology)
+
+A bad row is one line naming the file, the row and the field, and how to fix it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from ..inputs import is_file, one_line, read_yaml
+
+REQUIRED = ("arrival_s", "queue", "pods", "gpus", "duration_s")
+OPTIONAL = ("name", "priority", "min_members", "topology_required", "topology_preferred")
+COLUMNS = REQUIRED + OPTIONAL
+# KAI's chart's priority classes (the lab creates them): the only ones a trace may name
+PRIORITY_CLASSES = ("train", "build-preemptible", "build", "inference")
+MAX_TRACE_BYTES = 64 << 20
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    name: str
+    arrival_s: float
+    queue: str
+    pods: int
+    gpus: float  # per pod; < 1 is a fraction of one GPU
+    duration_s: float
+    priority: str = "train"
+    min_members: int = 1
+    topology_required: str = ""
+    topology_preferred: str = ""
+    row: int = 0  # the row in the file it came from (1 = first job), for messages
+
+    @property
+    def fractional(self) -> bool:
+        return 0 < self.gpus < 1
+
+    @property
+    def gpus_requested(self) -> float:
+        return self.pods * self.gpus
+
+    def as_row(self) -> dict:
+        out = asdict(self)
+        out.pop("row")
+        return out
+
+
+@dataclass(frozen=True)
+class Trace:
+    path: Path
+    jobs: list[TraceJob]
+
+    @property
+    def span_s(self) -> float:
+        """From the first arrival to the last job's planned end (were it started at once)."""
+        if not self.jobs:
+            return 0.0
+        return max(j.arrival_s + j.duration_s for j in self.jobs) - self.jobs[0].arrival_s
+
+    def queues(self) -> list[str]:
+        return sorted({j.queue for j in self.jobs})
+
+    def gpu_seconds_requested(self) -> float:
+        return sum(j.gpus_requested * j.duration_s for j in self.jobs)
+
+
+def load_trace(path: str | Path) -> Trace:
+    path = Path(path)
+    if not is_file(path):
+        raise InputError(path, "", "file not found", "check the path")
+    if path.stat().st_size > MAX_TRACE_BYTES:
+        raise InputError(path, "", f"larger than {MAX_TRACE_BYTES >> 20} MiB", "split the trace")
+    if path.suffix.lower() == ".csv":
+        rows = _csv_rows(path)
+    elif path.suffix.lower() in (".yaml", ".yml"):
+        rows = _yaml_rows(path)
+    else:
+        raise InputError(path, "", f"unknown trace type {path.suffix or '(no suffix)'!r}", "name it .csv or .yaml")
+    if not rows:
+        raise InputError(path, "jobs", "the trace has no jobs", "add at least one row")
+    jobs = [_job(path, i + 1, row) for i, row in enumerate(rows)]
+    _check_whole(path, jobs)
+    return Trace(path, jobs)
+
+
+def _csv_rows(path: Path) -> list[dict]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(path, "", "not UTF-8 text", "save it as UTF-8") from None
+    reader = csv.DictReader(io.StringIO(text))
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    if not header:
+        raise InputError(path, "header", "no header row", f"start with: {','.join(REQUIRED)}")
+    _check_columns(path, header, "column")
+    rows = []
+    for raw in reader:
+        if None in raw:  # more cells than the header names
+            raise InputError(path, f"row {len(rows) + 1}", f"{len(header) + len(raw[None])} cells for "
+                             f"{len(header)} columns", "remove the extra cells or quote a comma")
+        row = {k.strip(): (v or "").strip() for k, v in raw.items()}
+        if not any(row.values()):
+            continue
+        rows.append({k: v for k, v in row.items() if v != ""})
+    return rows
+
+
+def _yaml_rows(path: Path) -> list[dict]:
+    data = read_yaml(path)
+    if isinstance(data, dict):
+        extra = sorted(set(data) - {"jobs", "name", "description", "generated"})
+        if extra:
+            raise InputError(path, one_line(str(extra[0])), "unknown field", "a trace has jobs: [...] (and name, description)")
+        data = data.get("jobs")
+    if not isinstance(data, list):
+        raise InputError(path, "jobs", "expected a list of jobs", "write jobs: [{arrival_s: 0, queue: ..., ...}]")
+    for i, row in enumerate(data):
+        if not isinstance(row, dict):
+            raise InputError(path, f"row {i + 1}", "expected a mapping", "write {arrival_s: ..., queue: ..., ...}")
+        _check_columns(path, [str(k) for k in row], f"row {i + 1}: field", required=True)
+    return data
+
+
+def _check_columns(path: Path, names: list[str], what: str, required: bool = True) -> None:
+    for n in names:
+        if n not in COLUMNS:
+            near = [c for c in COLUMNS if c.split("_")[0] == n.split("_")[0]]
+            raise InputError(path, f"{what} {one_line(n)!r}", "unknown",
+                             f"did you mean {near[0]}?" if near else f"columns are {', '.join(COLUMNS)}")
+    if required:
+        for n in REQUIRED:
+            if n not in names:
+                raise InputError(path, f"{what} {n}", "missing", f"every job needs {', '.join(REQUIRED)}")
+
+
+def _number(path: Path, where: str, value, integer: bool = False) -> float:
+    if isinstance(value, bool):
+        raise InputError(path, where, f"{value!r} is not a number", "write a number")
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise InputError(path, where, f"{one_line(str(value))!r} is not a number", "write a number") from None
+    if not math.isfinite(out):
+        raise InputError(path, where, f"{value!r} is not a finite number", "write a number")
+    if integer and out != int(out):
+        raise InputError(path, where, f"{value!r} is not a whole number", "write a whole number")
+    return out
+
+
+def _job(path: Path, n: int, row: dict) -> TraceJob:
+    where = f"row {n}, field"
+    arrival = _number(path, f"{where} arrival_s", row["arrival_s"])
+    if arrival < 0:
+        raise InputError(path, f"{where} arrival_s", f"{arrival:g} is negative", "seconds from the trace's start, >= 0")
+    pods = int(_number(path, f"{where} pods", row["pods"], integer=True))
+    if pods < 1:
+        raise InputError(path, f"{where} pods", f"{pods} pods", "a job has at least 1 pod")
+    gpus = _number(path, f"{where} gpus", row["gpus"])
+    if gpus < 0 or (gpus > 1 and gpus != int(gpus)):
+        raise InputError(path, f"{where} gpus", f"{gpus:g} GPUs per pod", "a whole number >= 0, or a fraction in (0, 1)")
+    duration = _number(path, f"{where} duration_s", row["duration_s"])
+    if duration <= 0:
+        raise InputError(path, f"{where} duration_s", f"{duration:g} is not positive", "seconds > 0")
+    queue = str(row["queue"]).strip()
+    if not NAME.match(queue):
+        raise InputError(path, f"{where} queue", f"{one_line(queue)!r} is not a queue name", "lower-case letters, digits, '-'")
+    name = str(row.get("name", f"job-{n}")).strip()
+    if not NAME.match(name):
+        raise InputError(path, f"{where} name", f"{one_line(name)!r} is not a valid name",
+                         "lower-case letters, digits, '-'; at most 40")
+    priority = str(row.get("priority", "train")).strip()
+    if priority not in PRIORITY_CLASSES:
+        raise InputError(path, f"{where} priority", f"unknown priority class {one_line(priority)!r}",
+                         f"one of {', '.join(PRIORITY_CLASSES)}")
+    min_members = int(_number(path, f"{where} min_members", row.get("min_members", 1), integer=True))
+    if not 1 <= min_members <= pods:
+        raise InputError(path, f"{where} min_members", f"{min_members} for a job of {pods} pods",
+                         "between 1 and pods")
+    if 0 < gpus < 1 and min_members > 1:
+        raise InputError(path, f"{where} min_members", "a gang of GPU-fraction pods",
+                         "fractional jobs run as separate pods: set min_members 1 or whole GPUs")
+    topo = {k: str(row.get(k, "")).strip() for k in ("topology_required", "topology_preferred")}
+    return TraceJob(name=name, arrival_s=arrival, queue=queue, pods=pods, gpus=gpus, duration_s=duration,
+                    priority=priority, min_members=min_members, row=n, **topo)
+
+
+def _check_whole(path: Path, jobs: list[TraceJob]) -> None:
+    seen: dict[str, int] = {}
+    for prev, job in zip([None, *jobs], jobs):
+        if prev is not None and job.arrival_s < prev.arrival_s:
+            raise InputError(path, f"row {job.row}, field arrival_s",
+                             f"{job.arrival_s:g} is before row {prev.row}'s {prev.arrival_s:g}",
+                             "sort the trace by arrival_s")
+        if job.name in seen:
+            raise InputError(path, f"row {job.row}, field name", f"{job.name!r} is also row {seen[job.name]}'s name",
+                             "names are unique")
+        seen[job.name] = job.row
+
+
+def check_against(trace: Trace, leaf_queues: set[str], source: str, fleet_gpus: int,
+                  has_topology_levels: set[str] | None = None) -> None:
+    """What a trace needs of a design and a fleet: its queues are the design's leaf queues, no job
+    asks for more GPUs than the fleet has."""
+    for job in trace.jobs:
+        if job.queue not in leaf_queues:
+            raise InputError(trace.path, f"row {job.row}, field queue",
+                             f"{job.queue!r} is not a leaf queue of {source}",
+                             f"its leaf queues: {', '.join(sorted(leaf_queues))}")
+        if job.gpus_requested > fleet_gpus:
+            raise InputError(trace.path, f"row {job.row}, field pods",
+                             f"{job.pods} x {job.gpus:g} GPUs is more than the fleet's {fleet_gpus}",
+                             "use a larger fleet or a smaller job")
+        for key in ("topology_required", "topology_preferred"):
+            level = getattr(job, key)
+            if level and has_topology_levels is not None and level not in has_topology_levels:
+                raise InputError(trace.path, f"row {job.row}, field {key}",
+                                 f"{level!r} is not a topology level of the fleet",
+                                 f"levels: {', '.join(sorted(has_topology_levels)) or 'none (use a racks fleet)'}")
+
+
+def write_trace(path: Path, jobs: list[TraceJob], name: str = "", description: str = "") -> None:
+    """A trace file, CSV or YAML by suffix, that load_trace reads back to the same jobs."""
+    rows = [{k: v for k, v in j.as_row().items() if v not in ("", None)
+             and not (k == "min_members" and v == 1) and not (k == "priority" and v == "train")} for j in jobs]
+    if path.suffix.lower() == ".csv":
+        cols = [c for c in COLUMNS if any(c in r for r in rows)]
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: _plain(v) for k, v in r.items()})
+        path.write_text(buf.getvalue())
+        return
+    import yaml
+
+    doc = {"name": name or path.stem, "description": description, "jobs": [{k: _plain(v) for k, v in r.items()} for r in rows]}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=140))
+
+
+def _plain(v):
+    return int(v) if isinstance(v, float) and v == int(v) else v

@@ -1,0 +1,123 @@
+"""A replay's page section: the comparison table (medians, ranges, what moved beyond the runs'
+spread), fleet GPU utilisation over trace time per variant, waits per queue, expectations.
+Read from the replay directory's comparison.json, written by kailab.replay.session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .svg import PALETTE, _points, nice_max, num
+from .text import esc, fmt
+
+COMPARISON = "comparison.json"
+FIGURES = ("jobs", "completed", "not_started", "wait_p50", "wait_p95", "wait_p99", "wait_max",
+           "gpu_hours_requested", "gpu_hours_delivered", "gpu_hours_lost_to_evictions", "evicted_pods")
+
+
+def is_replay(d: Path) -> bool:
+    return (Path(d) / COMPARISON).is_file()
+
+
+def utilisation_svg(c: dict) -> str:
+    """Fleet GPU utilisation over trace time: a line per variant (its first run)."""
+    series = {k: v for k, v in (c.get("utilisation") or {}).items() if v}
+    if not series:
+        return ""
+    width, height, left, right, top, bottom = 640, 220, 48, 12, 10, 28
+    t_end = max(p[0] for s in series.values() for p in s) or 1
+    x = lambda t: left + (width - left - right) * t / t_end  # noqa: E731
+    y = lambda v: top + (height - top - bottom) * (1 - v)  # noqa: E731
+    parts = [f'<svg class="chart replay-util" viewBox="0 0 {width} {height}" width="{width}" height="{height}">',
+             f'<line class="axis" x1="{left}" x2="{left}" y1="{top}" y2="{height - bottom}"/>',
+             f'<line class="axis" x1="{left}" x2="{width - right}" y1="{height - bottom}" y2="{height - bottom}"/>',
+             f'<text class="axis" x="{left - 4}" y="{top + 8}" text-anchor="end">100%</text>',
+             f'<text class="axis" x="{left - 4}" y="{height - bottom}" text-anchor="end">0</text>',
+             f'<text class="axis" x="{width - right}" y="{height - 8}" text-anchor="end">{num(round(t_end / 60, 1))} min '
+             'of trace</text>']
+    for i, (label, pts) in enumerate(series.items()):
+        parts.append(f'<polyline fill="none" stroke="{PALETTE[i % len(PALETTE)]}" stroke-width="2" '
+                     f'points="{_points([(x(t), y(v)) for t, v in pts])}"><title>{esc(label)}</title></polyline>')
+    parts.append("</svg>")
+    legend = "".join(f'<span><span class="swatch" style="background:{PALETTE[i % len(PALETTE)]}"></span>{esc(lb)}</span>'
+                     for i, lb in enumerate(series))
+    return "".join(parts) + f'<div class="legend">{legend}</div>'
+
+
+def waits_svg(c: dict) -> str:
+    """Wait p95 per queue (trace seconds), a bar per variant, side by side."""
+    labels = list(c.get("medians") or {})
+    queues = c.get("queues") or []
+    vals = {(q, lb): c["medians"][lb].get(f"{q}.wait_p95") for q in queues for lb in labels}
+    got = [v for v in vals.values() if isinstance(v, (int, float))]
+    if not got:
+        return ""
+    top_v, _ = nice_max(max(got))
+    bar, gap, left, height, top, bottom = 22, 18, 48, 200, 10, 34
+    width = left + len(queues) * (len(labels) * bar + gap) + 10
+    y = lambda v: top + (height - top - bottom) * (1 - v / top_v)  # noqa: E731
+    parts = [f'<svg class="chart replay-waits" viewBox="0 0 {width} {height}" width="{width}" height="{height}">',
+             f'<line class="axis" x1="{left}" x2="{left}" y1="{top}" y2="{height - bottom}"/>',
+             f'<text class="axis" x="{left - 4}" y="{top + 8}" text-anchor="end">{num(top_v)} s</text>',
+             f'<text class="axis" x="{left - 4}" y="{height - bottom}" text-anchor="end">0</text>']
+    for qi, q in enumerate(queues):
+        x0 = left + 6 + qi * (len(labels) * bar + gap)
+        for li, lb in enumerate(labels):
+            v = vals[(q, lb)]
+            if isinstance(v, (int, float)):
+                parts.append(f'<rect x="{num(x0 + li * bar)}" y="{num(y(v))}" width="{bar - 3}" '
+                             f'height="{num(height - bottom - y(v))}" fill="{PALETTE[li % len(PALETTE)]}">'
+                             f'<title>{esc(lb)} {esc(q)}: p95 {esc(fmt(v))} s</title></rect>')
+        parts.append(f'<text class="axis" x="{num(x0 + len(labels) * bar / 2)}" y="{height - bottom + 16}" '
+                     f'text-anchor="middle">{esc(q)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def replay_html(d: Path, base: Path, link) -> str:
+    c = json.loads((Path(d) / COMPARISON).read_text())
+    plan = c.get("plan") or {}
+    labels = list(c.get("medians") or {})
+    moved = (c.get("differences") or {}).get("moved") or {}
+    out = [f'<section class="replay"><h2>Replay {esc(Path(d).name)}: {esc(fmt(plan.get("jobs")))} jobs on '
+           f'{esc(", ".join(labels))}</h2>',
+           f'<p class="muted">From {link(Path(d) / COMPARISON, base)}. Trace {esc(fmt(plan.get("trace")))}, fleet '
+           f'{esc(fmt(plan.get("fleet")))}, compressed {esc(fmt(plan.get("compress")))}x, '
+           f'{esc(fmt(plan.get("repeat")))} run(s) per variant. Times are trace seconds. A cell is the median '
+           'over runs (range when they differ); highlighted figures moved beyond the runs\' spread.</p>']
+    diff = c.get("differences") or {}
+    if not diff.get("judged"):
+        out.append(f'<p class="problem">No difference judged: {esc(fmt(diff.get("why")))}.</p>')
+    for e in c.get("expectations") or []:
+        cls = "v-passed" if e.get("held") else "v-failed"
+        out.append(f'<p><span class="badge {cls}">{"held" if e.get("held") else "failed"}</span> '
+                   f'expect <code>{esc(fmt(e.get("expect")))}</code>: {esc(fmt(e.get("figures")))}</p>')
+    for label, errs in (c.get("errors") or {}).items():
+        for e in errs:
+            out.append(f'<p class="problem">{esc(label)}: {esc(e)}</p>')
+    out.append('<figure><figcaption>Fleet GPU utilisation over the trace</figcaption>' + utilisation_svg(c) + '</figure>')
+    w = waits_svg(c)
+    if w:
+        out.append('<figure><figcaption>Wait p95 per queue (trace seconds)</figcaption>' + w
+                   + '<div class="legend">' + "".join(
+                       f'<span><span class="swatch" style="background:{PALETTE[i % len(PALETTE)]}"></span>{esc(lb)}</span>'
+                       for i, lb in enumerate(labels)) + '</div></figure>')
+    out.append("<table class=\"figures\"><thead><tr><th>figure</th>" + "".join(f"<th>{esc(lb)}</th>" for lb in labels)
+               + "</tr></thead><tbody>")
+    for scope in ["all", *(c.get("queues") or [])]:
+        for k in FIGURES:
+            key = f"{scope}.{k}"
+            if not any(key in c["medians"][lb] for lb in labels):
+                continue
+            cells = []
+            for lb in labels:
+                m = c["medians"][lb].get(key)
+                lo, hi = (c.get("ranges") or {}).get(lb, {}).get(key, [m, m])
+                text = "—" if m is None else (fmt(m) if lo == hi else f"{fmt(m)} ({fmt(lo)}–{fmt(hi)})")
+                cells.append(f'<td class="{"differs" if key in moved else ""}">{esc(text)}</td>')
+            out.append(f"<tr><td>{esc(key)}</td>" + "".join(cells) + "</tr>")
+    for k in ("fleet.utilisation_mean", "submit.lag_p99_wall_s"):
+        out.append(f"<tr><td>{esc(k)}</td>" + "".join(f"<td>{esc(fmt(c['medians'][lb].get(k, '—')))}</td>"
+                                                      for lb in labels) + "</tr>")
+    out.append("</tbody></table></section>")
+    return "".join(out)

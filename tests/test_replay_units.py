@@ -1,0 +1,232 @@
+"""Replay's pure parts: the trace format and its one-line errors, the seeded generator, the
+figures and the expectations. No cluster (the replay itself is tested in test_replay_live.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from kailab.replay import figures as figs
+from kailab.replay import generate as gen
+from kailab.replay.design import load_design, load_designs
+from kailab.replay.trace import check_against, load_trace, write_trace
+
+from helpers import assert_one_line_input_error
+
+HEADER = "arrival_s,queue,pods,gpus,duration_s"
+
+
+def _csv(tmp_path, *rows, header=HEADER, name="t.csv"):
+    p = tmp_path / name
+    p.write_text("\n".join([header, *rows]) + "\n")
+    return p
+
+
+def test_csv_and_yaml_traces_read_the_same(tmp_path):
+    c = _csv(tmp_path, "0,team-a,1,1,60", "5,team-b,2,8,120", "5,team-a,1,0.5,30",
+             header=HEADER)
+    y = tmp_path / "t.yaml"
+    y.write_text("jobs:\n- {arrival_s: 0, queue: team-a, pods: 1, gpus: 1, duration_s: 60}\n"
+                 "- {arrival_s: 5, queue: team-b, pods: 2, gpus: 8, duration_s: 120}\n"
+                 "- {arrival_s: 5, queue: team-a, pods: 1, gpus: 0.5, duration_s: 30}\n")
+    a, b = load_trace(c), load_trace(y)
+    assert [j.as_row() for j in a.jobs] == [j.as_row() for j in b.jobs]
+    assert a.jobs[2].fractional and not a.jobs[1].fractional
+    assert a.jobs[0].name == "job-1" and a.span_s == 125
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".yaml"])
+def test_written_trace_reads_back(tmp_path, suffix):
+    jobs = gen.generate(gen.Profile(jobs=50, span_s=600, queues={"team-a": 1, "team-b": 2}, fleet_gpus=32, seed=3))
+    p = tmp_path / f"g{suffix}"
+    write_trace(p, jobs)
+    assert [j.as_row() for j in load_trace(p).jobs] == [j.as_row() for j in jobs]
+
+
+@pytest.mark.parametrize("rows, header, fragments", [
+    (["0,team-a,1,1"], "arrival_s,queue,pods,gpus", ["column duration_s", "missing"]),
+    (["0,team-a,1,1,-5"], HEADER, ["row 1, field duration_s", "-5 is not positive"]),
+    (["0,team-a,1,1,0"], HEADER, ["row 1, field duration_s"]),
+    (["10,team-a,1,1,5", "3,team-a,1,1,5"], HEADER, ["row 2, field arrival_s", "before row 1", "sort the trace"]),
+    (["0,team-a,0,1,5"], HEADER, ["row 1, field pods", "at least 1 pod"]),
+    (["0,team-a,1,1.5,5"], HEADER, ["row 1, field gpus", "fraction in (0, 1)"]),
+    (["0,team-a,1,x,5"], HEADER, ["row 1, field gpus", "not a number"]),
+    (["0,team-a,1,1,5,gold"], HEADER + ",priority", ["row 1, field priority", "unknown priority class 'gold'"]),
+    (["0,team-a,2,1,5,3"], HEADER + ",min_members", ["row 1, field min_members", "between 1 and pods"]),
+    (["0,team-a,2,0.5,5,2"], HEADER + ",min_members", ["row 1, field min_members", "GPU-fraction"]),
+    (["0,team-a,1,1,5,a", "1,team-a,1,1,5,a"], HEADER + ",name", ["row 2, field name", "row 1's name"]),
+    (["0,Team_A,1,1,5"], HEADER, ["row 1, field queue", "not a queue name"]),
+    (["0,team-a,1,1,5"], HEADER + ",durration", ["column 'durration'", "unknown"]),
+    (["0,team-a,1,1,5,7"], HEADER, ["row 1", "cells for 5 columns"]),
+    ([], HEADER, ["jobs", "no jobs"]),
+])
+def test_bad_traces_get_one_line(tmp_path, rows, header, fragments):
+    p = _csv(tmp_path, *rows, header=header)
+    assert_one_line_input_error(load_trace, p, *fragments)
+
+
+def test_bad_yaml_trace_rows(tmp_path):
+    p = tmp_path / "t.yaml"
+    p.write_text("jobs:\n- {arrival_s: 0, queue: team-a, pods: 1, gpus: 1}\n")
+    assert_one_line_input_error(load_trace, p, "row 1: field duration_s", "missing")
+    p.write_text("jobs: [3]\n")
+    assert_one_line_input_error(load_trace, p, "row 1", "expected a mapping")
+    p.write_text("jobz: []\n")
+    assert_one_line_input_error(load_trace, p, "jobz", "unknown field")
+
+
+def test_trace_checked_against_a_design_and_the_fleet(tmp_path):
+    d = tmp_path / "d.yaml"
+    d.write_text("design: d\nqueues:\n  org:\n    gpu: {quota: -1}\n    children:\n"
+                 "      team-a: {gpu: {quota: 8}}\n      team-b: {gpu: {quota: 8}}\n")
+    design = load_design(d)
+    assert design.leaf_queues() == {"team-a", "team-b"}
+    t = load_trace(_csv(tmp_path, "0,team-a,1,1,5", "1,team-c,1,1,5"))
+    with pytest.raises(Exception) as info:
+        check_against(t, design.leaf_queues(), f"design {d}", 32)
+    msg = str(info.value)
+    assert "row 2, field queue" in msg and "'team-c' is not a leaf queue" in msg and "team-a, team-b" in msg
+    t = load_trace(_csv(tmp_path, "0,team-a,5,8,5", name="big.csv"))
+    with pytest.raises(Exception, match="row 1, field pods.*more than the fleet's 32"):
+        check_against(t, design.leaf_queues(), "d", 32)
+    t = load_trace(_csv(tmp_path, "0,org,1,1,5", name="parent.csv"))
+    with pytest.raises(Exception, match="'org' is not a leaf queue"):
+        check_against(t, design.leaf_queues(), "d", 32)
+
+
+def test_designs_need_distinct_names(tmp_path):
+    for n in ("a", "b"):
+        (tmp_path / f"{n}.yaml").write_text("design: same\nqueues: {team-a: {gpu: {quota: 1}}}\n")
+    assert_one_line_input_error(lambda p: load_designs(f"{tmp_path / 'a.yaml'},{p}"), tmp_path / "b.yaml",
+                                "design", "also the name of")
+    (tmp_path / "c.yaml").write_text("design: c\nqueues: {team-a: {gpu: {qouta: 1}}}\n")
+    assert_one_line_input_error(load_design, tmp_path / "c.yaml", "queues.team-a.gpu.qouta", "unknown field")
+
+
+def test_cli_trace_check_refuses_a_bad_trace_in_one_line(tmp_path):
+    p = _csv(tmp_path, "0,team-a,1,1,-1")
+    out = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "check", str(p)], capture_output=True, text=True)
+    assert out.returncode != 0
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "row 1, field duration_s" in lines[0] and str(p) in lines[0], out.stderr
+
+
+def test_generator_is_seeded_and_sized(tmp_path):
+    prof = dict(jobs=300, span_s=3600, queues={"team-a": 2, "team-b": 1}, fleet_gpus=32, load=1.0)
+    a = gen.generate(gen.Profile(**prof, seed=7))
+    b = gen.generate(gen.Profile(**prof, seed=7))
+    c = gen.generate(gen.Profile(**prof, seed=8))
+    assert a == b and a != c
+    assert len(a) == 300
+    assert [j.arrival_s for j in a] == sorted(j.arrival_s for j in a)
+    share_a = sum(1 for j in a if j.queue == "team-a") / len(a)
+    assert share_a == pytest.approx(2 / 3, abs=0.01)
+    assert all(j.pods * j.gpus <= 16 for j in a)  # nothing bigger than half the fleet
+    assert any(j.min_members > 1 for j in a) and any(j.fractional for j in a)
+    # durations are scaled to the load asked for (bounds clip a few)
+    assert gen.offered_load(a, 32) == pytest.approx(1.0, rel=0.15)
+    p1, p2 = tmp_path / "1.csv", tmp_path / "2.csv"
+    write_trace(p1, a)
+    write_trace(p2, b)
+    assert p1.read_bytes() == p2.read_bytes()
+
+
+def test_generator_burst():
+    jobs = gen.generate(gen.Profile(jobs=100, span_s=3600, queues={"team-a": 1, "team-b": 1}, fleet_gpus=32,
+                                    burst=gen.Burst("team-b", 1200, 30, 60)))
+    in_burst = [j for j in jobs if 1200 <= j.arrival_s <= 1260 and j.queue == "team-b"]
+    assert len(in_burst) >= 30 and len(jobs) == 100
+
+
+def test_percentile_is_nearest_rank():
+    assert figs.percentile([], 0.5) is None
+    assert figs.percentile([5], 0.99) == 5
+    assert figs.percentile(list(range(1, 101)), 0.5) == 50
+    assert figs.percentile(list(range(1, 101)), 0.99) == 99
+    assert figs.percentile(list(range(1, 11)), 0.95) == 10
+
+
+def _records(waits_a, waits_b, evicted=0):
+    jobs, intervals = [], []
+    for q, waits in (("team-a", waits_a), ("team-b", waits_b)):
+        for i, w in enumerate(waits):
+            name = f"{q}-{i}"
+            started = None if w is None else 10.0 + w
+            jobs.append({"name": name, "queue": q, "pods": 1, "gpus": 2, "min_members": 1, "duration_s": 100,
+                         "priority": "train", "arrival_s": 10.0, "planned": 10.0, "submitted": 10.0,
+                         "started": started, "finished": None if started is None else started + 100,
+                         "evicted_pods": 0, "refused": ""})
+            if started is not None:
+                intervals.append({"job": name, "gpus": 2, "node": "n", "from": started, "to": started + 100,
+                                  "ended": "succeeded"})
+    if evicted:
+        intervals.append({"job": "team-a-0", "gpus": 2, "node": "n", "from": 0, "to": evicted, "ended": "evicted"})
+    return {"compress": 10, "span": 400.0, "timed_out": False, "submit_lag_wall_s": [0.01, 0.02],
+            "jobs": jobs, "pod_intervals": intervals}
+
+
+def test_run_figures():
+    f = figs.run_figures(_records([0, 10, 20, None], [5], evicted=36), fleet_gpus=4)
+    a = f["queues"]["team-a"]
+    assert (a["jobs"], a["started"], a["completed"], a["not_started"]) == (4, 3, 3, 1)
+    assert (a["wait_p50"], a["wait_max"], a["wait_mean"]) == (10, 20, 10)
+    assert a["gpu_hours_requested"] == round(4 * 2 * 100 / 3600, 2)
+    assert a["gpu_hours_delivered"] == round(3 * 2 * 100 / 3600, 2)
+    assert a["gpu_hours_lost_to_evictions"] == round(2 * 36 / 3600, 2)
+    assert f["all"]["jobs"] == 5
+    series = dict((t, u) for t, u in f["fleet"]["utilisation_series"])
+    assert series[0.0] == 0.5  # the evicted pod's 2 GPUs of 4
+    assert f["submit"]["lag_p99_wall_s"] == 0.02
+
+
+def test_differences_need_repeats_and_non_overlapping_ranges():
+    one = {"x": [figs.run_figures(_records([0, 10], [5]), 4)], "y": [figs.run_figures(_records([50, 60], [5]), 4)]}
+    assert figs.differences(one)["judged"] is False
+    two = {"x": [figs.run_figures(_records([0, 10], [5]), 4), figs.run_figures(_records([2, 12], [6]), 4)],
+           "y": [figs.run_figures(_records([50, 60], [5]), 4), figs.run_figures(_records([55, 65], [6]), 4)]}
+    d = figs.differences(two)
+    assert d["judged"] and "team-a.wait_p50" in d["moved"]
+    assert "team-b.wait_p50" not in d["moved"]  # ranges overlap: 5..6 both
+    assert d["spread"]["x"]["team-a.wait_p50"] == 2
+
+
+def test_expectations():
+    medians = {"big": {"team-a.wait_p99": 30.0, "all.completed": 40}, "small": {"team-a.wait_p99": 300.0, "all.completed": 40}}
+    e = figs.Expectation("team-a.wait_p99 <= 2m")
+    assert [h for h, _ in e.check(medians)] == [True, False]
+    assert figs.Expectation("big/team-a.wait_p99 < small/team-a.wait_p99").check(medians)[0][0]
+    assert not figs.Expectation("small/team-a.wait_p99 < big/team-a.wait_p99").check(medians)[0][0]
+    assert figs.Expectation("all.completed == 40").check(medians) == [(True, "big/all.completed = 40 == 40"),
+                                                                        (True, "small/all.completed = 40 == 40")]
+    with pytest.raises(ValueError, match="write \\[design/\\]queue.figure OP value"):
+        figs.Expectation("team-a wait <= 3")
+    with pytest.raises(ValueError, match="no value for.*figures: completed, wait_p99"):
+        figs.Expectation("team-a.wait_p50 < 3").check(medians)
+    with pytest.raises(ValueError, match="design 'nope'"):
+        figs.Expectation("nope/team-a.wait_p99 < 3").check(medians)
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--designs", "{d}"], ["row 2, field queue", "'team-c' is not a leaf queue"]),
+    (["--designs", "{d}", "--compress", "0"], ["--compress 0"]),
+    (["--designs", "{d}", "--expect", "team-a wait < 3"], ["write [design/]queue.figure OP value"]),
+    (["--designs", "{d},{d}"], ["also the name of"]),
+])
+def test_cli_replay_refuses_bad_input_before_any_lab(tmp_path, args, fragments):
+    d = tmp_path / "d.yaml"
+    d.write_text("design: d\nqueues: {team-a: {gpu: {quota: 4}}, team-b: {gpu: {quota: 4}}}\n")
+    rows = ["0,team-a,1,1,5", "1,team-c,1,1,5"] if "--compress" not in args and "--expect" not in args \
+        and "{d},{d}" not in args else ["0,team-a,1,1,5"]
+    t = _csv(tmp_path, *rows)
+    env = {**__import__("os").environ, "KAILAB_STATE": str(tmp_path / "state"),
+           "KAILAB_EVIDENCE": str(tmp_path / "evidence"), "NO_COLOR": "1"}
+    out = subprocess.run([sys.executable, "-m", "kailab.cli", "replay", str(t), *[a.format(d=d) for a in args]],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode != 0
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    for f in fragments:
+        assert f in lines[0], lines[0]
+    assert not (tmp_path / "evidence").exists() and not (tmp_path / "state").exists()
