@@ -106,7 +106,7 @@ def peer_recipes() -> list[Recipe]:
 
 
 def kai_recipe(release: versions.KaiRelease) -> Recipe:
-    binaries = {name: f"{release.module}/cmd/{name}" for name in versions.KAI_COMPONENTS}
+    binaries = {name: f"{release.module}/cmd/{name}" for name in versions.KAI_BINARIES}
     local = os.environ.get("KAILAB_KAI_SOURCE")
     if local:
         # a work tree (a patched KAI): cached apart from the released build of the same version

@@ -13,6 +13,8 @@ from .errors import KailabError
 
 # KAI's processes the binary runtime runs (each is `<module>/cmd/<name>`)
 KAI_COMPONENTS = ("scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller")
+# built with them: KAI's admission webhook server (pod mutation and validation for GPU sharing)
+KAI_BINARIES = KAI_COMPONENTS + ("admission",)
 # KAI moved from NVIDIA's GitHub organisation to its own at v0.13.4
 KAI_MODULE_NEW, KAI_MODULE_OLD, KAI_MODULE_MOVED_AT = (
     "github.com/kai-scheduler/KAI-scheduler", "github.com/NVIDIA/KAI-scheduler", (0, 13, 4))

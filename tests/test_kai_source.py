@@ -144,4 +144,4 @@ def test_the_cached_kai_build_says_where_its_source_came_from(kai_lab):
         assert f"repository {src['origin']} @ {src['commit'][:12]}" in " ".join(listed.split())
     log = processes.log_head(kai_lab.dir, "scheduler", 200)
     assert f"gitVersion: {kai_lab.kai_version}" in log
-    assert json.loads(json.dumps(record))["binaries"].keys() == set(versions.KAI_COMPONENTS)
+    assert json.loads(json.dumps(record))["binaries"].keys() == set(versions.KAI_BINARIES)

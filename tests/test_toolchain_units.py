@@ -41,7 +41,7 @@ def test_recipes_pin_kubernetes_by_kai_release_and_key_local_kai_builds_apart(mo
                     "kai": "v0.15.2"}
     kai_recipe = toolchain.kai_recipe(versions.kai_release("v0.17.0"))
     assert kai_recipe.module == "github.com/kai-scheduler/KAI-scheduler"
-    assert set(kai_recipe.binaries) == set(versions.KAI_COMPONENTS)
+    assert set(kai_recipe.binaries) == set(versions.KAI_BINARIES)
     monkeypatch.setenv("KAILAB_KAI_SOURCE", str(tmp_path))
     local = toolchain.kai_recipe(versions.kai_release("v0.17.0"))
     assert local.version.startswith("v0.17.0-src-") and local.source == tmp_path.resolve()
