@@ -431,13 +431,21 @@ def trial(version_text, exercises, fleet, parallel, runtime, dry_run, repeat) ->
 @click.option("--scale-fleet", default="large", show_default=True, help="With --scale: the fleet.")
 @click.option("--peer", "peer_only", is_flag=True,
               help="Instead: only the side-by-side with kwokctl (5 alternating runs).")
+@click.option("--replay-scale", "replay_scale", is_flag=True,
+              help="Instead: a 2-hour, 2,000-job generated trace on the large fleet, two designs side by side, "
+                   "compressed 12x: wall time per design, submission lag, CPU per party.")
 @click.option("--compare-labs", "compare_labs", default=None,
               help="Instead: LAB,LAB — the same exercises on two running labs of one fleet and KAI version "
                    "(e.g. binary and kind): verdicts side by side.")
 def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, scale_shapes, scale_count,
-          scale_fleet, peer_only, compare_labs) -> None:
+          scale_fleet, peer_only, replay_scale, compare_labs) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from . import bench as bench_mod
+
+    if replay_scale:
+        results = bench_mod.replay_scale(echo=console.print)
+        out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
+        return
 
     if compare_labs:
         names = [n.strip() for n in compare_labs.split(",") if n.strip()]

@@ -25,6 +25,8 @@ RESERVATION_NAMESPACE = "kai-resource-reservation"
 SCHEDULER_NAME = "kai-scheduler"
 # where KAI's podgroupcontroller really listens for metrics, whatever its flag says
 PODGROUPCONTROLLER_METRICS_PORT = 8080
+# ... and where it serves KAI's PodGroup validation webhook (controller-runtime's default port)
+PODGROUPCONTROLLER_WEBHOOK_PORT = 9443
 # how often the scheduler runs a cycle; KAI's default is 1s, labs want decisions sooner
 SCHEDULE_PERIOD = "500ms"
 
@@ -123,7 +125,8 @@ def component_ports() -> dict[str, list[str]]:
         "binder": ["metrics", "probe"],
         "podgrouper": ["metrics", "probe"],
         "queuecontroller": ["metrics"],
-        "podgroupcontroller": ["metrics", "probe"],
+        "podgroupcontroller": ["metrics", "probe", "webhook"],
+        "admission": ["webhook", "metrics", "probe"],
     }
 
 
@@ -151,15 +154,84 @@ def component_argv(name: str, binary: Path, ports: dict[str, int], scheduler_con
         return common + [f"--metrics-listen-address={addr('queuecontroller.metrics')}",
                          "--enable-webhook=false"]
     if name == "podgroupcontroller":
-        # it ignores --metrics-bind-address and listens on :8080, all interfaces: run it in a
-        # network namespace of its own, bridged to the API server, its probe and its metrics
+        # it ignores --metrics-bind-address and listens on :8080, and serves KAI's PodGroup validation
+        # on :9443, all interfaces: run it in a network namespace of its own, bridged to the API
+        # server, its probe, its metrics and its webhook
         probe, metrics = ports["podgroupcontroller.probe"], ports["podgroupcontroller.metrics"]
         shim = [sys.executable, "-m", "kailab.runtimes.netns", f"--connect={ports['kube-apiserver']}",
-                f"--expose={probe}={probe}", f"--expose={metrics}={PODGROUPCONTROLLER_METRICS_PORT}", "--"]
+                f"--expose={probe}={probe}", f"--expose={metrics}={PODGROUPCONTROLLER_METRICS_PORT}",
+                f"--expose={ports['podgroupcontroller.webhook']}={PODGROUPCONTROLLER_WEBHOOK_PORT}", "--"]
         return shim + common + [f"--metrics-bind-address={addr('podgroupcontroller.metrics')}",
                                 f"--health-probe-bind-address={addr('podgroupcontroller.probe')}",
-                                "--enable-podgroup-webhook=false", f"--scheduler-name={SCHEDULER_NAME}"]
+                                "--enable-podgroup-webhook=true", f"--scheduler-name={SCHEDULER_NAME}"]
+    if name == "admission":
+        # its webhook server listens on every interface (--webhook-addr is a port): its own
+        # network namespace too. Flags as KAI's operator passes them, GPU sharing on as the lab's
+        # kind install sets it (global.gpuSharing); leader election off (one replica)
+        hook, metrics, probe = (ports[f"admission.{k}"] for k in ("webhook", "metrics", "probe"))
+        shim = [sys.executable, "-m", "kailab.runtimes.netns", f"--connect={ports['kube-apiserver']}",
+                f"--expose={hook}={hook}", f"--expose={metrics}={metrics}", f"--expose={probe}={probe}", "--"]
+        return shim + common + [f"--scheduler-name={SCHEDULER_NAME}", f"--webhook-addr={hook}",
+                                f"--metrics-bind-address={addr('admission.metrics')}",
+                                f"--health-probe-bind-address={addr('admission.probe')}",
+                                "--gpu-sharing-enabled=true", "--leader-elect=false"]
     raise ValueError(name)
+
+
+# the processes that serve webhooks: controller-runtime reads their serving certificate from
+# $TMPDIR/k8s-webhook-server/serving-certs/tls.{crt,key} (no flag names it)
+WEBHOOK_SERVERS = ("admission", "podgroupcontroller")
+
+
+def webhook_cert_dir(tmpdir: Path) -> Path:
+    return tmpdir / "k8s-webhook-server" / "serving-certs"
+
+
+def webhook_configurations(ports: dict[str, int], ca_bundle_b64: str) -> list[dict]:
+    """KAI's webhook registrations as its operator makes them (pkg/operator/operands/admission and
+    pod_group_controller: names, rules, failure policy, selectors, match conditions), reaching the
+    lab's processes by `url` on loopback instead of a Service, with the lab's CA as caBundle."""
+    hook = lambda port, path: {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle_b64}  # noqa: E731
+    pods = lambda ops: [{"operations": ops, "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],  # noqa: E731
+                         "scope": "Namespaced"}]
+    common = {"failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"]}
+    pod_scope = {"namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                                              "values": ["kube-system", KAI_NAMESPACE]}]},
+                 "matchConditions": [{"name": "scheduler-name-match",
+                                      "expression": f"object.spec.schedulerName == '{SCHEDULER_NAME}'"}]}
+    adm, pg = ports["admission.webhook"], ports["podgroupcontroller.webhook"]
+    name = f"admission.{KAI_NAMESPACE}.svc"
+    labels = {"app.kubernetes.io/managed-by": "kailab"}
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+         "metadata": {"name": "mutating-kai-admission", "labels": {"app": "admission", **labels}},
+         "webhooks": [{"name": name, "clientConfig": hook(adm, "/mutate--v1-pod"), "rules": pods(["CREATE"]),
+                       "reinvocationPolicy": "IfNeeded", **common, **pod_scope}]},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+         "metadata": {"name": "validating-kai-admission", "labels": {"app": "admission", **labels}},
+         "webhooks": [{"name": name, "clientConfig": hook(adm, "/validate--v1-pod"),
+                       "rules": pods(["CREATE", "UPDATE"]), **common, **pod_scope},
+                      {"name": f"topology.{name}", "clientConfig": hook(adm, "/validate-kai-scheduler-v1alpha1-topology"),
+                       "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["kai.scheduler"],
+                                  "apiVersions": ["v1alpha1"], "resources": ["topologies"], "scope": "Cluster"}],
+                       **common}]},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+         "metadata": {"name": "kai-podgroup-validation-v2alpha2", "labels": {"app": "podgroup-controller", **labels}},
+         "webhooks": [{"name": "podgroup-validation.kai.scheduler",
+                       "clientConfig": hook(pg, "/validate-scheduling-run-ai-v2alpha2-podgroup"),
+                       "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["scheduling.run.ai"],
+                                  "apiVersions": ["v2alpha2"], "resources": ["podgroups"], "scope": "Namespaced"}],
+                       **common}]},
+    ]
+
+
+def fake_node_objects() -> list[dict]:
+    """What KAI's admission expects of GPU nodes that only a node provides: the `nvidia`
+    RuntimeClass its mutator puts on fractional pods (on a real fleet NVIDIA's operator makes it;
+    in KAI's own kind setup fake-gpu-operator does, with handler runc — KWOK runs nothing)."""
+    return [{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+             "metadata": {"name": "nvidia", "labels": {"app.kubernetes.io/managed-by": "kailab-fake-nodes"}},
+             "handler": "runc"}]
 
 
 def health_url(name: str, ports: dict[str, int]) -> str:

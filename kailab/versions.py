@@ -11,10 +11,10 @@ import yaml
 
 from .errors import KailabError
 
-# KAI's processes the binary runtime runs (each is `<module>/cmd/<name>`)
-KAI_COMPONENTS = ("scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller")
-# built with them: KAI's admission webhook server (pod mutation and validation for GPU sharing)
-KAI_BINARIES = KAI_COMPONENTS + ("admission",)
+# KAI's processes the binary runtime runs (each is `<module>/cmd/<name>`): the five that schedule,
+# and KAI's admission webhook server (pod mutation and validation, GPU sharing), as an install runs it
+KAI_COMPONENTS = ("scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller", "admission")
+KAI_BINARIES = KAI_COMPONENTS
 # KAI moved from NVIDIA's GitHub organisation to its own at v0.13.4
 KAI_MODULE_NEW, KAI_MODULE_OLD, KAI_MODULE_MOVED_AT = (
     "github.com/kai-scheduler/KAI-scheduler", "github.com/NVIDIA/KAI-scheduler", (0, 13, 4))

@@ -17,13 +17,15 @@ PODGROUP_ANNOTATION = "pod-group-name"  # the PodGroup a pod belongs to (set by 
 # a part of one GPU (KAI's GPU sharing): a fraction of its memory, or MiB of it
 GPU_FRACTION, GPU_MEMORY = "gpu-fraction", "gpu-memory"
 GPU_GROUP_LABEL = "runai-gpu-group"  # KAI's binder: the shared device a fractional pod is on
-# KAI's admission webhook names the config map its binder writes for a fractional pod; a binary lab
-# runs no webhooks, so the pod is created as the webhook would have left it
+# KAI's admission webhook names the config map its binder writes for a fractional pod, and keeps a
+# name that is already set (a user may set it too). kailab names the maps of its own fractional pods
+# and creates them before the pods, only to work around a KAI bug: its binder (v0.17.0 and before)
+# creates them at bind time and reads them straight back through its informer cache; on a busy
+# machine that read misses, the bind is rolled back and the scheduler puts the pod on another
+# device, leaking a reservation (KAI issue #2016, fix in PR #2028 unreleased). A map that already
+# exists is only patched. Everything else on a fractional pod (env, volume, RuntimeClass) is the
+# webhook's own doing, in every runtime.
 SHARED_GPU_CONFIGMAP = "runai/shared-gpu-configmap"
-# the maps are created before their pods: KAI's binder (v0.17.0 and before) creates them at bind time
-# and reads them straight back through its informer cache; on a busy machine that read misses, the
-# bind is rolled back and the scheduler puts the pod on another device, leaking a reservation
-# (KAI issue #2016, fix in PR #2028 unreleased). A map that already exists is only patched.
 # a workload's topology constraint, read by KAI's podgrouper from the top owner's annotations
 TOPOLOGY = "kai.scheduler/topology"
 TOPOLOGY_REQUIRED = "kai.scheduler/topology-required-placement"

@@ -57,7 +57,7 @@ def test_status_json_reports_components_nodes_and_gpus(infra_lab):
     assert all(c["state"] == "running" for c in info["components"].values())
     expected = {"etcd", "kube-apiserver", "kube-controller-manager", "kwok"}
     if infra_lab.with_kai:
-        expected |= {"scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller"}
+        expected |= {"scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller", "admission"}
     if infra_lab.metrics:  # on by default
         expected |= {"prometheus", "kube-state-metrics"}
     assert set(info["components"]) == expected

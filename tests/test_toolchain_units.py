@@ -90,15 +90,43 @@ def test_every_kai_process_gets_its_own_loopback_ports():
 
 
 def test_podgroupcontroller_runs_in_its_own_network_namespace_bridged_to_the_lab():
-    """It listens on :8080 whatever its flag says: the shim keeps that private (see netns.py)."""
-    ports = {"podgroupcontroller.metrics": 20001, "podgroupcontroller.probe": 20002, "kube-apiserver": 6443}
+    """It listens on :8080 and :9443 whatever its flags say: the shim keeps that private (see netns.py)."""
+    ports = {"podgroupcontroller.metrics": 20001, "podgroupcontroller.probe": 20002,
+             "podgroupcontroller.webhook": 20003, "kube-apiserver": 6443}
     argv = kai.component_argv("podgroupcontroller", toolchain.binary_path("kai", "v0.17.0", "podgroupcontroller"),
                               ports)
     sep = argv.index("--")
     assert argv[1:3] == ["-m", "kailab.runtimes.netns"]
     assert set(argv[3:sep]) == {"--connect=6443", "--expose=20002=20002",
-                                f"--expose=20001={kai.PODGROUPCONTROLLER_METRICS_PORT}"}
+                                f"--expose=20001={kai.PODGROUPCONTROLLER_METRICS_PORT}",
+                                f"--expose=20003={kai.PODGROUPCONTROLLER_WEBHOOK_PORT}"}
     assert argv[sep + 1].endswith("/podgroupcontroller")
+    assert "--enable-podgroup-webhook=true" in argv
+
+
+def test_admission_runs_in_its_own_network_namespace_with_gpu_sharing_on():
+    """Its webhook server listens on every interface (--webhook-addr is a port): the shim bridges it."""
+    ports = {"admission.webhook": 20011, "admission.metrics": 20012, "admission.probe": 20013, "kube-apiserver": 6443}
+    argv = kai.component_argv("admission", toolchain.binary_path("kai", "v0.17.0", "admission"), ports)
+    sep = argv.index("--")
+    assert set(argv[3:sep]) == {"--connect=6443", "--expose=20011=20011", "--expose=20012=20012",
+                                "--expose=20013=20013"}
+    assert {"--webhook-addr=20011", "--gpu-sharing-enabled=true", "--leader-elect=false"} <= set(argv[sep + 1:])
+
+
+def test_webhook_configurations_are_kais_with_loopback_urls():
+    ports = {"admission.webhook": 20011, "podgroupcontroller.webhook": 20003}
+    confs = {c["metadata"]["name"]: c for c in kai.webhook_configurations(ports, "Q0E=")}
+    assert set(confs) == {"mutating-kai-admission", "validating-kai-admission", "kai-podgroup-validation-v2alpha2"}
+    (mutate,) = confs["mutating-kai-admission"]["webhooks"]
+    assert mutate["clientConfig"] == {"url": "https://127.0.0.1:20011/mutate--v1-pod", "caBundle": "Q0E="}
+    assert mutate["failurePolicy"] == "Fail" and mutate["rules"][0]["operations"] == ["CREATE"]
+    assert mutate["matchConditions"][0]["expression"] == "object.spec.schedulerName == 'kai-scheduler'"
+    pod_check, topology = confs["validating-kai-admission"]["webhooks"]
+    assert pod_check["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert topology["clientConfig"]["url"].endswith("/validate-kai-scheduler-v1alpha1-topology")
+    (pg,) = confs["kai-podgroup-validation-v2alpha2"]["webhooks"]
+    assert pg["clientConfig"]["url"] == "https://127.0.0.1:20003/validate-scheduling-run-ai-v2alpha2-podgroup"
 
 
 def _chart_tree(tmp_path, values: dict):

@@ -49,6 +49,7 @@ def _queue_figures(jobs: list[dict], intervals: list[dict]) -> dict:
         "evicted_pods": sum(j["evicted_pods"] for j in jobs),
         "jobs_evicted": sum(1 for j in jobs if j["evicted_pods"]),
         "gang_jobs_not_started": sum(1 for j in jobs if j["min_members"] > 1 and j["started"] is None),
+        "jobs_failed": sum(1 for j in jobs if (j.get("outcome") or "").startswith("Failed")),
     }
 
 

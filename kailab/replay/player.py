@@ -227,7 +227,17 @@ def _live(ledger: Ledger) -> bool:
         return any(r.succeeded is None and r.gone is None for r in ledger.pods.values())
 
 
-def records(trace: Trace, ledger: Ledger, clock: dict, compress: float) -> dict:
+def job_outcomes(kube: Kube, namespace: str) -> dict[str, str]:
+    """Each Kubernetes Job's final condition (Complete / Failed, with the reason), read at the end."""
+    out = {}
+    for job in kube.list("batch/v1", "Job", namespace):
+        for c in (job.get("status") or {}).get("conditions") or []:
+            if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
+                out[job["metadata"]["name"]] = c["type"] + (f" ({c['reason']})" if c.get("reason") else "")
+    return out
+
+
+def records(trace: Trace, ledger: Ledger, clock: dict, compress: float, outcomes: dict[str, str] | None = None) -> dict:
     """The run as data: per job (trace-time seconds from the first arrival) and per pod."""
     t0 = clock["t0"]
 
@@ -251,7 +261,7 @@ def records(trace: Trace, ledger: Ledger, clock: dict, compress: float) -> dict:
             "arrival_s": job.arrival_s, "planned": rel(ledger.planned.get(job.name)),
             "submitted": rel(ledger.submitted.get(job.name)), "started": rel(started),
             "finished": rel(finished), "evicted_pods": len(evicted),
-            "refused": ledger.refused.get(job.name, ""),
+            "refused": ledger.refused.get(job.name, ""), "outcome": (outcomes or {}).get(job.name, ""),
         })
     gpus = {j.name: j.gpus for j in trace.jobs}
     end = clock["end"]

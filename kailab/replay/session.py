@@ -30,7 +30,7 @@ from ..runtimes import LabSpec, lab, runtime_of
 from ..scale import cpu_seconds
 from . import figures as figs
 from .design import Design
-from .player import play, records
+from .player import job_outcomes, play, records
 from .trace import Trace, check_against
 
 COMPARISON = "comparison.json"
@@ -172,7 +172,7 @@ def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: in
     say(v.label, f"run {i}: playing {len(plan.trace.jobs)} jobs")
     ledger, clock = play(kube, plan.trace, ns, plan.compress, plan.deadline_s(),
                          on_progress=lambda text: say(v.label, f"run {i}: {text}"))
-    rec_data = records(plan.trace, ledger, clock, plan.compress)
+    rec_data = records(plan.trace, ledger, clock, plan.compress, job_outcomes(kube, ns))
     cpu1 = cpu_seconds(rec.dir)  # what each lab process spent: which party limits a big replay
     rec_data["cpu_seconds"] = {k: round(cpu1[k] - cpu0.get(k, 0), 1) for k in cpu1}
     rec_data["wall_seconds"] = round(clock["end"] - clock["t0"], 1)

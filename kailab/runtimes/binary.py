@@ -169,7 +169,7 @@ class BinaryRuntime(Runtime):
             return []
         from ..workloads import probe_objects
 
-        return (kai.crd_documents(tree) + kai.base_objects() + kai.chart_objects(tree)
+        return (kai.crd_documents(tree) + kai.base_objects() + kai.chart_objects(tree) + kai.fake_node_objects()
                 + [o for o in probe_objects(PROBE_NAMESPACE) if o["kind"] != "Pod"])
 
     def _seed(self, lab: Path, bins: dict[str, Path], tree: Path | None) -> None:
@@ -415,15 +415,20 @@ class BinaryRuntime(Runtime):
         # probe's queues and PodGroup wait that out whatever we do; nothing else should.
         with phases.timed("KAI serving"):
             for comp in versions.KAI_COMPONENTS:
+                env = {"KUBECONFIG": str(kubeconfig)}
+                if comp in kai.WEBHOOK_SERVERS:
+                    env["TMPDIR"] = str(_webhook_tmpdir(lab, comp))
                 processes.start(lab, comp, kai.component_argv(comp, bins[comp], ports, lab / SCHEDULER_CONF),
                                 {k.split(".", 1)[1]: v for k, v in ports.items() if k.startswith(comp + ".")},
-                                env={"KUBECONFIG": str(kubeconfig)})
+                                env=env)
             with ThreadPoolExecutor(max_workers=1) as pool:
                 objects = pool.submit(lambda: [kube.apply(o) for o in kai.base_objects() + kai.chart_objects(tree)])
                 pod = submit_probe(kube, lab)
                 for comp in versions.KAI_COMPONENTS:
                     self._wait_healthy(lab, comp, ports)
                 objects.result()
+        with phases.timed("KAI's webhooks registered"):
+            _register_webhooks(lab, kube, ports)
         with phases.timed("probe pod bound"):
             await_probe(kube, pod, lab)
 
@@ -495,6 +500,69 @@ class BinaryRuntime(Runtime):
                 shutil.copytree(processes.logs_dir(lab), failed)
             _rmtree(lab)
         return failed if keep_logs else stopped
+
+
+def _webhook_tmpdir(lab: Path, comp: str) -> Path:
+    """The TMPDIR of a KAI webhook server, holding the serving certificate where controller-runtime
+    looks for it (the lab CA signs it for 127.0.0.1)."""
+    tmp = lab / "webhooks" / comp
+    certs = kai.webhook_cert_dir(tmp)
+    certs.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(lab / "pki" / "kai-webhooks.crt", certs / "tls.crt")
+    shutil.copyfile(lab / "pki" / "kai-webhooks.key", certs / "tls.key")
+    return tmp
+
+
+# what proves each webhook answers: a dry run (admission runs, nothing is stored) of an object it acts on
+_FRACTION_PROBE = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "kailab-webhook-probe", "namespace": PROBE_NAMESPACE,
+                                "annotations": {"gpu-fraction": "0.5"}},
+                   "spec": {"schedulerName": kai.SCHEDULER_NAME,
+                            "containers": [{"name": "c", "image": "kailab.io/never-pulled"}]}}
+_INVALID_PODGROUP = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                     "metadata": {"name": "kailab-webhook-probe", "namespace": PROBE_NAMESPACE},
+                     "spec": {"minMember": 1, "minSubGroup": 1, "queue": "kailab-probe"}}
+
+
+def _register_webhooks(lab: Path, kube: Kube, ports: dict[str, int]) -> None:
+    """KAI's webhook configurations, then wait until the API server calls both servers: a dry-run
+    fractional pod comes back mutated by KAI's admission, a dry-run invalid PodGroup is denied by
+    KAI's PodGroup validation."""
+    import base64
+
+    ca = base64.b64encode((lab / "pki" / "ca.crt").read_bytes()).decode()
+    for obj in kai.webhook_configurations(ports, ca):
+        kube.apply(obj)
+    pods = kube.resource("v1", "Pod")
+    groups = kube.resource("scheduling.run.ai/v2alpha2", "PodGroup")
+
+    def admission_mutates() -> bool:
+        out = pods.create(body=_FRACTION_PROBE, namespace=PROBE_NAMESPACE, dry_run="All").to_dict()
+        return "runai/shared-gpu-configmap" in (out["metadata"].get("annotations") or {})
+
+    def podgroups_validated() -> bool:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            groups.create(body=_INVALID_PODGROUP, namespace=PROBE_NAMESPACE, dry_run="All")
+        except ApiException as err:
+            return "podgroup-validation.kai.scheduler" in str(err.body)
+        return False
+
+    wait_until("KAI's admission webhook to mutate pods", _swallow(admission_mutates), timeout="kai-component-healthy",
+               lab=lab, component="admission", hint="the API server calls it on 127.0.0.1; see its log")
+    wait_until("KAI's PodGroup validation webhook to answer", _swallow(podgroups_validated),
+               timeout="kai-component-healthy", lab=lab, component="podgroupcontroller")
+
+
+def _swallow(check):
+    """A check that counts any API error (the webhook not answering yet: failurePolicy Fail) as not yet."""
+    def run() -> bool:
+        try:
+            return check()
+        except Exception:  # noqa: BLE001 - retried until the wait's timeout, which shows the log
+            return False
+    return run
 
 
 def _expected(rec: LabRecord) -> list[str]:

@@ -76,6 +76,9 @@ def generate(pki_dir: Path) -> dict[str, Path]:
     _write_cert(pki_dir / "ca.crt", ca)
     _write_key(pki_dir / "ca.key", ca_key)
     leaf("apiserver", "kube-apiserver", None, server=True)
+    # KAI's webhook servers (admission, the podgroupcontroller's PodGroup validation), reached by
+    # the API server on 127.0.0.1
+    leaf("kai-webhooks", "kai-webhooks", None, server=True)
     # every lab component authenticates as a cluster admin: the lab is single-tenant
     leaf("admin", "kailab-admin", "system:masters", server=False)
     sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
