@@ -70,14 +70,19 @@ def run_figures(records: dict, fleet_gpus: int) -> dict:
     jobs, intervals = records["jobs"], records["pod_intervals"]
     queues = sorted({j["queue"] for j in jobs})
     per = {q: _queue_figures([j for j in jobs if j["queue"] == q], intervals) for q in queues}
+    unbound = records.get("deleted_before_bound") or []
+    of_queue = {j["name"]: j["queue"] for j in jobs}
+    for q in queues:
+        per[q]["pods_deleted_before_bound"] = sum(1 for u in unbound if of_queue.get(u["job"]) == q)
     last_arrival = max((j["arrival_s"] for j in jobs), default=0) - min((j["arrival_s"] for j in jobs), default=0)
     series = utilisation(intervals, fleet_gpus, records["span"] or 0)
     busy = [u for t, u in series if t <= last_arrival] or [u for _, u in series]
     lags = records["submit_lag_wall_s"]
     arrivals = sorted(j["arrival_s"] for j in jobs)
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:]) if b > a]
+    everything = {**_queue_figures(jobs, intervals), "pods_deleted_before_bound": len(unbound)}
     return {
-        "queues": per, "all": _queue_figures(jobs, intervals),
+        "queues": per, "all": everything,
         "fleet": {"gpus": fleet_gpus, "utilisation_mean": round(statistics.fmean(busy), 4) if busy else None,
                   "utilisation_series": series, "span_s": records["span"], "timed_out": records["timed_out"]},
         "submit": {"lag_p50_wall_s": percentile(lags, 0.5), "lag_p99_wall_s": percentile(lags, 0.99),

@@ -238,11 +238,12 @@ def job_outcomes(kube: Kube, namespace: str) -> dict[str, str]:
 
 
 def records(trace: Trace, ledger: Ledger, clock: dict, compress: float, outcomes: dict[str, str] | None = None) -> dict:
-    """The run as data: per job (trace-time seconds from the first arrival) and per pod."""
-    t0 = clock["t0"]
+    """The run as data: per job and per pod, in trace time (the first job's planned submit is its
+    arrival_s; wall seconds after it count `compress` trace seconds each)."""
+    t0, first = clock["t0"], trace.jobs[0].arrival_s
 
     def rel(t):
-        return None if t is None else round((t - t0) * compress, 3)
+        return None if t is None else round(first + (t - t0) * compress, 3)
 
     by_job: dict[str, list[PodRecord]] = {}
     for rec in ledger.pods.values():
@@ -269,7 +270,12 @@ def records(trace: Trace, ledger: Ledger, clock: dict, compress: float, outcomes
                   "to": rel(r.succeeded or r.gone or end), "ended": "succeeded" if r.succeeded else
                   ("evicted" if r.gone else "running")}
                  for r in ledger.pods.values() if r.bound is not None]
+    # pods deleted before they were ever bound (KAI evicting a pod whose bind was in flight, say):
+    # a Job counts such a pod as failed (backoffLimit 0), a bare pod is simply gone
+    unbound = [{"job": r.job, "seen": rel(r.seen), "gone": rel(r.gone)}
+               for r in ledger.pods.values() if r.bound is None and r.gone is not None]
     return {"compress": compress, "span": rel(end), "timed_out": clock["timed_out"],
+            "deleted_before_bound": unbound,
             "submit_lag_wall_s": sorted(round(ledger.submitted[n] - ledger.planned[n], 4)
                                         for n in ledger.submitted),
             "jobs": out_jobs, "pod_intervals": intervals, "watch_errors": clock["watch_errors"],

@@ -168,6 +168,7 @@ def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: in
     kube.apply(workloads.namespace(ns, labels={"kailab.io/replay": v.label}))
     kube.apply(workloads.service_account("default", ns))
     mark = time.time()
+    log_mark = runtime.log_mark(rec)
     cpu0 = cpu_seconds(rec.dir)
     say(v.label, f"run {i}: playing {len(plan.trace.jobs)} jobs")
     ledger, clock = play(kube, plan.trace, ns, plan.compress, plan.deadline_s(),
@@ -187,6 +188,12 @@ def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: in
 
         rec_data["evicted_by_action"] = evictions_by_action(metrics.url(rec.ports), mark, time.time())
     (rdir / "records.json").write_text(json.dumps(rec_data, indent=1))
+    try:  # KAI's own account of the run, to explain what the figures show
+        for name, data in runtime.kai_logs(rec, log_mark).items():
+            (rdir / "logs").mkdir(exist_ok=True)
+            (rdir / "logs" / name).write_bytes(data)
+    except Exception as err:  # noqa: BLE001 - the figures stand without the logs; say why they are missing
+        (rdir / "logs-missing.txt").write_text(f"{type(err).__name__}: {err}\n")
     f = figs.run_figures(rec_data, rec.gpus)
     f["evicted_by_action"] = (rec_data.get("evicted_by_action") or {}).get("by_action", {})
     (rdir / "figures.json").write_text(json.dumps(f, indent=2))
@@ -234,8 +241,9 @@ def compare(out: Path) -> dict:
             "ok": all(c["held"] for c in checked) and not any(errors.values()) and all(by.values())}
 
 
-KEY_FIGURES = ("jobs", "completed", "not_started", "wait_p50", "wait_p95", "wait_p99", "wait_max",
-               "gpu_hours_requested", "gpu_hours_delivered", "gpu_hours_lost_to_evictions", "evicted_pods")
+KEY_FIGURES = ("jobs", "completed", "not_started", "jobs_failed", "wait_p50", "wait_p95", "wait_p99", "wait_max",
+               "gpu_hours_requested", "gpu_hours_delivered", "gpu_hours_lost_to_evictions", "evicted_pods",
+               "pods_deleted_before_bound")
 
 
 def markdown(c: dict) -> str:

@@ -11,8 +11,9 @@ from .svg import PALETTE, _points, nice_max, num
 from .text import esc, fmt
 
 COMPARISON = "comparison.json"
-FIGURES = ("jobs", "completed", "not_started", "wait_p50", "wait_p95", "wait_p99", "wait_max",
-           "gpu_hours_requested", "gpu_hours_delivered", "gpu_hours_lost_to_evictions", "evicted_pods")
+FIGURES = ("jobs", "completed", "not_started", "jobs_failed", "wait_p50", "wait_p95", "wait_p99", "wait_max",
+           "gpu_hours_requested", "gpu_hours_delivered", "gpu_hours_lost_to_evictions", "evicted_pods",
+           "pods_deleted_before_bound")
 
 
 def is_replay(d: Path) -> bool:
