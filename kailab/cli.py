@@ -517,7 +517,7 @@ def replay(trace_file, design_text, version_text, fleet, compress, repeat, expec
         session.check(plan)
     except ValueError as err:
         raise KailabError(str(err)) from None
-    out_dir = session.run_replay(plan, echo=console.print)
+    out_dir = session.run_replay(plan, echo=lambda text: console.print(text, markup=False, highlight=False))
     comparison = json.loads((out_dir / session.COMPARISON).read_text())
     out.print(session.markdown(comparison), markup=False, highlight=False)
     out.print(f"replay evidence: {out_dir} (report: {out_dir / 'report.html'})")
