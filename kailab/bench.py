@@ -452,8 +452,7 @@ def replay_scale(out_dir: Path | None = None, echo=print, params: dict | None = 
         plan = session.Plan(trace=trace, variants=session.variants_for(designs, []), fleet=p["fleet"],
                             compress=p["compress"], repeat=1)
         start = time.monotonic()
-        out = session.run_replay(plan, echo=lambda text: echo(text, markup=False, highlight=False)
-                                 if echo is not print else print(text))
+        out = session.run_replay(plan, echo=echo)
         wall = round(time.monotonic() - start, 1)
     comparison = json.loads((out / session.COMPARISON).read_text())
     runs = {}

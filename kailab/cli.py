@@ -443,7 +443,7 @@ def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, scal
     from . import bench as bench_mod
 
     if replay_scale:
-        results = bench_mod.replay_scale(echo=console.print)
+        results = bench_mod.replay_scale(echo=lambda text: console.print(text, markup=False, highlight=False))
         out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
         return
 
