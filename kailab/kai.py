@@ -187,10 +187,21 @@ def webhook_cert_dir(tmpdir: Path) -> Path:
     return tmpdir / "k8s-webhook-server" / "serving-certs"
 
 
-def webhook_configurations(ports: dict[str, int], ca_bundle_b64: str) -> list[dict]:
+TOPOLOGY_WEBHOOK_PATH = "/validate-kai-scheduler-v1alpha1-topology"
+
+
+def admission_validates_topologies(tree: Path) -> bool:
+    """Whether this KAI version's admission serves Topology validation (v0.17 on): its operator
+    registers that webhook only then, and a registration nothing serves would refuse every Topology."""
+    app = tree / "cmd" / "admission" / "app" / "app.go"
+    return app.is_file() and TOPOLOGY_WEBHOOK_PATH.lstrip("/") in app.read_text()
+
+
+def webhook_configurations(ports: dict[str, int], ca_bundle_b64: str, topologies: bool = True) -> list[dict]:
     """KAI's webhook registrations as its operator makes them (pkg/operator/operands/admission and
     pod_group_controller: names, rules, failure policy, selectors, match conditions), reaching the
-    lab's processes by `url` on loopback instead of a Service, with the lab's CA as caBundle."""
+    lab's processes by `url` on loopback instead of a Service, with the lab's CA as caBundle.
+    `topologies`: whether the version's admission validates Topologies (admission_validates_topologies)."""
     hook = lambda port, path: {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle_b64}  # noqa: E731
     pods = lambda ops: [{"operations": ops, "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],  # noqa: E731
                          "scope": "Namespaced"}]
@@ -211,10 +222,10 @@ def webhook_configurations(ports: dict[str, int], ca_bundle_b64: str) -> list[di
          "metadata": {"name": "validating-kai-admission", "labels": {"app": "admission", **labels}},
          "webhooks": [{"name": name, "clientConfig": hook(adm, "/validate--v1-pod"),
                        "rules": pods(["CREATE", "UPDATE"]), **common, **pod_scope},
-                      {"name": f"topology.{name}", "clientConfig": hook(adm, "/validate-kai-scheduler-v1alpha1-topology"),
-                       "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["kai.scheduler"],
-                                  "apiVersions": ["v1alpha1"], "resources": ["topologies"], "scope": "Cluster"}],
-                       **common}]},
+                      *([{"name": f"topology.{name}", "clientConfig": hook(adm, TOPOLOGY_WEBHOOK_PATH),
+                          "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["kai.scheduler"],
+                                     "apiVersions": ["v1alpha1"], "resources": ["topologies"], "scope": "Cluster"}],
+                          **common}] if topologies else [])]},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
          "metadata": {"name": "kai-podgroup-validation-v2alpha2", "labels": {"app": "podgroup-controller", **labels}},
          "webhooks": [{"name": "podgroup-validation.kai.scheduler",

@@ -126,6 +126,9 @@ def test_webhook_configurations_are_kais_with_loopback_urls():
     assert pod_check["rules"][0]["operations"] == ["CREATE", "UPDATE"]
     assert topology["clientConfig"]["url"].endswith("/validate-kai-scheduler-v1alpha1-topology")
     (pg,) = confs["kai-podgroup-validation-v2alpha2"]["webhooks"]
+    # a version whose admission validates no Topologies (before v0.17) registers no such webhook
+    older = {c["metadata"]["name"]: c for c in kai.webhook_configurations(ports, "Q0E=", topologies=False)}
+    assert [w["name"] for w in older["validating-kai-admission"]["webhooks"]] == [pod_check["name"]]
     assert pg["clientConfig"]["url"] == "https://127.0.0.1:20003/validate-scheduling-run-ai-v2alpha2-podgroup"
 
 

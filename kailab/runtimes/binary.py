@@ -428,7 +428,7 @@ class BinaryRuntime(Runtime):
                     self._wait_healthy(lab, comp, ports)
                 objects.result()
         with phases.timed("KAI's webhooks registered"):
-            _register_webhooks(lab, kube, ports)
+            _register_webhooks(lab, kube, ports, kai.admission_validates_topologies(tree))
         with phases.timed("probe pod bound"):
             await_probe(kube, pod, lab)
 
@@ -524,14 +524,14 @@ _INVALID_PODGROUP = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGro
                      "spec": {"minMember": 1, "minSubGroup": 1, "queue": "kailab-probe"}}
 
 
-def _register_webhooks(lab: Path, kube: Kube, ports: dict[str, int]) -> None:
+def _register_webhooks(lab: Path, kube: Kube, ports: dict[str, int], topologies: bool) -> None:
     """KAI's webhook configurations, then wait until the API server calls both servers: a dry-run
     fractional pod comes back mutated by KAI's admission, a dry-run invalid PodGroup is denied by
     KAI's PodGroup validation."""
     import base64
 
     ca = base64.b64encode((lab / "pki" / "ca.crt").read_bytes()).decode()
-    for obj in kai.webhook_configurations(ports, ca):
+    for obj in kai.webhook_configurations(ports, ca, topologies):
         kube.apply(obj)
     pods = kube.resource("v1", "Pod")
     groups = kube.resource("scheduling.run.ai/v2alpha2", "PodGroup")
