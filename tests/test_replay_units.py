@@ -230,3 +230,18 @@ def test_cli_replay_refuses_bad_input_before_any_lab(tmp_path, args, fragments):
     for f in fragments:
         assert f in lines[0], lines[0]
     assert not (tmp_path / "evidence").exists() and not (tmp_path / "state").exists()
+
+
+def test_a_late_submitter_is_said_and_pairs_are_judged_one_by_one():
+    ok = figs.run_figures(_records([0, 10], [5]), 4)
+    late = figs.run_figures(_records([0, 10], [5]), 4)
+    late["submit"] = {"lag_p99_wall_s": 3.0, "inter_arrival_median_wall_s": 1.0}
+    ok["submit"] = {"lag_p99_wall_s": 0.1, "inter_arrival_median_wall_s": 1.0}
+    assert figs.fell_behind([ok]) == ""
+    assert "fell behind the trace in 1 of 2 run(s): lag p99 3 s against a median inter-arrival time of 1 s" \
+        in figs.fell_behind([ok, late])
+    same = [figs.run_figures(_records([0, 10], [5]), 4), figs.run_figures(_records([2, 12], [6]), 4)]
+    other = [figs.run_figures(_records([50, 60], [5]), 4), figs.run_figures(_records([55, 65], [6]), 4)]
+    d = figs.differences({"a": same, "a-again": list(same), "b": other})
+    assert d["pairs"]["a vs a-again"] == []
+    assert "team-a.wait_p50" in d["pairs"]["a vs b"] and "team-a.wait_p50" in d["pairs"]["a-again vs b"]

@@ -134,14 +134,30 @@ def differences(by_design: dict[str, list[dict]]) -> dict:
         return {"judged": False, "why": "a difference needs 2+ runs of each design (--repeat 2)", "moved": {}}
     spans = {d: ranges(runs) for d, runs in judged.items()}
     keys = sorted(set.intersection(*(set(s) for s in spans.values())))
-    moved = {}
-    for k in keys:
-        by = {d: spans[d][k] for d in spans}
-        names = list(by)
-        if any(by[a][1] < by[b][0] or by[b][1] < by[a][0] for i, a in enumerate(names) for b in names[i + 1:]):
-            moved[k] = by
-    return {"judged": True, "moved": moved,
+    names = list(spans)
+    moved, pairs = {}, {}
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            apart = [k for k in keys if spans[a][k][1] < spans[b][k][0] or spans[b][k][1] < spans[a][k][0]]
+            pairs[f"{a} vs {b}"] = apart
+            for k in apart:
+                moved[k] = {d: spans[d][k] for d in spans}
+    return {"judged": True, "moved": moved, "pairs": pairs, "figures_compared": len(keys),
             "spread": {d: {k: round(hi - lo, 4) for k, (lo, hi) in s.items()} for d, s in spans.items()}}
+
+
+def fell_behind(runs: list[dict]) -> str:
+    """'' when the submitter kept to the trace in every run; else one line saying by how much it did
+    not (lag p99 beyond the median compressed inter-arrival time: jobs went in later than the trace says)."""
+    late = [(r["submit"]["lag_p99_wall_s"], r["submit"]["inter_arrival_median_wall_s"]) for r in runs
+            if (r.get("submit") or {}).get("lag_p99_wall_s") is not None
+            and (r["submit"].get("inter_arrival_median_wall_s") is not None)
+            and r["submit"]["lag_p99_wall_s"] > r["submit"]["inter_arrival_median_wall_s"]]
+    if not late:
+        return ""
+    return (f"the submitter fell behind the trace in {len(late)} of {len(runs)} run(s): lag p99 "
+            f"{', '.join(f'{lag:g}' for lag, _ in late)} s against a median inter-arrival time of {late[0][1]:g} s "
+            "(wall); compress less, or run fewer labs at once")
 
 
 # ----------------------------------------------------------------------------- expectations

@@ -233,7 +233,9 @@ def compare(out: Path) -> dict:
                 checked.append({"expect": text, "held": held, "figures": what})
         except ValueError as err:
             checked.append({"expect": text, "held": False, "figures": str(err)})
+    late = {label: [w] for label, runs in by.items() if (w := figs.fell_behind(runs))}
     return {"plan": plan, "runs": {label: len(runs) for label, runs in by.items()}, "errors": errors,
+            "warnings": {label: ws for label, ws in late.items() if ws},
             "medians": medians, "ranges": {label: figs.ranges(runs) for label, runs in by.items() if runs},
             "differences": figs.differences(by), "expectations": checked,
             "utilisation": {label: runs[0]["fleet"]["utilisation_series"] for label, runs in by.items() if runs},
@@ -271,8 +273,13 @@ def markdown(c: dict) -> str:
         lines.append(f"| {k} | " + " | ".join(f"{c['medians'][lb].get(k, '—')}" for lb in labels) + " |")
     if not c["differences"]["judged"]:
         lines += ["", f"No difference judged: {c['differences']['why']}."]
-    elif not moved:
-        lines += ["", "No figure moved beyond the spread of repeated runs."]
+    else:
+        lines += ["", f"Moved beyond the spread of repeated runs ({c['differences']['figures_compared']} figures "
+                      "compared, pair by pair):"]
+        for pair, keys in c["differences"]["pairs"].items():
+            lines.append(f"- {pair}: " + (", ".join(keys) if keys else "nothing"))
+    for label, ws in (c.get("warnings") or {}).items():
+        lines += [f"\n- {label}: warning: {w}" for w in dict.fromkeys(ws)]
     for e in c["expectations"]:
         lines.append(f"\n- expect `{e['expect']}`: {'held' if e['held'] else 'FAILED'} ({e['figures']})")
     for label, errs in c["errors"].items():

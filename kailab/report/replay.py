@@ -89,6 +89,13 @@ def replay_html(d: Path, base: Path, link) -> str:
     diff = c.get("differences") or {}
     if not diff.get("judged"):
         out.append(f'<p class="problem">No difference judged: {esc(fmt(diff.get("why")))}.</p>')
+    else:
+        out.append('<ul class="files">' + "".join(
+            f'<li><b>{esc(pair)}</b>: moved beyond the runs\' spread: {esc(", ".join(keys) or "nothing")}</li>'
+            for pair, keys in (diff.get("pairs") or {}).items()) + "</ul>")
+    for label, ws in (c.get("warnings") or {}).items():
+        for w in dict.fromkeys(ws):
+            out.append(f'<p class="problem">{esc(label)}: {esc(w)}</p>')
     for e in c.get("expectations") or []:
         cls = "v-passed" if e.get("held") else "v-failed"
         out.append(f'<p><span class="badge {cls}">{"held" if e.get("held") else "failed"}</span> '
