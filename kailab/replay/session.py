@@ -117,7 +117,9 @@ def run_replay(plan: Plan, root: Path | None = None, echo=print) -> Path:
     (out / COMPARISON).write_text(json.dumps(comparison, indent=2))
     (out / "comparison.md").write_text(markdown(comparison))
     from ..report import write_report
+    from ..report.replay import picture_svg
 
+    (out / "replay.svg").write_text(picture_svg(comparison))
     write_report([out])
     return out
 

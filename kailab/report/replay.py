@@ -129,3 +129,27 @@ def replay_html(d: Path, base: Path, link) -> str:
                                                       for lb in labels) + "</tr>")
     out.append("</tbody></table></section>")
     return "".join(out)
+
+
+def picture_svg(c: dict) -> str:
+    """The replay's picture as one standalone SVG file (README, slides): fleet utilisation over the
+    trace per variant, and wait p95 per queue per variant, with their legends and a title."""
+    labels = list(c.get("medians") or {})
+    plan = c.get("plan") or {}
+    util, waits = utilisation_svg(c).split("<div", 1)[0], waits_svg(c)
+    width = 660
+    legend = "".join(f'<rect x="{20 + i * 180}" y="36" width="14" height="4" fill="{PALETTE[i % len(PALETTE)]}"/>'
+                     f'<text x="{40 + i * 180}" y="42" font-size="12">{esc(lb)}</text>' for i, lb in enumerate(labels))
+    title = (f'Replay of {esc(Path(str(plan.get("trace", ""))).name)}: {esc(fmt(plan.get("jobs")))} jobs, fleet '
+             f'{esc(fmt(plan.get("fleet")))}, {esc(fmt(plan.get("repeat")))} run(s) per design')
+    inner_util = util.replace('<svg class="chart replay-util"', '<svg x="10" y="70"', 1)
+    inner_waits = waits.replace('<svg class="chart replay-waits"', '<svg x="10" y="330"', 1)
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} 560" width="{width}" height="560" '
+            'font-family="sans-serif">'
+            '<style>.axis{font-size:11px;fill:#556;stroke:#99a}text.axis{stroke:none}</style>'
+            f'<rect width="{width}" height="560" fill="#fff"/>'
+            f'<text x="20" y="22" font-size="14" font-weight="600">{title}</text>{legend}'
+            '<text x="20" y="64" font-size="12" font-weight="600">Fleet GPU utilisation over the trace (first run)</text>'
+            f'{inner_util}'
+            '<text x="20" y="324" font-size="12" font-weight="600">Wait p95 per queue, trace seconds (median over runs)</text>'
+            f'{inner_waits}</svg>\n')
