@@ -245,3 +245,19 @@ def test_a_late_submitter_is_said_and_pairs_are_judged_one_by_one():
     d = figs.differences({"a": same, "a-again": list(same), "b": other})
     assert d["pairs"]["a vs a-again"] == []
     assert "team-a.wait_p50" in d["pairs"]["a vs b"] and "team-a.wait_p50" in d["pairs"]["a-again vs b"]
+
+
+def test_the_replay_picture_is_a_standalone_svg_with_every_design():
+    import xml.etree.ElementTree as ET
+
+    from kailab.report.replay import picture_svg
+
+    runs = {"big": [figs.run_figures(_records([0, 10], [50]), 4)], "small": [figs.run_figures(_records([40, 60], [5]), 4)]}
+    c = {"plan": {"trace": "t.csv", "jobs": 3, "fleet": "tiny", "repeat": 1},
+         "medians": {d: figs.medians(r) for d, r in runs.items()}, "queues": ["team-a", "team-b"],
+         "utilisation": {d: r[0]["fleet"]["utilisation_series"] for d, r in runs.items()}}
+    svg = picture_svg(c)
+    root = ET.fromstring(svg)  # well-formed, with the SVG namespace a browser or README needs
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert svg.count("<polyline") == 2 and svg.count("<rect") >= 1 + 2 + 4  # background, legend, 4 bars
+    assert ">big<" in svg and ">small<" in svg and "Replay of t.csv: 3 jobs" in svg
