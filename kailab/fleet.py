@@ -2,6 +2,9 @@
 
 Nodes look the way fake-gpu-operator + KWOK make them on a kind lab: `nvidia.com/gpu` in
 capacity/allocatable and the `nvidia.com/gpu.*` labels, so KAI cannot tell the runtimes apart.
+A pool with `dra: true` publishes its GPUs as DRA devices instead, as fake-gpu-operator's KWOK DRA
+plugin does in KAI's own e2e setup: one ResourceSlice per node under driver `gpu.nvidia.com` and a
+DeviceClass of that name, and no `nvidia.com/gpu` on the node (KAI would count both).
 """
 
 from __future__ import annotations
@@ -53,6 +56,14 @@ class Pool(BaseModel):
     # topology levels: label key -> domain names; the pool's nodes are split into contiguous
     # blocks, one per domain (e.g. 4 nodes, racks [r1, r2] -> r1, r1, r2, r2)
     topology: dict[str, list[str]] = {}
+    dra: bool = Field(False, description="GPUs as DRA devices (ResourceSlices), not nvidia.com/gpu")
+
+    @field_validator("dra")
+    @classmethod
+    def _dra_has_gpus(cls, v: bool, info) -> bool:
+        if v and not info.data.get("gpus"):
+            raise ValueError("a DRA pool publishes its GPUs as devices: give it gpus >= 1 (and a product)")
+        return v
 
     @field_validator("topology")
     @classmethod
@@ -135,8 +146,44 @@ class Fleet(BaseModel):
     def max_gpus_per_node(self) -> int:
         return max(p.gpus for p in self.pools)
 
+    @property
+    def dra_gpus(self) -> int:
+        return sum(p.count * p.gpus for p in self.pools if p.dra)
+
     def node_manifests(self) -> list[dict]:
         return [node for pool in self.pools for node in _pool_nodes(self.name, pool)]
+
+    def dra_objects(self) -> list[dict]:
+        """The DeviceClass and one ResourceSlice per node of the DRA pools ([] without any)."""
+        slices = [_resource_slice(f"{pool.name}-{i}", pool) for pool in self.pools if pool.dra
+                  for i in range(pool.count)]
+        return [device_class(), *slices] if slices else []
+
+
+DRA_DRIVER = "gpu.nvidia.com"  # KAI counts GPUs of drivers and classes whose name holds "gpu"
+
+
+def device_class() -> dict:
+    """The GPU DeviceClass as fake-gpu-operator (v0.2.0) and NVIDIA's DRA driver name it."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": DRA_DRIVER, "labels": {"app.kubernetes.io/managed-by": "kailab-fake-nodes"}},
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRA_DRIVER}' && "
+                                                          f"device.attributes['{DRA_DRIVER}'].type == 'gpu'"}}]}}
+
+
+def _resource_slice(node: str, pool: "Pool") -> dict:
+    """What a DRA driver on `node` publishes: one device per GPU, with the GPU's product, UUID and
+    memory (the attributes fake-gpu-operator's KWOK DRA plugin sets)."""
+    devices = [{"name": f"gpu-{k}",
+                "attributes": {"type": {"string": "gpu"}, "uuid": {"string": f"GPU-{node}-{k}"},
+                               "productName": {"string": pool.product}},
+                "capacity": {"memory": {"value": f"{pool.gpu_memory_mib}Mi"}}}
+               for k in range(pool.gpus)]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-gpu", "labels": {"app.kubernetes.io/managed-by": "kailab-fake-nodes",
+                                                          POOL_LABEL: pool.name}},
+            "spec": {"driver": DRA_DRIVER, "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}
 
 
 def _pool_nodes(fleet: str, pool: Pool) -> list[dict]:
@@ -161,9 +208,11 @@ def _pool_nodes(fleet: str, pool: Pool) -> list[dict]:
                 "nvidia.com/gpu.product": pool.product,
                 "nvidia.com/gpu.memory": str(pool.gpu_memory_mib),
             })
+        if pool.dra:  # the label KAI's e2e kind setup puts on its DRA workers
+            labels["nvidia.com/gpu.deploy.dra-plugin-gpu"] = "true"
         resources = {"cpu": str(pool.cpu), "memory": f"{pool.memory_gib}Gi",
                      "pods": str(pool.max_pods), "ephemeral-storage": "1Ti"}
-        if pool.gpus:
+        if pool.gpus and not pool.dra:
             resources["nvidia.com/gpu"] = str(pool.gpus)
         nodes.append({
             "apiVersion": "v1",

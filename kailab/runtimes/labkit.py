@@ -104,6 +104,8 @@ def create_fleet(kube: Kube, fleet: Fleet) -> None:
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         list(pool.map(one, fleet.node_manifests()))
+    for obj in fleet.dra_objects():  # what a DRA driver would publish for the DRA pools' nodes
+        kube.apply(obj)
 
 
 def probe(kube: Kube, lab: Path | None = None, hint: str = "") -> None:

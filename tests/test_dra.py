@@ -1,0 +1,97 @@
+"""DRA on the fake fleet (#29, first part): a pool with `dra: true` publishes its GPUs as
+ResourceSlice devices under driver gpu.nvidia.com, with a DeviceClass of that name, and KAI v0.17
+schedules pods whose ResourceClaims ask for them: the scheduler allocates, the binder writes the
+allocation and reservedFor, the queue is charged."""
+
+from __future__ import annotations
+
+import pytest
+
+from kailab import workloads
+from kailab.fleet import DRA_DRIVER, Fleet, load_fleet
+from kailab.kube import Kube
+from kailab.runtimes.clusterinfo import ready_nodes_and_gpus
+from kailab.runtimes.waits import wait_until
+
+from helpers import assert_one_line_input_error
+
+NS, QUEUE = "dra-test", "dra-test"
+
+
+def test_a_dra_pool_needs_gpus(tmp_path):
+    p = tmp_path / "f.yaml"
+    p.write_text("name: f\npools:\n  - {name: d, count: 1, gpus: 0, dra: true}\n")
+    assert_one_line_input_error(load_fleet, p, "pools[0].dra", "give it gpus >= 1")
+
+
+def test_dra_pool_objects_are_what_a_dra_driver_publishes():
+    fleet = load_fleet("dra")
+    objs = fleet.dra_objects()
+    assert [o["kind"] for o in objs] == ["DeviceClass", "ResourceSlice", "ResourceSlice"]
+    slice_ = objs[1]["spec"]
+    assert slice_["driver"] == DRA_DRIVER and slice_["nodeName"] == "dra-0" and len(slice_["devices"]) == 4
+    nodes = {n["metadata"]["name"]: n for n in fleet.node_manifests()}
+    assert "nvidia.com/gpu" not in nodes["dra-0"]["status"]["allocatable"]  # KAI would count it twice
+    assert nodes["plugin-0"]["status"]["allocatable"]["nvidia.com/gpu"] == "4"
+    assert fleet.gpus_total == 12 and fleet.dra_gpus == 8
+    assert Fleet.model_validate({"name": "x", "pools": [{"name": "a", "count": 1, "gpus": 2}]}).dra_objects() == []
+
+
+def _claim_pod(name: str, template: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": {workloads.QUEUE_LABEL: QUEUE}},
+            "spec": {"schedulerName": "kai-scheduler", "terminationGracePeriodSeconds": 0,
+                     "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": template}],
+                     "containers": [{"name": "main", "image": "ubuntu", "resources": {"claims": [{"name": "gpus"}]}}]}}
+
+
+def _template(name: str, count: int) -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+                "deviceClassName": DRA_DRIVER, "allocationMode": "ExactCount", "count": count}}]}}}}
+
+
+@pytest.mark.lab
+@pytest.mark.kai
+def test_kai_schedules_resource_claims_on_dra_devices(kailab_labs):
+    lab = kailab_labs.get("dra", with_kai=True)
+    kube = Kube(lab.kubeconfig)
+    try:
+        assert ready_nodes_and_gpus(kube) == (3, 12)  # the DRA devices count as GPUs, as in KAI
+        kube.apply(workloads.namespace(NS))
+        kube.apply(workloads.queue(f"{QUEUE}-root", {"quota": -1, "limit": -1}))
+        kube.apply(workloads.queue(QUEUE, {"quota": 8, "limit": -1}, parent=f"{QUEUE}-root"))
+        wait_until("default ServiceAccount", lambda: kube.core.read_namespaced_service_account("default", NS),
+                   timeout=60)
+        for obj in (_template("two-gpus", 2), _template("five-gpus", 5)):
+            kube.apply(obj)
+        kube.apply(_claim_pod("two", "two-gpus"))
+        kube.apply(_claim_pod("five", "five-gpus"))
+        pod = wait_until("KAI binds the pod that claims 2 DRA GPUs",
+                         lambda: (p := kube.get("v1", "Pod", "two", NS)) and p["spec"].get("nodeName") and p,
+                         timeout=90)
+        assert pod["spec"]["nodeName"].startswith("dra-")
+        (status,) = pod["status"]["resourceClaimStatuses"]
+        claim = kube.get("resource.k8s.io/v1", "ResourceClaim", status["resourceClaimName"], NS)
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert len(results) == 2 and {r["driver"] for r in results} == {DRA_DRIVER}
+        assert {r["pool"] for r in results} == {pod["spec"]["nodeName"]}  # devices of the node it runs on
+        assert [r["name"] for r in claim["status"]["reservedFor"]] == ["two"]
+        # KAI's queue status charges the claim's GPUs, keyed by the DeviceClass (as its own e2e asserts)
+        allocated = wait_until("KAI's queue status to show the claimed GPUs",
+                               lambda: ((kube.get("scheduling.run.ai/v2", "Queue", QUEUE) or {}).get("status") or {})
+                               .get("allocated", {}).get(DRA_DRIVER), timeout=60)
+        assert str(allocated) == "2", allocated
+        # 5 GPUs on one node: no DRA node has them; the pod stays unscheduled with KAI's reason
+        five = wait_until("KAI to mark the 5-GPU claim's pod unschedulable",
+                          lambda: next((c for c in ((kube.get("v1", "Pod", "five", NS) or {}).get("status") or {})
+                                        .get("conditions") or [] if c["type"] == "PodScheduled"
+                                        and c["status"] == "False"), None), timeout=90)
+        assert five["reason"] == "Unschedulable", five
+        assert not kube.get("v1", "Pod", "five", NS)["spec"].get("nodeName")
+    finally:
+        kube.delete("v1", "Namespace", NS)
+        for q in (QUEUE, f"{QUEUE}-root"):
+            kube.delete("scheduling.run.ai/v2", "Queue", q)
+        kube.close()
