@@ -29,9 +29,9 @@ def test_dra_pool_objects_are_what_a_dra_driver_publishes():
     objs = fleet.dra_objects()
     assert [o["kind"] for o in objs] == ["DeviceClass", "ResourceSlice", "ResourceSlice"]
     slice_ = objs[1]["spec"]
-    assert slice_["driver"] == DRA_DRIVER and slice_["nodeName"] == "dra-0" and len(slice_["devices"]) == 4
+    assert slice_["driver"] == DRA_DRIVER and slice_["nodeName"] == "dra-h100-0" and len(slice_["devices"]) == 4
     nodes = {n["metadata"]["name"]: n for n in fleet.node_manifests()}
-    assert "nvidia.com/gpu" not in nodes["dra-0"]["status"]["allocatable"]  # KAI would count it twice
+    assert "nvidia.com/gpu" not in nodes["dra-h100-0"]["status"]["allocatable"]  # KAI would count it twice
     assert nodes["plugin-0"]["status"]["allocatable"]["nvidia.com/gpu"] == "4"
     assert fleet.gpus_total == 12 and fleet.dra_gpus == 8
     assert Fleet.model_validate({"name": "x", "pools": [{"name": "a", "count": 1, "gpus": 2}]}).dra_objects() == []
@@ -71,7 +71,7 @@ def test_kai_schedules_resource_claims_on_dra_devices(kailab_labs):
         pod = wait_until("KAI binds the pod that claims 2 DRA GPUs",
                          lambda: (p := kube.get("v1", "Pod", "two", NS)) and p["spec"].get("nodeName") and p,
                          timeout=90)
-        assert pod["spec"]["nodeName"].startswith("dra-")
+        assert pod["spec"]["nodeName"] in ("dra-h100-0", "dra-l40s-0")
         (status,) = pod["status"]["resourceClaimStatuses"]
         claim = kube.get("resource.k8s.io/v1", "ResourceClaim", status["resourceClaimName"], NS)
         results = claim["status"]["allocation"]["devices"]["results"]

@@ -88,6 +88,9 @@ BROKEN = {
     # h100-1 stays in rack-a: no rack has room for the waiting gang
     "rack-placement": (lambda d: d["steps"][3].pop("nodes"), "h100-1 moves to rack-b",
                        "workload second on kailab.io/rack=rack-b bound"),
+    # a limit with room: the claim over the old limit is bound, no OverLimit on its PodGroup
+    "dra-claims": (lambda d: d["queues"]["lab"]["children"]["team"]["gpu"].update(limit=16),
+                   "one claim over the limit", "podgroup condition of over"),
     # usage off: the two equal queues split the fleet 4 and 4
     "time-based-fairness": (lambda d: d["steps"][0]["scheduler"].pop("usage"),
                             "both ask for more than the fleet", "queue beta bound"),
