@@ -95,3 +95,25 @@ def test_kai_schedules_resource_claims_on_dra_devices(kailab_labs):
         for q in (QUEUE, f"{QUEUE}-root"):
             kube.delete("scheduling.run.ai/v2", "Queue", q)
         kube.close()
+
+
+@pytest.mark.parametrize("fleet, klass, fragments", [
+    ("dra", "gpu.nvidai.com", ["deviceClassName", "'gpu.nvidai.com' is not published by fleet 'dra'", "use gpu.nvidia.com"]),
+    ("small", "gpu.nvidia.com", ["deviceClassName", "fleet 'small'", "give a pool dra: true"]),
+])
+def test_a_claim_template_for_an_unknown_class_is_one_line(tmp_path, fleet, klass, fragments):
+    import yaml
+
+    from kailab.exercise.spec import load_exercise
+    from kailab.inputs import read_yaml
+    from kailab.paths import exercises_dir
+
+    doc = read_yaml(exercises_dir() / "dra-claims.yaml")
+    doc["fleet"] = fleet
+    doc["steps"][0]["apply"][1]["manifest"]["object"]["spec"]["spec"]["devices"]["requests"][0]["exactly"][
+        "deviceClassName"] = klass
+    p = tmp_path / "dra-claims.yaml"
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    msg = assert_one_line_input_error(load_exercise, p, *fragments)
+    assert "steps[0] (claims for one and for two GPUs).apply[" in msg and \
+        ".manifest.object.spec.spec.devices.requests[0].exactly.deviceClassName:" in msg, msg

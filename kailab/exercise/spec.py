@@ -717,6 +717,7 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
                                          "exercise's topology", f"levels: {', '.join(levels) or 'none (add topology:)'}")
             if kind == "manifest":
                 _check_placeholders(item.manifest.object, known_names, path, f"{field}.object")
+                _check_device_classes(item.manifest.object, fleet, path, f"{field}.object")
             if w.name in workloads and workloads[w.name] != kind:
                 raise InputError(path, f"{field}.name", f"workload {w.name!r} is already a {workloads[w.name]}")
             workloads[w.name] = kind
@@ -758,6 +759,25 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
                    else e.of if isinstance(e, ObjectExpect) else e.podgroup_of)
             if ref is not None and ref not in workloads:
                 raise InputError(path, f"{field}", f"workload {ref!r} is not applied by this or an earlier step")
+
+
+def _check_device_classes(obj: dict, fleet: Fleet, path: Path, field: str) -> None:
+    """A ResourceClaim(Template) must ask for a DeviceClass the fleet publishes (a typo would leave
+    the pod pending with no reason the exercise means)."""
+    kind = obj.get("kind")
+    if kind not in ("ResourceClaim", "ResourceClaimTemplate"):
+        return
+    spec = obj.get("spec") or {}
+    spec = (spec.get("spec") or {}) if kind == "ResourceClaimTemplate" else spec
+    prefix = f"{field}.spec" + (".spec" if kind == "ResourceClaimTemplate" else "")
+    classes = {o["metadata"]["name"] for o in fleet.dra_objects() if o["kind"] == "DeviceClass"}
+    for i, req in enumerate(((spec.get("devices") or {}).get("requests")) or []):
+        name = ((req or {}).get("exactly") or {}).get("deviceClassName")
+        if name is not None and name not in classes:
+            raise InputError(path, f"{prefix}.devices.requests[{i}].exactly.deviceClassName",
+                             f"DeviceClass {one_line(str(name))!r} is not published by fleet {fleet.name!r}",
+                             f"use {', '.join(sorted(classes))}" if classes
+                             else "give a pool dra: true (e.g. fleet dra) for DRA devices")
 
 
 def run_names(ex: Exercise) -> set[str]:
