@@ -35,7 +35,8 @@ SCHEDULER_SNAPSHOT = "scheduler-snapshot.zip"
 KAI_METRICS = "kai-metrics.json"  # KAI's series from the lab's Prometheus (labs that run one)
 SCHEDULER_SNAPSHOT_ERROR = "scheduler-snapshot.error.txt"  # written instead when the dump fails
 STEPS, FINAL, LOGS, DUMP, MANIFESTS = "steps", "final", "logs", "dump", "manifests"
-SNAPSHOT_FILES = ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "events.yaml", "bindrequests.yaml")
+SNAPSHOT_FILES = ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "events.yaml", "bindrequests.yaml",
+                  "claims.yaml")
 TOP_FILES = (EXERCISE, RUN, VERDICT, TIMELINE, SCHEDULER_SNAPSHOT)
 MATRIX = "matrix.json"  # a trial directory's
 
@@ -72,6 +73,32 @@ def _plain(obj):
     if isinstance(obj, (dt.datetime, dt.date)):
         return obj.isoformat()
     return obj
+
+
+CLAIMS = "claims.yaml"  # per snapshot: the namespace's ResourceClaims (DRA), who holds which devices
+
+
+def claims_table(kube: Kube, namespace: str) -> list[dict]:
+    """The namespace's ResourceClaims, one row each: the pods it is reserved for, the node its
+    allocation is on and the devices (driver/pool/device) it holds; [] where DRA is not served."""
+    try:
+        claims = kube.list("resource.k8s.io/v1", "ResourceClaim", namespace)
+    except Exception:  # noqa: BLE001 - no resource.k8s.io/v1 here: no claims to show
+        return []
+    rows = []
+    for c in claims:
+        alloc = (c.get("status") or {}).get("allocation") or {}
+        results = (alloc.get("devices") or {}).get("results") or []
+        terms = ((alloc.get("nodeSelector") or {}).get("nodeSelectorTerms")) or []
+        node = next((v for t in terms for f in t.get("matchFields") or [] for v in f.get("values") or []
+                     if f.get("key") == "metadata.name"), None)
+        rows.append({"name": c["metadata"]["name"],
+                     "pods": [r.get("name") for r in (c.get("status") or {}).get("reservedFor") or []],
+                     "requests": [{"name": r.get("name"), **((r.get("exactly") or {}))}
+                                  for r in ((c.get("spec") or {}).get("devices") or {}).get("requests") or []],
+                     "allocated": bool(results), "node": node,
+                     "devices": [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results]})
+    return rows
 
 
 class EvidenceDir:
@@ -126,6 +153,7 @@ class EvidenceDir:
             brs = []
         self.write(f"{rel}/bindrequests.yaml", [{"name": b["metadata"]["name"], "spec": b.get("spec"),
                                                  "status": b.get("status")} for b in brs])
+        self.write(f"{rel}/{CLAIMS}", claims_table(kube, namespace))
         with state.cond:
             pods = [p for p in state.pods_table() if p["namespace"] == namespace]
             nodes = state.node_use(reservation_namespace)

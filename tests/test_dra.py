@@ -117,3 +117,30 @@ def test_a_claim_template_for_an_unknown_class_is_one_line(tmp_path, fleet, klas
     msg = assert_one_line_input_error(load_exercise, p, *fragments)
     assert "steps[0] (claims for one and for two GPUs).apply[" in msg and \
         ".manifest.object.spec.spec.devices.requests[0].exactly.deviceClassName:" in msg, msg
+
+
+@pytest.mark.lab
+@pytest.mark.kai
+def test_claims_are_in_the_evidence_and_the_report(kailab_labs, tmp_path):
+    """Each snapshot of a run with claims lists them: pods, node, devices; the report shows them."""
+    import yaml
+
+    from kailab.exercise.runner import ExerciseRun
+    from kailab.exercise.spec import load_exercise
+    from kailab.paths import exercises_dir
+    from kailab.report import write_report
+
+    path = exercises_dir() / "dra-claims.yaml"
+    ex = load_exercise(path)
+    outcome = ExerciseRun(ex, path, kailab_labs.get(ex.fleet, with_kai=True), tmp_path).run()
+    assert outcome.verdict == "passed", outcome.report()
+    from pathlib import Path
+
+    root = Path(outcome.evidence)
+    step2 = sorted((root / "steps").iterdir())[1]
+    claims = {c["pods"][0]: c for c in yaml.safe_load((step2 / "claims.yaml").read_text()) if c["pods"]}
+    assert claims["l40s"]["node"] == "dra-l40s-0" and len(claims["l40s"]["devices"]) == 1
+    assert claims["two"]["devices"] and all(d.startswith(f"gpu.nvidia.com/{claims['two']['node']}/")
+                                            for d in claims["two"]["devices"])
+    page = write_report([root]).read_text()
+    assert "ResourceClaims (DRA) per step" in page and "gpu.nvidia.com/dra-l40s-0/" in page

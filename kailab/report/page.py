@@ -218,6 +218,29 @@ def podgroups_html(run: Run) -> str:
     return "".join(out) + (_muted_list(notes) if notes else "")
 
 
+def claims_html(run: Run) -> str:
+    """DRA: per step, each ResourceClaim's pods, node and devices, and the devices held per node
+    ('' for a run with no claims)."""
+    snaps = [s for s in run.snapshots if s.claims]
+    if not snaps:
+        return ""
+    out = ["<h3>ResourceClaims (DRA) per step: who holds which devices</h3>"]
+    for snap in snaps:
+        per_node: dict[str, int] = {}
+        for c in snap.claims:
+            if c.get("node"):
+                per_node[c["node"]] = per_node.get(c["node"], 0) + len(c.get("devices") or [])
+        held = ", ".join(f"{esc(n)}: {k}" for n, k in sorted(per_node.items())) or "none"
+        out.append(f'<p class="small"><b>{esc(snap.label)}</b> — devices held per node: {held}</p>'
+                   "<table><thead><tr><th>claim</th><th>pods</th><th>node</th><th>devices</th></tr></thead><tbody>")
+        for c in snap.claims:
+            devices = ", ".join(c.get("devices") or []) or ("not allocated" if not c.get("allocated") else "")
+            out.append(f"<tr><td>{esc(fmt(c.get('name')))}</td><td>{esc(', '.join(c.get('pods') or []) or '—')}</td>"
+                       f"<td>{esc(fmt(c.get('node') or '—'))}</td><td class=\"val\">{esc(devices)}</td></tr>")
+        out.append("</tbody></table>")
+    return "".join(out)
+
+
 def files_html(run: Run, base: Path) -> str:
     top = [link(f, base) for f in top_files(run)]
     for sub, files in subdir_files(run):
@@ -374,6 +397,7 @@ def run_html(i: int, run: Run, base: Path) -> str:
             + "<h3>KAI's view (its Grafana dashboards' queries, from the lab's Prometheus)</h3>" + _kai_metrics_html(run)
             + "<h3>GPU occupancy per node, per step</h3>" + _nodes_html(run)
             + "<h3>PodGroup scheduling conditions per step</h3>" + podgroups_html(run)
+            + claims_html(run)
             + "<h3>Raw evidence</h3>" + files_html(run, base)
             + "</section>")
 

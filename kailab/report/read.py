@@ -33,6 +33,7 @@ class Snapshot:
     podgroups: list | None = None
     pods: list | None = None
     nodes: dict | None = None
+    claims: list | None = None  # ResourceClaims (DRA): pods, node, devices
 
     @property
     def label(self) -> str:
@@ -157,7 +158,7 @@ def _read_snapshots(p: Path, names: list[str], problems: list[str]) -> list[Snap
 
 def _snapshot(d: Path, index: int, name: str, rel: str, problems: list[str]) -> Snapshot:
     snap = Snapshot(index, name, rel)
-    for attr, kind in (("queues", list), ("podgroups", list), ("pods", list), ("nodes", dict)):
+    for attr, kind in (("queues", list), ("podgroups", list), ("pods", list), ("nodes", dict), ("claims", list)):
         found: list[str] = []
         data = _read(d / SNAPSHOT_FILE[attr], "yaml", found, required=False)
         problems += [f"{rel}/{x}" for x in found]
