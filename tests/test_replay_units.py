@@ -261,3 +261,18 @@ def test_the_replay_picture_is_a_standalone_svg_with_every_design():
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
     assert svg.count("<polyline") == 2 and svg.count("<rect") >= 1 + 2 + 4  # background, legend, 4 bars
     assert ">big<" in svg and ">small<" in svg and "Replay of t.csv: 3 jobs" in svg
+
+
+def test_variants_are_designs_or_kai_versions_never_both(tmp_path):
+    from kailab.errors import KailabError
+    from kailab.replay.session import variants_for
+
+    for n in ("a", "b"):
+        (tmp_path / f"{n}.yaml").write_text(f"design: {n}\nqueues: {{team-a: {{gpu: {{quota: 1}}}}}}\n")
+    a, b = load_design(tmp_path / "a.yaml"), load_design(tmp_path / "b.yaml")
+    assert [(v.label, v.design.name) for v in variants_for([a, b], [])] == [("a", "a"), ("b", "b")]
+    by_version = variants_for([a], ["v0.16.8", "v0.17.0"])
+    assert [(v.label, v.design.name, v.kai_version) for v in by_version] == [("v0.16.8", "a", "v0.16.8"),
+                                                                            ("v0.17.0", "a", "v0.17.0")]
+    with pytest.raises(KailabError, match="not both at once"):
+        variants_for([a, b], ["v0.16.8", "v0.17.0"])
