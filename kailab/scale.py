@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import workloads
-from .kube import Kube
+from .kube import Kube, watch_pods
 from .runtimes import LabRecord, processes
 
 SHAPES = ("jobs", "pods")
@@ -48,31 +48,8 @@ class BindWatch(threading.Thread):
                 self.cond.notify_all()
 
     def run(self) -> None:
-        pool = self.kube.api_client.rest_client.pool_manager
-        base = f"{self.kube.api_client.configuration.host}/api/v1/namespaces/{self.namespace}/pods"
-        while not self.stopping.is_set():
-            try:
-                listed = json.loads(pool.request("GET", base, timeout=60).data)
-                for pod in listed.get("items", []):
-                    self._see(pod)
-                rv = listed["metadata"]["resourceVersion"]
-                resp = pool.request("GET", f"{base}?watch=1&resourceVersion={rv}&timeoutSeconds=300",
-                                    preload_content=False, timeout=None)
-                buf = b""
-                for chunk in resp.stream(65536):
-                    if self.stopping.is_set():
-                        break
-                    buf += chunk
-                    *lines, buf = buf.split(b"\n")
-                    for line in lines:
-                        if line:
-                            event = json.loads(line)
-                            if event.get("type") in ("ADDED", "MODIFIED"):
-                                self._see(event["object"])
-                resp.release_conn()
-            except Exception as err:  # noqa: BLE001 - relist and go on; kept for the report
-                self.errors.append(f"{type(err).__name__}: {err}"[:200])
-                time.sleep(0.5)
+        watch_pods(self.kube, self.namespace, lambda kind, pod: kind != "DELETED" and self._see(pod),
+                   self.stopping, self.errors, timeout_s=300)
 
     def wait_for(self, count: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

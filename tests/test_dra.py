@@ -90,8 +90,10 @@ def test_kai_schedules_resource_claims_on_dra_devices(kailab_labs):
                                         and c["status"] == "False"), None), timeout=90)
         assert five["reason"] == "Unschedulable", five
         assert not kube.get("v1", "Pod", "five", NS)["spec"].get("nodeName")
-    finally:
+    finally:  # the next test on this lab must find its fleet empty: pods gone, not just deleted
+        kube.delete_pods(NS)
         kube.delete("v1", "Namespace", NS)
+        wait_until("the test's pods to be gone", lambda: not kube.list("v1", "Pod", NS), timeout=60)
         for q in (QUEUE, f"{QUEUE}-root"):
             kube.delete("scheduling.run.ai/v2", "Queue", q)
         kube.close()

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .. import workloads
-from ..kube import Kube
+from ..kube import Kube, watch_pods
 from .trace import Trace, TraceJob
 
 SUBMIT_THREADS = 16
@@ -78,32 +78,7 @@ class PodWatch(threading.Thread):
                 rec.gone = now
 
     def run(self) -> None:
-        pool = self.kube.api_client.rest_client.pool_manager
-        base = f"{self.kube.api_client.configuration.host}/api/v1/namespaces/{self.namespace}/pods"
-        while not self.stopping.is_set():
-            try:
-                listed = json.loads(pool.request("GET", base, timeout=60).data)
-                for pod in listed.get("items", []):
-                    self._see("LISTED", pod)
-                self.ready.set()
-                rv = listed["metadata"]["resourceVersion"]
-                resp = pool.request("GET", f"{base}?watch=1&allowWatchBookmarks=false&resourceVersion={rv}"
-                                    "&timeoutSeconds=120", preload_content=False, timeout=None)
-                buf = b""
-                for chunk in resp.stream(65536):
-                    buf += chunk
-                    *lines, buf = buf.split(b"\n")
-                    for line in lines:
-                        if line:
-                            event = json.loads(line)
-                            if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                                self._see(event["type"], event["object"])
-                    if self.stopping.is_set():
-                        break
-                resp.release_conn()
-            except Exception as err:  # noqa: BLE001 - relist and go on; kept for the record
-                self.errors.append(f"{type(err).__name__}: {err}"[:200])
-                time.sleep(0.5)
+        watch_pods(self.kube, self.namespace, self._see, self.stopping, self.errors, ready=self.ready)
 
 
 def job_objects(job: TraceJob, namespace: str, compress: float) -> list[dict]:

@@ -36,6 +36,7 @@ from .trace import Trace, check_against
 COMPARISON = "comparison.json"
 DRAIN_FACTOR = 2.0  # a run ends at the latest this many times the trace's compressed span after its start
 DRAIN_EXTRA_S = 120.0
+PROMETHEUS_SCRAPE_S = 2.0  # the lab Prometheus' scrape interval (runtimes/metrics.py)
 
 
 @dataclass
@@ -188,7 +189,9 @@ def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: in
         from ..exercise.kai_metrics import evictions_by_action
         from ..runtimes import metrics
 
-        rec_data["evicted_by_action"] = evictions_by_action(metrics.url(rec.ports), mark, time.time())
+        end = time.time()
+        time.sleep(2 * PROMETHEUS_SCRAPE_S)  # KAI's counter as scraped after the run's last eviction
+        rec_data["evicted_by_action"] = evictions_by_action(metrics.url(rec.ports), mark, end + 2 * PROMETHEUS_SCRAPE_S)
     (rdir / "records.json").write_text(json.dumps(rec_data, indent=1))
     try:  # KAI's own account of the run, to explain what the figures show
         for name, data in runtime.kai_logs(rec, log_mark).items():
@@ -245,11 +248,6 @@ def compare(out: Path) -> dict:
             "ok": all(c["held"] for c in checked) and not any(errors.values()) and all(by.values())}
 
 
-KEY_FIGURES = ("jobs", "completed", "not_started", "jobs_failed", "wait_p50", "wait_p95", "wait_p99", "wait_max",
-               "gpu_hours_requested", "gpu_hours_delivered", "gpu_hours_lost_to_evictions", "evicted_pods",
-               "pods_deleted_before_bound")
-
-
 def markdown(c: dict) -> str:
     labels = list(c["medians"])
     plan = c["plan"]
@@ -257,22 +255,12 @@ def markdown(c: dict) -> str:
     lines = [f"# Replay of {plan['trace']} ({plan['jobs']} jobs)", "",
              f"Fleet {plan['fleet']}, compression {plan['compress']:g}x, {plan['repeat']} run(s) per variant. "
              "Times are trace seconds (wall seconds x compression); each cell is the median over runs, "
-             "with the range when runs differ. **Bold**: moved beyond the runs' spread between variants.", "",
+             "with the range when runs differ. **Bold**: moved beyond the runs' spread between some pair of variants (pairs listed below).", "",
              "| figure | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
-    for scope in ["all", *c["queues"]]:
-        for k in KEY_FIGURES:
-            key = f"{scope}.{k}"
-            if not any(key in c["medians"][lb] for lb in labels):
-                continue
-            cells = []
-            for lb in labels:
-                m = c["medians"][lb].get(key)
-                lo, hi = c["ranges"][lb].get(key, [m, m])
-                text = "—" if m is None else (f"{m:g}" if lo == hi else f"{m:g} ({lo:g}–{hi:g})")
-                cells.append(f"**{text}**" if key in moved else text)
-            lines.append(f"| {key} | " + " | ".join(cells) + " |")
-    for k in ("fleet.utilisation_mean", "submit.lag_p99_wall_s"):
-        lines.append(f"| {k} | " + " | ".join(f"{c['medians'][lb].get(k, '—')}" for lb in labels) + " |")
+    from ..report.replay import figure_rows
+
+    for key, cells in figure_rows(c):
+        lines.append(f"| {key} | " + " | ".join(f"**{t}**" if key in moved else t for t in cells) + " |")
     if not c["differences"]["judged"]:
         lines += ["", f"No difference judged: {c['differences']['why']}."]
     else:

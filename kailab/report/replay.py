@@ -16,6 +16,27 @@ FIGURES = ("jobs", "completed", "not_started", "jobs_failed", "wait_p50", "wait_
            "pods_deleted_before_bound")
 
 
+def figure_rows(c: dict) -> list[tuple[str, list[str]]]:
+    """The comparison table, one row per figure: (figure, a cell per variant — the median over its
+    runs, with the range when the runs differ). Shared by comparison.md and the page."""
+    labels = list(c.get("medians") or {})
+    rows = []
+    for scope in ["all", *(c.get("queues") or [])]:
+        for k in FIGURES:
+            key = f"{scope}.{k}"
+            if not any(key in c["medians"][lb] for lb in labels):
+                continue
+            cells = []
+            for lb in labels:
+                m = c["medians"][lb].get(key)
+                lo, hi = (c.get("ranges") or {}).get(lb, {}).get(key, [m, m])
+                cells.append("—" if m is None else (fmt(m) if lo == hi else f"{fmt(m)} ({fmt(lo)}–{fmt(hi)})"))
+            rows.append((key, cells))
+    for key in ("fleet.utilisation_mean", "submit.lag_p99_wall_s"):
+        rows.append((key, [fmt(c["medians"][lb].get(key, "—")) for lb in labels]))
+    return rows
+
+
 def is_replay(d: Path) -> bool:
     return (Path(d) / COMPARISON).is_file()
 
@@ -112,21 +133,9 @@ def replay_html(d: Path, base: Path, link) -> str:
                        for i, lb in enumerate(labels)) + '</div></figure>')
     out.append("<table class=\"figures\"><thead><tr><th>figure</th>" + "".join(f"<th>{esc(lb)}</th>" for lb in labels)
                + "</tr></thead><tbody>")
-    for scope in ["all", *(c.get("queues") or [])]:
-        for k in FIGURES:
-            key = f"{scope}.{k}"
-            if not any(key in c["medians"][lb] for lb in labels):
-                continue
-            cells = []
-            for lb in labels:
-                m = c["medians"][lb].get(key)
-                lo, hi = (c.get("ranges") or {}).get(lb, {}).get(key, [m, m])
-                text = "—" if m is None else (fmt(m) if lo == hi else f"{fmt(m)} ({fmt(lo)}–{fmt(hi)})")
-                cells.append(f'<td class="{"differs" if key in moved else ""}">{esc(text)}</td>')
-            out.append(f"<tr><td>{esc(key)}</td>" + "".join(cells) + "</tr>")
-    for k in ("fleet.utilisation_mean", "submit.lag_p99_wall_s"):
-        out.append(f"<tr><td>{esc(k)}</td>" + "".join(f"<td>{esc(fmt(c['medians'][lb].get(k, '—')))}</td>"
-                                                      for lb in labels) + "</tr>")
+    for key, cells in figure_rows(c):
+        cls = "differs" if key in moved else ""
+        out.append(f"<tr><td>{esc(key)}</td>" + "".join(f'<td class="{cls}">{esc(t)}</td>' for t in cells) + "</tr>")
     out.append("</tbody></table></section>")
     return "".join(out)
 
