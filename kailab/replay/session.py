@@ -207,8 +207,9 @@ def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: in
                  f"p99 {a['wait_p99']} s (trace time), utilisation {f['fleet']['utilisation_mean']}, "
                  f"submit lag p99 {f['submit']['lag_p99_wall_s']} s wall"
                  + (f"; {rec_data['error']}" if dead else "") + (" (timed out)" if clock["timed_out"] else ""))
-    kube.delete("v1", "Namespace", ns)
-    _wait_gone(kube, ns)
+    if i < plan.repeat:  # the next run starts on an empty fleet; after the last, the lab goes down
+        kube.delete("v1", "Namespace", ns)
+        _wait_gone(kube, ns)
 
 
 def _wait_gone(kube: Kube, ns: str, timeout: float = 180) -> None:
