@@ -113,7 +113,7 @@ def peer_comparison(runs: int = 5, fleet: str = "tiny", echo=print) -> dict:
         try:
             create_fleet(kube, fl)
             wait_until("the peer's fleet to be Ready",
-                       lambda: clusterinfo.ready_nodes_and_gpus(kube)[0] == fl.nodes_total, timeout="nodes-ready")
+                       lambda: clusterinfo.ready_node_count(kube) == fl.nodes_total, timeout="nodes-ready")
         finally:
             kube.close()
         run(delete)

@@ -651,20 +651,29 @@ class Exercise(Strict):
     _n = field_validator("exercise")(staticmethod(_name))
 
     def queue_tree(self) -> list[tuple[str, str | None, GpuShare]]:
-        """(name, parent, gpu) parents first."""
-        out: list[tuple[str, str | None, GpuShare]] = []
-
-        def walk(nodes: dict[str, QueueNode], parent: str | None) -> None:
-            for name, node in nodes.items():
-                out.append((name, parent, node.gpu))
-                walk(node.children, name)
-
-        walk(self.queues, None)
-        return out
+        return queue_tree(self.queues)
 
     def leaf_queues(self) -> set[str]:
-        parents = {p for _, p, _ in self.queue_tree() if p}
-        return {n for n, _, _ in self.queue_tree() if n not in parents}
+        return leaf_queues(self.queues)
+
+
+def queue_tree(queues: dict[str, QueueNode]) -> list[tuple[str, str | None, GpuShare]]:
+    """(name, parent, gpu) parents first."""
+    out: list[tuple[str, str | None, GpuShare]] = []
+
+    def walk(nodes: dict[str, QueueNode], parent: str | None) -> None:
+        for name, node in nodes.items():
+            out.append((name, parent, node.gpu))
+            walk(node.children, name)
+
+    walk(queues, None)
+    return out
+
+
+def leaf_queues(queues: dict[str, QueueNode]) -> set[str]:
+    tree = queue_tree(queues)
+    parents = {p for _, p, _ in tree if p}
+    return {n for n, _, _ in tree if n not in parents}
 
 
 def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:

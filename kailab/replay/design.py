@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import Field
 
 from ..errors import InputError
-from ..exercise.spec import NAME, QueueNode, SchedulerSetting, Strict
+from ..exercise.spec import NAME, QueueNode, SchedulerSetting, Strict, leaf_queues, queue_tree
 from ..inputs import one_line, read_yaml, validate
 from .. import workloads
 
@@ -43,19 +43,10 @@ class Design:
 
     def tree(self) -> list[tuple[str, str | None, object]]:
         """(name, parent, GpuShare), parents first."""
-        out: list = []
-
-        def walk(nodes: dict[str, QueueNode], parent: str | None) -> None:
-            for name, node in nodes.items():
-                out.append((name, parent, node.gpu))
-                walk(node.children, name)
-
-        walk(self.spec.queues, None)
-        return out
+        return queue_tree(self.spec.queues)
 
     def leaf_queues(self) -> set[str]:
-        parents = {p for _, p, _ in self.tree() if p}
-        return {n for n, _, _ in self.tree() if n not in parents}
+        return leaf_queues(self.spec.queues)
 
     def queue_objects(self) -> list[dict]:
         """The KAI Queue objects, parents first; the queues keep the design's names."""

@@ -230,7 +230,7 @@ class BinaryRuntime(Runtime):
         wait_until("the API server to accept the fleet's nodes", lambda: create_fleet(kube, fleet) or True,
                    timeout="apiserver-ready", lab=lab, component="kube-apiserver")
         wait_until(f"the fleet's {fleet.nodes_total} nodes to be Ready",
-                   lambda: clusterinfo.ready_nodes_and_gpus(kube, f"{FLEET_LABEL}={fleet.name}")[0]
+                   lambda: clusterinfo.ready_node_count(kube, f"{FLEET_LABEL}={fleet.name}")
                    == fleet.nodes_total,
                    timeout="nodes-ready", lab=lab, component="kwok",
                    hint="kwok marks nodes Ready through its stages; see its log")

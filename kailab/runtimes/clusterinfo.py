@@ -30,15 +30,21 @@ def api_server(kubeconfig: str | Path) -> str:
 def ready_nodes_and_gpus(kube: Kube, label_selector: str | None = None) -> tuple[int, int]:
     """How many nodes are Ready, and the GPUs on those nodes: allocatable `nvidia.com/gpu`, plus the
     devices of GPU ResourceSlices (DRA) published for them, as KAI counts them."""
-    nodes = gpus = 0
-    ready = set()
-    for node in kube.list("v1", "Node", label_selector=label_selector):
-        status = node.get("status") or {}
-        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []):
-            nodes += 1
-            ready.add(node["metadata"]["name"])
-            gpus += _int((status.get("allocatable") or {}).get(GPU, "0"))
-    return nodes, gpus + sum(n for name, n in dra_gpus_by_node(kube).items() if name in ready)
+    ready = _ready_nodes(kube, label_selector)
+    gpus = sum(_int((n.get("status") or {}).get("allocatable", {}).get(GPU, "0")) for n in ready)
+    names = {n["metadata"]["name"] for n in ready}
+    return len(ready), gpus + sum(k for name, k in dra_gpus_by_node(kube).items() if name in names)
+
+
+def ready_node_count(kube: Kube, label_selector: str | None = None) -> int:
+    """How many nodes are Ready (what `up` polls for: no GPU count, no ResourceSlice list)."""
+    return len(_ready_nodes(kube, label_selector))
+
+
+def _ready_nodes(kube: Kube, label_selector: str | None) -> list[dict]:
+    return [n for n in kube.list("v1", "Node", label_selector=label_selector)
+            if any(c.get("type") == "Ready" and c.get("status") == "True"
+                   for c in (n.get("status") or {}).get("conditions") or [])]
 
 
 def dra_gpus_by_node(kube: Kube) -> dict[str, int]:

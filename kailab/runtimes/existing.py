@@ -84,7 +84,7 @@ class ExistingRuntime(Runtime):
                 create_fleet(kube, fleet)
                 selector = f"{FLEET_LABEL}={fleet.name}"
                 wait_until(f"the fleet's {fleet.nodes_total} nodes to be Ready",
-                           lambda: clusterinfo.ready_nodes_and_gpus(kube, selector)[0] == fleet.nodes_total,
+                           lambda: clusterinfo.ready_node_count(kube, selector) == fleet.nodes_total,
                            timeout="nodes-ready",
                            hint=f"the cluster needs a KWOK controller managing nodes annotated "
                                 f"{KWOK_ANNOTATION}=fake")
