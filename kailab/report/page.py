@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import evidence
 from ..errors import KailabError
 from .operations import QUEUE_FIGURES
+from .e2e import e2e_html, is_e2e
 from .replay import is_replay, replay_html
 from .read import SNAPSHOT_FILE, Run, expand, load_run, snapshot_files, subdir_files, top_files
 from .series import demand_series, fleet_gpus, run_end
@@ -452,7 +453,8 @@ def render_report(evidence_dirs: list[Path], base: Path | None = None) -> str:
     base = Path(base) if base is not None else default_output(evidence_dirs).parent
     runs: list[Run] = []
     matrices = [replay_html(d, base, link) for d in evidence_dirs if is_replay(d)]
-    for d, matrix, run_dirs in expand([d for d in evidence_dirs if not is_replay(d)]):
+    matrices += [e2e_html(d, base, link) for d in evidence_dirs if is_e2e(d)]
+    for d, matrix, run_dirs in expand([d for d in evidence_dirs if not is_replay(d) and not is_e2e(d)]):
         if matrix is not None:
             matrices.append(matrix_html(d, matrix, base))
         runs += [load_run(r) for r in run_dirs]
@@ -467,7 +469,7 @@ def render_report(evidence_dirs: list[Path], base: Path | None = None) -> str:
     body += [run_html(i, r, base) for i, r in enumerate(runs)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>kailab report: {esc(', '.join(dict.fromkeys([r.name for r in runs] + [Path(d).name for d in evidence_dirs if is_replay(d)])) or 'no runs')}</title>"
+            f"<title>kailab report: {esc(', '.join(dict.fromkeys([r.name for r in runs] + [Path(d).name for d in evidence_dirs if is_replay(d) or is_e2e(d)])) or 'no runs')}</title>"
             f"<style>{CSS}</style></head><body><main>" + "".join(body) + "</main></body></html>\n")
 
 

@@ -1,0 +1,84 @@
+"""The lab made to look the way KAI's e2e expects a cluster to look, and put back afterwards.
+
+What KAI's e2e reads from a cluster (test/e2e/modules, KAI v0.17.0):
+- every spec's clean-up waits for exactly one Running pod labelled `app=binder` and one labelled
+  `app=kai-scheduler-default` in namespace kai-scheduler (KAI's own pods under its chart). A binary
+  lab runs KAI as local processes, so there are no such pods: kailab creates a **stand-in** pod for
+  each that the cluster lacks — a plain pod bound to a CPU node, named `<app>-stand-in` and labelled
+  `kailab.io/e2e-stand-in`, which KWOK reports Running. It does nothing; KAI's real process is the
+  lab's. Where the cluster has KAI's pods (kind, existing) no stand-in is made.
+- its preflight refuses any Queue not labelled `app=engine-e2e` other than KAI's default queues,
+  and its clean-up deletes every Queue: a lab with the user's queues is refused here, in one line.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+from ..errors import KailabError
+from ..kai import KAI_NAMESPACE
+from ..kube import Kube
+
+QUEUE_API = "scheduling.run.ai/v2"
+ALLOWED_QUEUES = {"default-queue", "default-parent-queue"}  # KAI's e2e preflight allows these
+SYSTEM_APPS = ("binder", "kai-scheduler-default")  # what KAI's e2e clean-up waits for
+STAND_IN_LABEL = "kailab.io/e2e-stand-in"
+READY_TIMEOUT_S = 60.0
+
+
+def preflight(kube: Kube, lab: str) -> None:
+    queues = [q["metadata"]["name"] for q in kube.list(QUEUE_API, "Queue")
+              if q["metadata"]["name"] not in ALLOWED_QUEUES
+              and (q["metadata"].get("labels") or {}).get("app") != "engine-e2e"]
+    if queues:
+        raise KailabError(f"lab {lab} has queues {', '.join(sorted(queues))}: KAI's e2e preflight refuses them "
+                          "and its clean-up deletes every queue; run `kailab e2e` without --lab (it brings up "
+                          "a lab of its own) or use a fresh lab")
+
+
+def _stand_in_node(kube: Kube) -> str:
+    """An untainted, schedulable node without GPUs (a pod on it takes nothing a spec counts on)."""
+    nodes = kube.core.list_node().items
+    def gpus(n) -> int:
+        return int((n.status.allocatable or {}).get("nvidia.com/gpu", "0"))
+    fit = [n for n in nodes if not n.spec.unschedulable and not n.spec.taints]
+    fit.sort(key=lambda n: (gpus(n), "gpu.deploy.dra-plugin-gpu" in str(n.metadata.labels), n.metadata.name))
+    if not fit:
+        raise KailabError("no untainted node to hold the stand-in pods KAI's e2e waits for")
+    return fit[0].metadata.name
+
+
+@contextmanager
+def stand_ins(kube: Kube):
+    """Stand-in pods for the KAI system pods the cluster lacks, for the length of the block."""
+    made = []
+    try:
+        for app in SYSTEM_APPS:
+            running = [p for p in kube.core.list_namespaced_pod(KAI_NAMESPACE, label_selector=f"app={app}").items
+                       if not (p.metadata.labels or {}).get(STAND_IN_LABEL)]
+            if running:
+                continue
+            if not made:
+                node = _stand_in_node(kube)
+            name = f"{app}-stand-in"
+            kube.apply({"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": name, "namespace": KAI_NAMESPACE,
+                                     "labels": {"app": app, STAND_IN_LABEL: "true"}},
+                        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
+                                 "containers": [{"name": "stand-in", "image": "kailab/stand-in"}]}})
+            made.append(name)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while made:
+            phases = {p.metadata.name: p.status.phase for p in kube.core.list_namespaced_pod(
+                KAI_NAMESPACE, label_selector=STAND_IN_LABEL).items}
+            if all(phases.get(n) == "Running" for n in made):
+                break
+            if time.monotonic() > deadline:
+                raise KailabError(f"stand-in pods not Running after {READY_TIMEOUT_S:.0f}s: {phases} "
+                                  "(KWOK runs a lab's pods: is it alive? `kailab status`)")
+            time.sleep(0.5)
+        yield made
+    finally:
+        for name in made:
+            kube.delete("v1", "Pod", name, KAI_NAMESPACE, grace=0)

@@ -1,0 +1,252 @@
+"""A run of KAI's e2e suites: one lane per KAI version (and per extra lab asked for), each on a lab
+of its own, side by side; suites run one after another within a lane (they share cluster-wide
+state: KAI's clean-up deletes every queue), every result read from the suite's JUnit report.
+
+On disk (evidence/e2e-<stamp>/):
+  plan.json                      what was asked: versions, suites per lane, label filter, skips
+  <lane>/lab.json                the lab (runtime, fleet, KAI version, Ginkgo version)
+  <lane>/<suite>/output.log      the suite binary's whole output;  junit.xml  its JUnit report
+  <lane>/kai-logs/<component>.log  KAI's logs over the lane's run
+  <lane>/error.txt               when the lane could not finish (a lab that did not come up, a death)
+  junit.xml                      every suite of every lane, merged
+  summary.json, summary.md, report.html
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import versions
+from ..errors import KailabError
+from ..kube import Kube
+from ..paths import evidence_dir
+from ..runtimes import LabRecord, LabSpec, lab, runtime_of
+from . import build, cluster, ginkgo, junit
+from .suites import Suite, registry
+
+SUMMARY = "summary.json"
+DEFAULT_FLEET = "kai-e2e"
+
+
+@dataclass
+class Lane:
+    label: str
+    kai_version: str
+    suites: list[Suite]
+
+
+@dataclass
+class Plan:
+    suites: list[Suite]
+    kai_versions: list[str]
+    labs: int = 1  # labs per KAI version; its suites are split over them
+    fleet: str = DEFAULT_FLEET
+    runtime: str = "binary"
+    lab_name: str | None = None  # a running lab instead of labs of our own
+    focus: list[str] = field(default_factory=list)
+
+    def lanes(self) -> list[Lane]:
+        """Suites split over `labs` lanes per version, longest first onto the least loaded lane
+        (the registry's `seconds` say how long each took here)."""
+        out = []
+        for v in self.kai_versions:
+            n = min(self.labs, len(self.suites))
+            groups: list[list[Suite]] = [[] for _ in range(n)]
+            for s in sorted(self.suites, key=lambda s: -s.seconds):
+                min(groups, key=lambda g: sum(x.seconds for x in g)).append(s)
+            for i, g in enumerate(groups):
+                order = [s for s in self.suites if s in g]  # the order asked for, within a lane
+                label = v if n == 1 else f"{v}-lab{i + 1}"
+                out.append(Lane(label, v, order))
+        return out
+
+
+def run_e2e(plan: Plan, root: Path | None = None, echo=print) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = (root or evidence_dir()) / f"e2e-{stamp}"
+    out.mkdir(parents=True)
+    lanes = plan.lanes()
+    lock = threading.Lock()
+
+    def say(label: str, text: str) -> None:
+        with lock:
+            echo(f"[{label}] {text}")
+
+    # compile first, once per version: labs do not idle while Go builds
+    trees = {}
+    for v in plan.kai_versions:
+        trees[v] = build.ensure(v, plan.suites, lambda text, v=v: say(v, text))
+    reg = registry()
+    (out / "plan.json").write_text(json.dumps({
+        "kai_versions": plan.kai_versions, "fleet": plan.fleet, "runtime": plan.runtime, "lab": plan.lab_name,
+        "label_filter": reg.label_filter(), "labels_left_out": reg.labels, "focus": plan.focus,
+        "lanes": {ln.label: [s.name for s in ln.suites] for ln in lanes},
+        "skipped_specs": {s.name: s.skip for s in plan.suites if s.skip},
+        "suites_not_run": {n: {"package": p, "why": w} for n, (p, w) in reg.not_run.items()},
+    }, indent=2))
+    try:
+        with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+            futures = [pool.submit(_lane, plan, ln, trees[ln.kai_version], out / ln.label, stamp, say) for ln in lanes]
+            for f in futures:
+                f.result()
+    finally:  # also on Ctrl-C: what ran is summarised
+        write_summary(out)
+    return out
+
+
+def _lane(plan: Plan, ln: Lane, built: tuple[Path, dict[str, Path]], ldir: Path, stamp: str, say) -> None:
+    ldir.mkdir(parents=True)
+    tree, binaries = built
+    try:
+        if plan.lab_name:
+            rec = LabRecord.load(plan.lab_name)
+            _on_lab(rec, ln, tree, binaries, ldir, say, plan.focus)
+            return
+        spec = LabSpec(name=f"e2e-{stamp.lower()}-{ln.label.replace('.', '-')}"[:50].rstrip("-"),
+                       runtime=plan.runtime, fleet=plan.fleet, kai_version=ln.kai_version, metrics=False)
+        say(ln.label, f"bringing up lab {spec.name} (fleet {plan.fleet}, KAI {ln.kai_version})")
+        with lab(spec) as rec:
+            _on_lab(rec, ln, tree, binaries, ldir, say, plan.focus)
+    except KailabError as err:
+        (ldir / "error.txt").write_text(str(err) + "\n")
+        say(ln.label, f"error: {err}")
+
+
+def _on_lab(rec: LabRecord, ln: Lane, tree: Path, binaries: dict[str, Path], ldir: Path, say, focus) -> None:
+    runtime = runtime_of(rec)
+    (ldir / "lab.json").write_text(json.dumps({
+        "lab": rec.name, "runtime": rec.runtime, "fleet": rec.fleet, "kai_version": rec.kai_version,
+        "nodes": rec.nodes, "gpus": rec.gpus, "ginkgo": build.ginkgo_version(tree), "kai_source": str(tree)}, indent=2))
+    kube = Kube(rec.kubeconfig)
+    mark = runtime.log_mark(rec)
+    try:
+        cluster.preflight(kube, rec.name)
+        with cluster.stand_ins(kube) as made:
+            if made:
+                say(ln.label, f"stand-in pods for KAI's e2e clean-up: {', '.join(made)} (KAI itself runs as local processes)")
+            for suite in ln.suites:
+                _run_suite(rec, suite, tree, binaries[suite.name], ldir / suite.name, say, ln.label, focus)
+                dead = runtime.dead_components(rec, set())
+                if dead:
+                    name, lines = dead[0]
+                    raise KailabError(f"KAI component died: {name} (during suite {suite.name}); its last lines:\n{lines}")
+    finally:
+        logs = ldir / "kai-logs"
+        logs.mkdir(exist_ok=True)
+        for fname, data in runtime.kai_logs(rec, mark).items():
+            (logs / fname).write_bytes(data)
+        kube.close()
+
+
+def _run_suite(rec: LabRecord, suite: Suite, tree: Path, binary: Path, sdir: Path, say, label: str, focus) -> None:
+    sdir.mkdir(parents=True)
+    report = sdir / "junit.xml"
+    say(label, f"suite {suite.name} ({suite.path}) starts")
+    started = time.monotonic()
+    done = 0
+    progress = ginkgo.Progress()
+    env = {**os.environ, "KUBECONFIG": rec.kubeconfig}
+    with open(sdir / "output.log", "w") as log:
+        proc = subprocess.Popen([str(binary), *ginkgo.args(suite, report, focus)], cwd=tree / suite.path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(line)
+                event = progress.feed(line)
+                if event:
+                    done += 1
+                    say(label, f"  {suite.name} #{done} {event[0]}: {event[1][:110]}")
+            proc.wait()
+        except BaseException:
+            proc.terminate()  # Ginkgo runs the specs' clean-up on SIGTERM and still writes its report
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
+    secs = time.monotonic() - started
+    if not report.is_file():
+        raise KailabError(f"suite {suite.name} wrote no JUnit report (exit {proc.returncode}); "
+                          f"see {sdir / 'output.log'}")
+    r = junit.read(report)
+    say(label, f"suite {suite.name}: {r['passed']} passed, {r['failed']} failed, {r['skipped']} skipped "
+               f"of {r['tests']} in {secs:.0f}s")
+
+
+def write_summary(out: Path) -> dict:
+    """summary.json/.md and the merged JUnit from whatever the lanes left on disk."""
+    plan = json.loads((out / "plan.json").read_text())
+    lanes, reports = [], []
+    for label, names in plan["lanes"].items():
+        ldir = out / label
+        lab_info = json.loads((ldir / "lab.json").read_text()) if (ldir / "lab.json").is_file() else {}
+        suites = {}
+        for n in names:
+            report = ldir / n / "junit.xml"
+            if report.is_file():
+                suites[n] = junit.read(report)
+                reports.append((f"{label} {n}", report))
+            elif (ldir / n).is_dir():
+                suites[n] = {"error": "no JUnit report (interrupted or crashed): see output.log"}
+            else:
+                suites[n] = {"error": "not run"}
+        error = (ldir / "error.txt").read_text().strip() if (ldir / "error.txt").is_file() else ""
+        lanes.append({"label": label, "lab": lab_info, "suites": suites, "error": error})
+    totals = {k: sum(s.get(k, 0) for ln in lanes for s in ln["suites"].values())
+              for k in ("tests", "passed", "failed", "skipped")}
+    broken = [f"{ln['label']} {n}" for ln in lanes for n, s in ln["suites"].items() if "error" in s]
+    summary = {"plan": plan, "lanes": lanes, "totals": totals, "suites_without_result": broken,
+               "ok": totals["failed"] == 0 and not broken and not any(ln["error"] for ln in lanes)}
+    (out / SUMMARY).write_text(json.dumps(summary, indent=2))
+    (out / "summary.md").write_text(markdown(summary) + "\n")
+    if reports:
+        junit.merge(reports, out / "junit.xml")
+    from ..report.page import write_report
+
+    write_report([out])
+    return summary
+
+
+def rows(summary: dict) -> list[list[str]]:
+    """One row per lane and suite: lane, suite, ran, passed, failed, skipped, seconds."""
+    out = []
+    for ln in summary["lanes"]:
+        for n, s in ln["suites"].items():
+            if "error" in s:
+                out.append([ln["label"], n, "—", "—", "—", "—", s["error"]])
+            else:
+                out.append([ln["label"], n, str(s["tests"] - s["skipped"]), str(s["passed"]), str(s["failed"]),
+                            str(s["skipped"]), f"{s['seconds']:.0f}"])
+    return out
+
+
+def markdown(summary: dict) -> str:
+    head = ["lab", "suite", "ran", "passed", "failed", "skipped", "seconds"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows(summary)]
+    t = summary["totals"]
+    lines += ["", f"**{t['tests'] - t['skipped']} specs ran: {t['passed']} passed, {t['failed']} failed; "
+                  f"{t['skipped']} skipped.**"]
+    for ln in summary["lanes"]:
+        if ln["error"]:
+            lines.append(f"- {ln['label']}: error: {ln['error'].splitlines()[0]}")
+        for n, s in ln["suites"].items():
+            for spec in s.get("specs", []):
+                if spec["status"] == junit.FAILED:
+                    lines.append(f"- FAILED {ln['label']} {n}: {spec['name']} — {spec['message'].splitlines()[0][:200]}")
+    return "\n".join(lines)
+
+
+def check_versions(text: str, lab_version: str | None) -> list[str]:
+    if lab_version:
+        return [lab_version]
+    return [versions.kai_release(v.strip()).version for v in text.split(",") if v.strip()] or [versions.DEFAULT_KAI]
