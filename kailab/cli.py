@@ -536,8 +536,12 @@ def replay(trace_file, design_text, version_text, fleet, compress, repeat, expec
               help="A running lab to use instead (it must have no queues of its own: KAI's clean-up deletes every queue).")
 @click.option("--focus", multiple=True, help="Only specs matching this regular expression (Ginkgo --focus); repeatable.")
 @click.option("--list", "list_only", is_flag=True, help="List the suites a lab can run, and those it cannot, with why.")
+@click.option("--dra", "dra_set", is_flag=True,
+              help="KAI's DRA specs (resources, preempt, reclaim) on fleet kai-e2e-dra, which has DRA devices.")
+@click.option("--build-only", is_flag=True, help="Only compile the suites (into kailab's cache) and exit.")
 @click.option("--runtime", type=click.Choice(["binary", "kind"]), default="binary", show_default=True)
-def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_only, runtime) -> None:
+def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_only, dra_set, build_only,
+        runtime) -> None:
     """Run KAI's own e2e suites (Ginkgo, from the KAI version's source) against labs; report ran /
     passed / failed / skipped per suite in the terminal, JUnit and report.html. Exit 1 on a failure."""
     from .e2e import session
@@ -553,7 +557,20 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
             out.print(f"{n:20} cannot run on a lab: {why}", markup=False, highlight=False)
         out.print(f"label filter: {reg.label_filter()}", markup=False, highlight=False)
         return
+    if dra_set:
+        if suite_names or focus or ci_set or fleet != "kai-e2e":
+            raise KailabError("--dra picks its own suites, focus and fleet (data/kai-e2e.yaml): leave out SUITE, "
+                              "--focus, --ci and --fleet")
+        suite_names, focus, fleet = tuple(reg.dra["suites"]), tuple(reg.dra["focus"]), reg.dra["fleet"]
     suites = reg.select(list(suite_names), ci=ci_set)
+    if build_only:
+        from .e2e import build
+
+        for v in session.check_versions(version_text, None):
+            _, binaries = build.ensure(v, suites, out.print)
+            for name, path in binaries.items():
+                out.print(f"{v} {name}: {path}", markup=False, highlight=False)
+        return
     lab_version = None
     if lab_name:
         from .runtimes import require_kai_lab

@@ -71,6 +71,7 @@ def test_registry_every_suite_left_out_says_why_and_ci_set_is_quota_reclaim_pree
     with pytest.raises(KailabError, match="no KAI e2e suite 'nope'; choose from quota"):
         reg.select(["nope"])
     assert [s.name for s in reg.select(["quota", "quota"])] == ["quota"]
+    assert reg.dra["fleet"] == "kai-e2e-dra" and all(n in reg.run for n in reg.dra["suites"])
 
 
 def test_suites_are_split_over_labs_longest_first_and_keep_their_order_within_a_lab():

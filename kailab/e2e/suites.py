@@ -32,6 +32,7 @@ class Registry:
     labels: dict[str, str]  # KAI e2e labels left out -> why
     run: dict[str, Suite]
     not_run: dict[str, tuple[str, str]]  # name -> (package, why)
+    dra: dict  # `kailab e2e --dra`: fleet, suites, focus
 
     def label_filter(self) -> str:
         return " && ".join(f"!{label}" for label in self.labels)
@@ -60,4 +61,4 @@ def registry() -> Registry:
                  skip=dict(s.get("skip") or {}))
            for name, s in data["run"].items()}
     not_run = {name: (s["package"], s["why"]) for name, s in data["not_run"].items()}
-    return Registry(labels=dict(data["labels"]), run=run, not_run=not_run)
+    return Registry(labels=dict(data["labels"]), run=run, not_run=not_run, dra=dict(data["dra"]))
