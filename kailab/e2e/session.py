@@ -154,7 +154,7 @@ def _run_suite(rec: LabRecord, suite: Suite, tree: Path, binary: Path, sdir: Pat
     done = 0
     progress = ginkgo.Progress()
     env = {**os.environ, "KUBECONFIG": rec.kubeconfig}
-    with open(sdir / "output.log", "w") as log:
+    with open(sdir / "output.log", "w", buffering=1) as log:  # line by line: readable while it runs
         proc = subprocess.Popen([str(binary), *ginkgo.args(suite, report, focus)], cwd=tree / suite.path, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
         try:
