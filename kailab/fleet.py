@@ -208,8 +208,10 @@ def _pool_nodes(fleet: str, pool: Pool) -> list[dict]:
                 "nvidia.com/gpu.product": pool.product,
                 "nvidia.com/gpu.memory": str(pool.gpu_memory_mib),
             })
-        if pool.dra:  # the label KAI's e2e kind setup puts on its DRA workers
+        if pool.dra:  # the labels KAI's e2e kind setup puts on its workers, by how their GPUs are published
             labels["nvidia.com/gpu.deploy.dra-plugin-gpu"] = "true"
+        elif pool.gpus:
+            labels["nvidia.com/gpu.deploy.device-plugin"] = "true"
         resources = {"cpu": str(pool.cpu), "memory": f"{pool.memory_gib}Gi",
                      "pods": str(pool.max_pods), "ephemeral-storage": "1Ti"}
         if pool.gpus and not pool.dra:

@@ -35,6 +35,15 @@ from .labkit import (PROBE_NAMESPACE, Phases, await_probe, create_fleet, kwok_co
 SCHEDULER_CONF, DEFAULT_SCHEDULER_CONF = "scheduler-conf.yaml", "scheduler-conf.default.yaml"
 
 CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
+# KWOK renews every node's Lease each quarter of its duration: with 40 s leases a 1,000-node fleet is
+# 100 writes/s, most of what an idle large lab's API server does (measured: 0.7 of a core). Larger
+# fleets get longer leases (at most 10 renewals/s) and a node-monitor grace period to match, so a
+# node is still seen NotReady, only later; fleets up to 100 nodes keep Kubernetes' 40 s.
+NODE_LEASE_S, LEASE_RENEWALS_PER_S = 40, 10
+
+
+def node_lease_seconds(nodes: int) -> int:
+    return max(NODE_LEASE_S, -(-4 * nodes // LEASE_RENEWALS_PER_S))
 # stop order for `down`: consumers of the API first, etcd last
 STOP_ORDER = list(metrics.COMPONENTS) + list(versions.KAI_COMPONENTS) + ["kwok", "kube-controller-manager", "kube-apiserver", "etcd"]
 
@@ -136,12 +145,12 @@ class BinaryRuntime(Runtime):
         with phases.timed("processes started"):
             self._spawn_etcd(lab, bins["etcd"], ports)
             self._spawn_apiserver(lab, bins["kube-apiserver"], ports, pki_dir)
-            self._spawn_kwok(lab, bins["kwok"], ports, kubeconfig)
+            self._spawn_kwok(lab, bins["kwok"], ports, kubeconfig, fleet.nodes_total)
         kube = Kube(kubeconfig)
         # kube-controller-manager is on no path to `up` (we make the ServiceAccounts `up` needs):
         # it starts once the API server is ready (see _control_plane_healthy)
         start_kcm = lambda: self._spawn_controller_manager(lab, bins["kube-controller-manager"], ports, pki_dir,
-                                                           kubeconfig)
+                                                           kubeconfig, fleet.nodes_total)
         parts = {"control plane healthy": lambda: self._control_plane_healthy(lab, kube, ports, start_kcm, phases),
                  "fleet Ready": lambda: self._fleet_ready(lab, kube, fleet)}
         if tree is not None:
@@ -376,8 +385,10 @@ class BinaryRuntime(Runtime):
             kube.close()
 
     def _spawn_controller_manager(self, lab: Path, binary: Path, ports: dict[str, int],
-                                  pki_dir: Path, kubeconfig: Path) -> None:
+                                  pki_dir: Path, kubeconfig: Path, nodes: int) -> None:
         port = ports["kube-controller-manager"]
+        lease = node_lease_seconds(nodes)
+        grace = [f"--node-monitor-grace-period={lease}s"] if lease > NODE_LEASE_S else []
         processes.start(lab, "kube-controller-manager", [
             str(binary), f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
             f"--authorization-kubeconfig={kubeconfig}",
@@ -387,10 +398,10 @@ class BinaryRuntime(Runtime):
             f"--root-ca-file={pki_dir / 'ca.crt'}",
             # node-ipam/route/service-lb make no sense without a network; the rest is real
             "--controllers=*,-nodeipam,-service-lb-controller,-route,-cloud-node-lifecycle",
-            "--kube-api-qps=200", "--kube-api-burst=400", "--v=1"],
+            "--kube-api-qps=200", "--kube-api-burst=400", "--v=1", *grace],
             {"secure": port})
 
-    def _spawn_kwok(self, lab: Path, binary: Path, ports: dict[str, int], kubeconfig: Path) -> None:
+    def _spawn_kwok(self, lab: Path, binary: Path, ports: dict[str, int], kubeconfig: Path, nodes: int) -> None:
         config = lab / "kwok.yaml"
         config.write_text(kwok_config_text())
         port = ports["kwok"]
@@ -398,7 +409,7 @@ class BinaryRuntime(Runtime):
             str(binary), f"--kubeconfig={kubeconfig}", f"--config={config}",
             "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             f"--server-address=127.0.0.1:{port}", "--node-ip=127.0.0.1",
-            "--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16"],
+            f"--node-lease-duration-seconds={node_lease_seconds(nodes)}", "--cidr=10.244.0.0/16"],
             {"server": port})
 
     def _install_kai(self, lab: Path, kube: Kube, recipe, tree: Path, bins: dict[str, Path],
