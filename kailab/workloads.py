@@ -17,14 +17,13 @@ PODGROUP_ANNOTATION = "pod-group-name"  # the PodGroup a pod belongs to (set by 
 # a part of one GPU (KAI's GPU sharing): a fraction of its memory, or MiB of it
 GPU_FRACTION, GPU_MEMORY = "gpu-fraction", "gpu-memory"
 GPU_GROUP_LABEL = "runai-gpu-group"  # KAI's binder: the shared device a fractional pod is on
-# KAI's admission webhook names the config map its binder writes for a fractional pod, and keeps a
-# name that is already set (a user may set it too). kailab names the maps of its own fractional pods
-# and creates them before the pods, only to work around a KAI bug: its binder (v0.17.0 and before)
-# creates them at bind time and reads them straight back through its informer cache; on a busy
-# machine that read misses, the bind is rolled back and the scheduler puts the pod on another
-# device, leaking a reservation (KAI issue #2016, fix in PR #2028 unreleased). A map that already
-# exists is only patched. Everything else on a fractional pod (env, volume, RuntimeClass) is the
-# webhook's own doing, in every runtime.
+# KAI's admission webhook names the config maps its binder writes for a fractional pod (this
+# annotation). kailab then creates those maps right after each fractional pod, only to work around a
+# KAI bug: its binder (v0.17.0 and before) creates them at bind time and reads them straight back
+# through its informer cache; on a busy machine that read misses, the bind is rolled back and the
+# scheduler puts the pod on another device, leaking a reservation (KAI issue #2016, fix in PR #2028
+# unreleased). A map that already exists is only patched by the binder. The name, env, volume and
+# RuntimeClass on the pod are all the webhook's own doing, in every runtime.
 SHARED_GPU_CONFIGMAP = "runai/shared-gpu-configmap"
 # a workload's topology constraint, read by KAI's podgrouper from the top owner's annotations
 TOPOLOGY = "kai.scheduler/topology"
@@ -92,9 +91,6 @@ def pods(name: str, namespace: str, queue_name: str, count: int, gpus: int = 1,
         meta: dict = {"name": f"{name}-{i}", "namespace": namespace,
                       "labels": _labels(queue_name, name, preemptible, labels)}
         annotations = {**(share or {}), **({RUN_DURATION_ANNOTATION: run_duration} if run_duration else {})}
-        if share:
-            annotations[SHARED_GPU_CONFIGMAP] = prefix = f"{name}-{i}-shared-gpu"
-            out += [_config_map(f"{prefix}-0{suffix}", namespace) for suffix in ("", "-evar")]
         if annotations:
             meta["annotations"] = annotations
         out.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
@@ -102,9 +98,17 @@ def pods(name: str, namespace: str, queue_name: str, count: int, gpus: int = 1,
     return out
 
 
-def _config_map(name: str, namespace: str) -> dict:
-    """A GPU-sharing config map of container 0, empty until KAI's binder fills it at bind time."""
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": {}}
+def sharing_config_maps(pod: dict) -> list[dict]:
+    """For a pod as the API server returned it (after KAI's webhook): the GPU-sharing config maps of
+    its first container under the name the webhook chose, empty until KAI's binder fills them at
+    bind time; none for a pod that is not fractional. See SHARED_GPU_CONFIGMAP for why."""
+    meta = pod.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    prefix = annotations.get(SHARED_GPU_CONFIGMAP)
+    if not prefix or not (GPU_FRACTION in annotations or GPU_MEMORY in annotations):
+        return []
+    return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{prefix}-0{suffix}",
+             "namespace": meta["namespace"]}, "data": {}} for suffix in ("", "-evar")]
 
 
 def job(name: str, namespace: str, queue_name: str, parallelism: int, gpus: int = 1,

@@ -11,6 +11,7 @@ import pytest
 from helpers import assert_one_line_input_error
 import yaml
 
+from kailab import workloads
 from kailab.exercise.spec import Exercise, json_schema, load_exercise
 from kailab.inputs import read_yaml
 from kailab.paths import PROJECT_ROOT
@@ -407,17 +408,22 @@ def test_a_raw_manifest_becomes_a_workload_of_the_run(tmp_path, reclaim):
     assert item.kind == "manifest" and item.workload.name == "raw"
 
 
-def test_fractional_pods_come_with_their_gpu_sharing_config_maps():
-    # KAI's binder up to v0.17.0 reads a map it has just created through a lagging cache (KAI #2016):
-    # the maps a fractional pod names exist before the pod, and only fractional pods get them
+def test_fractional_pods_are_written_as_a_user_would_write_them():
+    # no imitation of KAI's webhook: the GPU-sharing config map's name is the webhook's to choose
     ex = load_exercise(PROJECT_ROOT / "exercises" / "fractional.yaml")
     objs = ex.steps[0].apply[0].manifests("ns", "q", "")
-    pods = [o for o in objs if o["kind"] == "Pod"]
-    maps = {o["metadata"]["name"] for o in objs if o["kind"] == "ConfigMap"}
-    named = {p["metadata"]["annotations"]["runai/shared-gpu-configmap"] for p in pods}
-    assert len(pods) == 4 and maps == {f"{n}-0{s}" for n in named for s in ("", "-evar")}
-    whole = ex.steps[1].apply[0].manifests("ns", "q", "")
-    assert [o["kind"] for o in whole] == ["Pod"] * 4
+    assert [o["kind"] for o in objs] == ["Pod"] * 4
+    assert all("runai/shared-gpu-configmap" not in p["metadata"]["annotations"] for p in objs)
+    assert all(p["metadata"]["annotations"].get("gpu-fraction") for p in objs)
+
+
+def test_the_sharing_config_maps_follow_the_name_kais_webhook_gave_a_fractional_pod():
+    pod = {"metadata": {"name": "f-0", "namespace": "ns", "annotations": {
+        "gpu-fraction": "0.5", "runai/shared-gpu-configmap": "f-0-abc1234-shared-gpu"}}}
+    assert [c["metadata"]["name"] for c in workloads.sharing_config_maps(pod)] == [
+        "f-0-abc1234-shared-gpu-0", "f-0-abc1234-shared-gpu-0-evar"]
+    whole = {"metadata": {"name": "w", "namespace": "ns", "annotations": {}}}
+    assert workloads.sharing_config_maps(whole) == []
 
 
 def test_a_fleet_file_resolves_from_the_exercise_file_not_the_working_directory(tmp_path, reclaim, monkeypatch):

@@ -70,16 +70,21 @@ def test_a_users_fractional_deployment_is_mutated_by_kais_webhook_and_binds(kai_
 
 
 def test_kailabs_own_fractional_pods_get_the_webhooks_env_and_runtime_class(kai_lab, kube, ns):
-    """kailab names the ConfigMaps of its own fractional pods (a workaround for KAI #2016: it
-    creates them before the bind); everything else on the pod is KAI's webhook's doing."""
-    objs = workloads.pods("frac", ns, QUEUE, 1, gpus=0, share={workloads.GPU_FRACTION: "0.5"})
-    for o in objs:
-        kube.apply(o)
+    """kailab writes its own fractional pods as a user would: the GPU-sharing ConfigMap's name, the
+    env and the RuntimeClass are KAI's webhook's doing (kailab only creates the maps under that name
+    right after the pod, a workaround for KAI #2016)."""
+    (obj,) = workloads.pods("frac", ns, QUEUE, 1, gpus=0, share={workloads.GPU_FRACTION: "0.5"})
+    assert workloads.SHARED_GPU_CONFIGMAP not in obj["metadata"]["annotations"]
+    made = kube.apply(obj)
+    name = made["metadata"]["annotations"][workloads.SHARED_GPU_CONFIGMAP]
+    assert re.fullmatch(r"frac-0-[a-z0-9]{7}-shared-gpu", name), name  # the webhook's own pattern
+    for cm in workloads.sharing_config_maps(made):
+        kube.apply(cm)
     pod = wait_until("KAI binds kailab's fractional pod",
                      lambda: (p := kube.get("v1", "Pod", "frac-0", ns)) and p["spec"].get("nodeName") and p,
                      timeout=90)
     assert pod["spec"].get("runtimeClassName") == "nvidia"
-    assert any(e.get("configMapRef", {}).get("name") == "frac-0-shared-gpu-0-evar"
+    assert any(e.get("configMapRef", {}).get("name") == f"{name}-0-evar"
                for e in pod["spec"]["containers"][0].get("envFrom") or [])
 
 

@@ -152,11 +152,18 @@ class Apply(Action):
             if item.manifest:
                 r.manifests_applied[item.workload.name] = item.manifest.object
         r.evidence.manifests(ctx.index + 1, ctx.step.name, objs)
-        # what a pod reads at bind time exists before the pod (see workloads.SHARED_GPU_CONFIGMAP)
+        # a manifest's config maps exist before the pods that read them; a fractional pod's GPU-sharing
+        # maps, named by KAI's webhook, right after it (see workloads.SHARED_GPU_CONFIGMAP)
         first = [o for o in objs if o["kind"] in workloads.CREATED_FIRST]
+
+        def create(obj: dict) -> None:
+            made = r.kube.apply(obj)
+            for cm in workloads.sharing_config_maps(made) if obj["kind"] == "Pod" else []:
+                r.kube.apply(cm)
+
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(r.kube.apply, first))
-            list(pool.map(r.kube.apply, [o for o in objs if o["kind"] not in workloads.CREATED_FIRST]))
+            list(pool.map(create, [o for o in objs if o["kind"] not in workloads.CREATED_FIRST]))
         # the step's windows start from what the watch has seen: wait for it to see the pods this
         # step created itself (a `stays: pending: 2` must not begin with one of them still unseen)
         made = {(o["metadata"].get("namespace") or r.names.namespace, o["metadata"]["name"])

@@ -82,7 +82,7 @@ class PodWatch(threading.Thread):
 
 
 def job_objects(job: TraceJob, namespace: str, compress: float) -> list[dict]:
-    """The objects one trace job is made of (config maps first, for GPU fractions)."""
+    """The objects one trace job is made of."""
     run = f"{max(job.duration_s / compress, 0.001):.3f}s"
     if job.fractional:
         return workloads.pods(job.name, namespace, job.queue, job.pods, gpus=0, priority_class=job.priority,
@@ -105,7 +105,8 @@ _PATHS = {"Job": "apis/batch/v1/namespaces/{ns}/jobs", "Pod": "api/v1/namespaces
 
 
 def _create(kube: Kube, obj: dict) -> str | None:
-    """POST one object; None when created (or already there), else the server's words."""
+    """POST one object (and a fractional pod's GPU-sharing config maps right after it); None when
+    created (or already there), else the server's words."""
     pool = kube.api_client.rest_client.pool_manager
     url = f"{kube.api_client.configuration.host}/" + _PATHS[obj["kind"]].format(ns=obj["metadata"]["namespace"])
     body = json.dumps(obj).encode()
@@ -113,6 +114,9 @@ def _create(kube: Kube, obj: dict) -> str | None:
     for attempt in range(5):
         resp = pool.request("POST", url, body=body, headers={"Content-Type": "application/json"}, timeout=60)
         if resp.status in (200, 201, 409):
+            if obj["kind"] == "Pod" and resp.status != 409:
+                for cm in workloads.sharing_config_maps(json.loads(resp.data)):
+                    _create(kube, cm)  # see workloads.SHARED_GPU_CONFIGMAP; the binder makes them if this fails
             return None
         if resp.status not in (429, 500, 503, 504):
             break
