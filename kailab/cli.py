@@ -539,9 +539,7 @@ def replay(trace_file, design_text, version_text, fleet, compress, repeat, expec
 @click.option("--dra", "dra_set", is_flag=True,
               help="KAI's DRA specs (resources, preempt, reclaim) on fleet kai-e2e-dra, which has DRA devices.")
 @click.option("--build-only", is_flag=True, help="Only compile the suites (into kailab's cache) and exit.")
-@click.option("--runtime", type=click.Choice(["binary", "kind"]), default="binary", show_default=True)
-def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_only, dra_set, build_only,
-        runtime) -> None:
+def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_only, dra_set, build_only) -> None:
     """Run KAI's own e2e suites (Ginkgo, from the KAI version's source) against labs; report ran /
     passed / failed / skipped per suite in the terminal, JUnit and report.html. Exit 1 on a failure."""
     from .e2e import session
@@ -590,7 +588,7 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
     else:
         load_fleet(fleet)  # a bad fleet is one line before anything is built
     plan = session.Plan(suites=suites, kai_versions=session.check_versions(version_text, lab_version), labs=labs,
-                        fleet=fleet, runtime=runtime, lab_name=lab_name, focus=list(focus))
+                        fleet=fleet, lab_name=lab_name, focus=list(focus))
     out_dir = session.run_e2e(plan, echo=lambda text: console.print(text, markup=False, highlight=False))
     summary = json.loads((out_dir / session.SUMMARY).read_text())
     out.print(session.markdown(summary), markup=False, highlight=False)
