@@ -21,6 +21,8 @@ from .inputs import is_file, read_yaml, validate
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+# how a node's GPUs are published, as fake-gpu-operator labels its nodes (KAI's e2e reads them)
+DRA_PLUGIN_LABEL, DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.dra-plugin-gpu", "nvidia.com/gpu.deploy.device-plugin"
 FLEET_LABEL = "kailab.io/fleet"
 POOL_LABEL = "kailab.io/pool"
 # fake-gpu-operator labels its simulated nodes with their pool
@@ -209,9 +211,9 @@ def _pool_nodes(fleet: str, pool: Pool) -> list[dict]:
                 "nvidia.com/gpu.memory": str(pool.gpu_memory_mib),
             })
         if pool.dra:  # the labels KAI's e2e kind setup puts on its workers, by how their GPUs are published
-            labels["nvidia.com/gpu.deploy.dra-plugin-gpu"] = "true"
+            labels[DRA_PLUGIN_LABEL] = "true"
         elif pool.gpus:
-            labels["nvidia.com/gpu.deploy.device-plugin"] = "true"
+            labels[DEVICE_PLUGIN_LABEL] = "true"
         resources = {"cpu": str(pool.cpu), "memory": f"{pool.memory_gib}Gi",
                      "pods": str(pool.max_pods), "ephemeral-storage": "1Ti"}
         if pool.gpus and not pool.dra:

@@ -21,10 +21,6 @@ COMPONENT = "kai-e2e"
 GINKGO = "github.com/onsi/ginkgo/v2"
 
 
-def recipe_for(kai_version: str) -> toolchain.Recipe:
-    return toolchain.kai_recipe(versions.kai_release(kai_version))
-
-
 def ginkgo_version(tree: Path) -> str:
     """The Ginkgo KAI's go.mod pins (the library compiled into every suite)."""
     m = re.search(rf"^\s*{re.escape(GINKGO)}\s+(v\S+)", (tree / "go.mod").read_text(), re.M)
@@ -37,7 +33,7 @@ def binary(recipe: toolchain.Recipe, suite: Suite) -> Path:
 
 def ensure(kai_version: str, suites: list[Suite], on_phase=lambda s: None) -> tuple[Path, dict[str, Path]]:
     """(KAI's source tree, {suite: test binary}); missing binaries are compiled first."""
-    recipe = recipe_for(kai_version)
+    recipe = toolchain.kai_recipe(versions.kai_release(kai_version))
     tree = kai.source_dir(recipe)
     fresh = recipe.source is not None  # a work tree: its code may have changed since
     out: dict[str, Path] = {}

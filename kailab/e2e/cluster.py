@@ -13,12 +13,13 @@ What KAI's e2e reads from a cluster (test/e2e/modules, KAI v0.17.0):
 
 from __future__ import annotations
 
-import time
 from contextlib import contextmanager
 
 from ..errors import KailabError
+from ..fleet import DRA_PLUGIN_LABEL  # DRA GPUs: not a node "without GPUs" either
 from ..kai import KAI_NAMESPACE
 from ..kube import Kube
+from ..runtimes.waits import wait_until
 
 QUEUE_API = "scheduling.run.ai/v2"
 ALLOWED_QUEUES = {"default-queue", "default-parent-queue"}  # KAI's e2e preflight allows these
@@ -43,7 +44,7 @@ def _stand_in_node(kube: Kube) -> str:
     def gpus(n) -> int:
         return int((n.status.allocatable or {}).get("nvidia.com/gpu", "0"))
     fit = [n for n in nodes if not n.spec.unschedulable and not n.spec.taints]
-    fit.sort(key=lambda n: (gpus(n), "gpu.deploy.dra-plugin-gpu" in str(n.metadata.labels), n.metadata.name))
+    fit.sort(key=lambda n: (gpus(n), DRA_PLUGIN_LABEL in (n.metadata.labels or {}), n.metadata.name))
     if not fit:
         raise KailabError("no untainted node to hold the stand-in pods KAI's e2e waits for")
     return fit[0].metadata.name
@@ -52,15 +53,15 @@ def _stand_in_node(kube: Kube) -> str:
 @contextmanager
 def stand_ins(kube: Kube):
     """Stand-in pods for the KAI system pods the cluster lacks, for the length of the block."""
-    made = []
+    made: list[str] = []
+    node = None
     try:
         for app in SYSTEM_APPS:
             running = [p for p in kube.core.list_namespaced_pod(KAI_NAMESPACE, label_selector=f"app={app}").items
                        if not (p.metadata.labels or {}).get(STAND_IN_LABEL)]
             if running:
                 continue
-            if not made:
-                node = _stand_in_node(kube)
+            node = node or _stand_in_node(kube)
             name = f"{app}-stand-in"
             kube.apply({"apiVersion": "v1", "kind": "Pod",
                         "metadata": {"name": name, "namespace": KAI_NAMESPACE,
@@ -68,16 +69,11 @@ def stand_ins(kube: Kube):
                         "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
                                  "containers": [{"name": "stand-in", "image": "kailab/stand-in"}]}})
             made.append(name)
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while made:
-            phases = {p.metadata.name: p.status.phase for p in kube.core.list_namespaced_pod(
-                KAI_NAMESPACE, label_selector=STAND_IN_LABEL).items}
-            if all(phases.get(n) == "Running" for n in made):
-                break
-            if time.monotonic() > deadline:
-                raise KailabError(f"stand-in pods not Running after {READY_TIMEOUT_S:.0f}s: {phases} "
-                                  "(KWOK runs a lab's pods: is it alive? `kailab status`)")
-            time.sleep(0.5)
+        if made:
+            wait_until("the stand-in pods Running", lambda: all(
+                p.status.phase == "Running" for p in kube.core.list_namespaced_pod(
+                    KAI_NAMESPACE, label_selector=STAND_IN_LABEL).items), timeout=READY_TIMEOUT_S,
+                hint="KWOK runs a lab's pods: is it alive? `kailab status`")
         yield made
     finally:
         for name in made:
