@@ -17,6 +17,7 @@ from kailab.exercise.spec import load_exercise
 from kailab.kube import Kube
 from kailab.paths import exercises_dir, lab_dir
 from kailab.runtimes import runtime_of
+from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import kind_docker
 
 pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab]
@@ -67,6 +68,23 @@ def test_every_exercise_of_its_fleet_passes_on_kind(kind_lab, tmp_path):
     assert len(outcomes) >= 14
     runs = [json.loads((Path(o.evidence) / "run.json").read_text()) for o in outcomes]
     assert {r["runtime"] for r in runs} == {"kind"} and all("helm chart" in r["install"] for r in runs)
+
+
+def test_a_kai_container_killed_in_the_cluster_is_a_death_with_how_it_ended(kind_lab):
+    """The cluster restarts a killed KAI container itself; the runtime still reports it as a death,
+    with the kubelet's account of how it ended and its previous instance's last log lines."""
+    runtime = runtime_of(kind_lab)
+    runtime.log_mark(kind_lab)
+    assert runtime.dead_components(kind_lab, set()) == []
+    node = f"kailab-{kind_lab.name}-control-plane"
+    # the binder's process in the node: its image's entry point with the binder's own flag
+    pid = _docker("exec", node, "sh", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null "
+                  "| grep -q -- '--resource-reservation-namespace' && echo ${p#/proc/}; done").split()[0]
+    _docker("exec", node, "kill", "-9", pid)
+    dead = wait_until("the binder's restart to show", lambda: runtime.dead_components(kind_lab, set()) or None,
+                      timeout=60, hint=f"kubectl -n kai-scheduler get pods ({kind_lab.kubeconfig})")
+    assert [name for name, _ in dead] == ["binder"]
+    assert "exit code 137" in dead[0][1] and "its last log lines:" in dead[0][1], dead[0][1]
 
 
 def test_down_leaves_no_container_network_or_file(kind_lab, kailab_labs):

@@ -137,7 +137,7 @@ def _on_lab(rec: LabRecord, ln: Lane, tree: Path, binaries: dict[str, Path], ldi
                 dead = runtime.dead_components(rec, set())
                 if dead:
                     name, lines = dead[0]
-                    raise KailabError(f"KAI component died: {name} (during suite {suite.name}); its last lines:\n{lines}")
+                    raise KailabError(f"KAI component died: {name} (during suite {suite.name}):\n{lines}")
     finally:
         logs = ldir / "kai-logs"
         logs.mkdir(exist_ok=True)

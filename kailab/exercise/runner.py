@@ -54,6 +54,11 @@ class Outcome:
         return "\n".join(lines)
 
 
+def _clip(text: str, head: int = 250, tail: int = 550) -> str:
+    """How a component ended (its start) and its last log lines (its end), within one readable line."""
+    return text if len(text) <= head + tail else f"{text[:head]} … {text[-tail:]}"
+
+
 class ComponentDied(LabError):
     """A KAI process of the lab exited during the exercise: the verdict is not about KAI's policy."""
 
@@ -229,7 +234,7 @@ class ExerciseRun:
             # a lab's own processes (Prometheus, kube-state-metrics) are named as such, not as KAI's
             what = "KAI component" if set(names) & self.runtime.kai_components(self.lab) else "lab component"
             raise ComponentDied(f"{what} died: {', '.join(names)} "
-                                f"(last log lines: {tail[-600:]})")
+                                f"({_clip(tail)})")
 
     # ------------------------------------------------------------------ evidence and clean-up
     def _mark_logs(self) -> None:

@@ -142,7 +142,7 @@ class Runtime(ABC):
         return None
 
     def dead_components(self, record: "LabRecord", ignore: set[str]) -> list[tuple[str, str]]:
-        """KAI components that died unasked, each with its last log lines. A cluster restarts
+        """KAI components that died unasked, each with how it ended (what is known: exit, last log lines). A cluster restarts
         KAI's pods itself, so by default nothing is reported dead."""
         return []
 

@@ -353,7 +353,7 @@ class BinaryRuntime(Runtime):
     def dead_components(self, rec: LabRecord, ignore: set[str]) -> list[tuple[str, str]]:
         recs = processes.records(rec.dir)
         watched = list(versions.KAI_COMPONENTS) + (list(metrics.COMPONENTS) if rec.metrics else [])
-        return [(c, processes.recent_log(rec.dir, c, 10)) for c in watched
+        return [(c, f"its last log lines: {processes.recent_log(rec.dir, c, 10)}") for c in watched
                 if c in recs and not recs[c].alive() and c not in ignore]
 
     def log_mark(self, rec: LabRecord) -> dict:

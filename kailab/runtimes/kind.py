@@ -695,7 +695,7 @@ class KindRuntime(Runtime):
         kube = Kube(record.kubeconfig)
         try:
             now = _restart_counts(kube, _components(record))
-            return [(name, _last_log_lines(kube, pods)) for name, (count, pods) in now.items()
+            return [(name, _why_it_died(kube, pods)) for name, (count, pods) in now.items()
                     if count > baseline.get(name, (0, []))[0] and name not in ignore]
         finally:
             kube.close()
@@ -775,7 +775,7 @@ def _components(rec: LabRecord) -> dict[str, list[str]]:
 
 
 def _restart_counts(kube: Kube, components: dict[str, list[str]]) -> dict[str, tuple[int, list]]:
-    """Component -> (container restarts over its pods, [(namespace, pod)]), from the pods' owners."""
+    """Component -> (container restarts over its pods, [pod]), from the pods' owners."""
     out: dict[str, tuple[int, list]] = {}
     for ns, names in components.items():
         for pod in kube.list("v1", "Pod", ns):
@@ -786,18 +786,29 @@ def _restart_counts(kube: Kube, components: dict[str, list[str]]) -> dict[str, t
                 continue
             restarts = sum(c.get("restartCount", 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
             count, pods = out.get(name, (0, []))
-            out[name] = (count + restarts, pods + [(ns, pod["metadata"]["name"])])
+            out[name] = (count + restarts, pods + [pod])
     return out
 
 
-def _last_log_lines(kube: Kube, pods: list, lines: int = 10) -> str:
-    """The crashed container's last lines (its previous instance's log)."""
-    for ns, name in pods:
-        try:
-            return kube.core.read_namespaced_pod_log(name, ns, previous=True, tail_lines=lines) or ""
-        except Exception:  # noqa: BLE001 - this pod did not restart: try the next
-            continue
-    return ""
+def _why_it_died(kube: Kube, pods: list, lines: int = 10) -> str:
+    """How the restarted container ended (the kubelet's reason and exit code: OOMKilled, a probe,
+    a crash) and its previous instance's last log lines."""
+    for pod in pods:
+        meta = pod["metadata"]
+        for c in (pod.get("status") or {}).get("containerStatuses") or []:
+            ended = ((c.get("lastState") or {}).get("terminated")) or {}
+            if not ended:
+                continue
+            how = (f"container {c['name']} of pod {meta['name']} ended {ended.get('reason') or 'without a reason'}"
+                   f" (exit code {ended.get('exitCode')}) at {ended.get('finishedAt')}")
+            try:
+                tail = kube.core.read_namespaced_pod_log(meta["name"], meta["namespace"], container=c["name"],
+                                                         previous=True, tail_lines=lines) or ""
+            except Exception:  # noqa: BLE001 - the previous log is gone (kubelet GC): the reason still tells
+                tail = ""
+            tail = " | ".join(line[:300] for line in tail.strip().splitlines())
+            return f"{how}; its last log lines: {tail or '(none)'}"
+    return "no terminated container state recorded"
 
 
 def _port(server: str) -> int | None:
@@ -826,6 +837,19 @@ def _scheduler_rolled_out(kube: Kube, namespace: str, before: dict | None):
             and st.get("observedGeneration", 0) >= dep["metadata"]["generation"]
             and st.get("updatedReplicas") == want == st.get("availableReplicas") == st.get("replicas"))
     return done or None
+
+
+def _rollouts_complete(kube: Kube, namespace: str, names: list[str]):
+    """Every named Deployment runs its newest template on all its replicas, and no old pod is left."""
+    for name in names:
+        dep = kube.get("apps/v1", "Deployment", name, namespace)
+        if dep is None:
+            continue
+        st, want = dep.get("status") or {}, dep["spec"].get("replicas", 1)
+        if not (st.get("observedGeneration", 0) >= dep["metadata"]["generation"]
+                and st.get("updatedReplicas") == want == st.get("availableReplicas") == st.get("replicas")):
+            return None
+    return True
 
 
 def configure_through_shard(rec: LabRecord, setting) -> None:
@@ -859,5 +883,10 @@ def configure_through_shard(rec: LabRecord, setting) -> None:
                    lambda: _scheduler_rolled_out(kube, ns, before), timeout="scheduler-reconfigured",
                    hint=f"kubectl -n {ns} logs deployment/kai-operator; kubectl -n {ns} get configmap "
                         f"{SCHEDULER_DEPLOYMENT} -o yaml")
+        # the operator rolls the binder too on a shard change: the next step starts on a settled KAI,
+        # not while an old binder pod is stopping beside a new one
+        wait_until("KAI's operator to finish rolling KAI's Deployments out",
+                   lambda: _rollouts_complete(kube, ns, list(pins()["kai"]["deployments"])),
+                   timeout="scheduler-reconfigured", hint=f"kubectl -n {ns} get deployments,pods")
     finally:
         kube.close()
