@@ -7,6 +7,7 @@ RUNTIME     ?= auto
 FLEET       ?= small
 KAI_VERSION ?= v0.17.0
 NAME        ?= default
+LABS        ?= auto# exercises on labs side by side (pytest -n): auto = as this machine holds them; 0 = one lab
 BIN          = $(VENV)/bin
 KAILAB       = $(BIN)/kailab
 UP_FLAGS     = --runtime $(RUNTIME) --fleet $(FLEET) --kai-version $(KAI_VERSION) --name $(NAME)
@@ -35,8 +36,8 @@ lab-status: setup
 test: setup             ## unit tests and real-cluster tests, one pytest run
 	$(BIN)/pytest
 
-exercises: lab-up       ## run every exercise on the running lab (writes evidence/report.html too)
-	$(BIN)/pytest exercises/ --kailab-lab $(NAME)
+exercises: lab-up       ## run every exercise: on the running lab and, with LABS, labs of its kind beside it (evidence/report.html too)
+	$(BIN)/pytest exercises/ --kailab-lab $(NAME) -n $(LABS) --dist worksteal
 
 bench: setup
 	$(KAILAB) bench

@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from .. import evidence
 from ..errors import KailabError
-from ..exercise.runner import ExerciseRun
+from ..exercise.checks import Result
+from ..exercise.runner import ExerciseRun, Outcome
 from ..exercise.spec import load_exercise
 from ..runtimes import runtime_of
 from .labs import lab_pool
+
+
+OUTCOME_PROPERTY = "kailab_outcome"
+
+
+def outcome_of(report) -> Outcome | None:
+    """The exercise outcome a test report carries (from this process or a pytest-xdist worker)."""
+    for key, value in getattr(report, "user_properties", None) or []:
+        if key == OUTCOME_PROPERTY:
+            data = json.loads(value)
+            data["results"] = [Result(**r) for r in data.get("results", [])]
+            return Outcome(**data)
+    return None
 
 
 class ExerciseFile(pytest.File):
@@ -35,7 +51,9 @@ class ExerciseItem(pytest.Item):
             lab = pool.get(ex.fleet, with_kai=True, own=True, runtime=lab.runtime, kai_version=lab.kai_version)
         root = self.config.getoption("--kailab-evidence")
         self.outcome = ExerciseRun(ex, self.path, lab, Path(root) if root else None).run()
-        self.config._kailab_outcomes = getattr(self.config, "_kailab_outcomes", []) + [self.outcome]
+        # the outcome travels in the test report: with labs side by side (pytest -n) the summary and
+        # report.html are written by the controlling process, which ran no exercise itself
+        self.user_properties.append((OUTCOME_PROPERTY, json.dumps(asdict(self.outcome))))
         _attach(self.outcome)
         for w in self.outcome.warnings:  # shown in pytest's warnings summary, even on a pass
             self.warn(pytest.PytestWarning(f"{ex.exercise}: {w}"))

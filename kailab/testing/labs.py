@@ -13,6 +13,7 @@ from ..runtimes import LabRecord, LabSpec, get_runtime, runtime_of
 from ..toolchain import kai_unavailable_reason
 
 LAB_PREFIX = "pytest-"
+FIRST_WORKER = "gw0"  # pytest-xdist's first worker
 # The Docker engine tests marked `kind` use: set only around their Docker work, so a private engine
 # (kailab/data/docker-host.sh in CI) never turns `--runtime auto` into kind for the other tests
 KIND_DOCKER_ENV = "KAILAB_KIND_DOCKER_HOST"
@@ -76,6 +77,9 @@ class LabPool:
         self.config = config
         self.labs: dict[tuple, LabRecord] = {}
         self.external = config.getoption("--kailab-lab")
+        # pytest -n (pytest-xdist): each worker process has its own pool; the first uses
+        # --kailab-lab's lab, the others a lab of their own beside it (same runtime and KAI)
+        self.worker = getattr(config, "workerinput", {}).get("workerid")
 
     def get(self, fleet: str = "tiny", with_kai: bool | None = None, own: bool = False,
             runtime: str = "binary", kai_version: str = "") -> LabRecord:
@@ -85,7 +89,10 @@ class LabPool:
             rec = LabRecord.load(self.external)
             if rec is None or rec.state != "up":
                 raise KailabError(f"--kailab-lab {self.external}: no such lab is up")
-            return rec
+            if self.worker in (None, FIRST_WORKER):
+                return rec
+            # (a runtime that adopts a cluster cannot make a second: refused before workers start, plugin.py)
+            return self.get(fleet, with_kai, own=True, runtime=rec.runtime, kai_version=rec.kai_version)
         if with_kai is None:
             with_kai = kai_unavailable_reason() is None
         key = (runtime, fleet, with_kai)

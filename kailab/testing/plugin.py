@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ..runtimes import LabRecord
+from ..runtimes import LabRecord, get_runtime
 from ..toolchain import kai_unavailable_reason
-from .items import ExerciseFile, ReplayFile
+from .items import ExerciseFile, ReplayFile, ReplayItem, outcome_of
 from .labs import kind_unavailable_reason, lab_pool
 
 
@@ -35,11 +35,16 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "kind: needs a Docker engine for a kind-runtime lab")
     config._kailab_no_kai = None  # reason string when KAI tests were deselected
     config._kailab_no_kind = None
+    config._kailab_outcomes = []
+    _refuse_side_by_side_on_a_cluster_it_cannot_make(config)
+    config.pluginmanager.register(_OutcomeCollector(config), "kailab-outcomes")
 
 
 @pytest.hookimpl(trylast=True)  # after -m/-k: count only what would otherwise run
 def pytest_collection_modifyitems(session, config, items):
     _deselect_kind_without_docker(config, items)
+    # the longest first, so labs side by side (-n) finish together: a replay runs minutes on labs of its own
+    items.sort(key=lambda item: not isinstance(item, ReplayItem))
     needs_kai = [i for i in items if i.get_closest_marker("kai")]
     config._kailab_kai_collected = len(needs_kai)
     if not needs_kai or config.getoption("--kailab-lab"):
@@ -75,9 +80,48 @@ def _deselect_kind_without_docker(config, items) -> None:
     config._kailab_no_kind = (len(needs), reason)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`pytest -n auto`: labs side by side as this machine holds them (kailab.testing.workers); one
+    when --kailab-lab's lab is not a binary one (a kind lab per worker is minutes of bring-up, and an
+    existing cluster has no second)."""
+    from .workers import auto_workers
+
+    name = config.getoption("--kailab-lab")
+    rec = LabRecord.load(name) if name else None
+    if rec is not None and rec.runtime != "binary":
+        return 1
+    return auto_workers()
+
+
 @pytest.fixture
 def _kailab_kind_required(request):
     pytest.fail(f"KAILAB_REQUIRE_KIND=1 but {request.config._kailab_kind_error}", pytrace=False)
+
+
+def _refuse_side_by_side_on_a_cluster_it_cannot_make(config) -> None:
+    """`-n 2 --kailab-lab X` gives every worker but the first a lab of X's runtime: refused up front
+    when that runtime adopts a cluster (existing), before any worker starts."""
+    name, workers = config.getoption("--kailab-lab"), getattr(config.option, "numprocesses", None)
+    if not name or not isinstance(workers, int) or workers < 2 or hasattr(config, "workerinput"):
+        return
+    rec = LabRecord.load(name)
+    if rec is not None and not get_runtime(rec.runtime).makes_labs:
+        raise pytest.UsageError(f"--kailab-lab {name} is a cluster kailab cannot make a second of "
+                                f"({rec.runtime} runtime): run its exercises on one lab (drop -n {workers}, or -n 0)")
+
+
+class _OutcomeCollector:
+    """Exercise outcomes gathered where the summary is written: this process's own test reports,
+    and those pytest-xdist workers send when exercises run on labs side by side (`-n`)."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def pytest_runtest_logreport(self, report):
+        outcome = outcome_of(report) if report.when == "call" else None
+        if outcome is not None:
+            self.config._kailab_outcomes.append(outcome)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
