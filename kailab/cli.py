@@ -262,8 +262,10 @@ def tools_clean_seeds() -> None:
 @click.argument("exercises", nargs=-1, required=True)
 @click.option("--evidence", "evidence_root", type=click.Path(file_okay=False), default=None,
               help="Where run directories go (default: evidence/).")
+@click.option("--labs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Labs side by side: the named lab and N-1 of its runtime and KAI version, brought down at the end.")
 @_name_option
-def run(exercises, evidence_root, name) -> None:
+def run(exercises, evidence_root, labs, name) -> None:
     """Run exercises (names from exercises/ or paths) against a running lab."""
     from .exercise.runner import resolve_exercise, run_exercise
     from .exercise.spec import load_exercise
@@ -272,6 +274,14 @@ def run(exercises, evidence_root, name) -> None:
     paths = [resolve_exercise(e) for e in exercises]
     for p in paths:  # every file is validated before anything is applied
         load_exercise(p)
+    if labs > 1:  # the same machinery as `make exercises`: pytest-xdist, a lab per worker
+        import pytest
+
+        args = [*map(str, paths), "-n", str(labs), "--dist", "worksteal", "--kailab-lab", name,
+                "-p", "no:cacheprovider", "-o", "addopts=", "-q"]
+        if evidence_root:
+            args += ["--kailab-evidence", str(evidence_root)]
+        sys.exit(int(pytest.main(args)))
     outcomes = []
     for p in paths:
         console.print(f"[bold]running[/] {p.stem} on lab {name!r} ...")

@@ -1,4 +1,4 @@
-"""`pytest exercises/ -n N --kailab-lab NAME` (what `make exercises` runs): exercises on labs side by
+"""`pytest exercises/ -n N --kailab-lab NAME` (`make exercises`, `kailab run --labs N`): exercises on labs side by
 side, one per pytest-xdist worker — the first worker on NAME's lab, the others on labs of their own of
 the same runtime and KAI version, brought down at the end; one summary and one report for the run."""
 
@@ -21,13 +21,17 @@ EXERCISES = ("what-kai-writes", "node-labels")
 
 
 def test_two_workers_run_on_two_labs_and_the_controller_writes_one_summary(kailab_labs, tmp_path):
+    """`kailab run --labs 2 NAME PATH` (pytest -n 2 underneath, as `make exercises`): an exercise by
+    name and one from a user's own directory, on the named lab and a second lab of the same kind."""
     lab = kailab_labs.get("small", with_kai=True)
-    files = [str(exercises_dir() / f"{name}.yaml") for name in EXERCISES]
-    run = subprocess.run([sys.executable, "-m", "pytest", *files, "-n", "2", "--dist", "worksteal",
-                          "-p", "no:cacheprovider", "--kailab-lab", lab.name, "--kailab-evidence", str(tmp_path)],
-                         capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout[-4000:]
-    runs = [json.loads(p.read_text()) for p in tmp_path.glob("*/run.json")]
+    own = tmp_path / "mine" / f"{EXERCISES[1]}.yaml"  # a user's exercise, outside exercises/
+    own.parent.mkdir()
+    own.write_text((exercises_dir() / f"{EXERCISES[1]}.yaml").read_text())
+    evidence = tmp_path / "evidence"
+    run = subprocess.run([sys.executable, "-m", "kailab.cli", "run", "--labs", "2", "--name", lab.name,
+                          "--evidence", str(evidence), EXERCISES[0], str(own)], capture_output=True, text=True)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    runs = [json.loads(p.read_text()) for p in evidence.glob("*/run.json")]
     assert sorted(r["exercise"] for r in runs) == sorted(EXERCISES)
     labs = {r["lab"] for r in runs}
     assert len(labs) == 2 and lab.name in labs, labs  # the named lab, and the second worker's own
@@ -35,7 +39,7 @@ def test_two_workers_run_on_two_labs_and_the_controller_writes_one_summary(kaila
     # the summary, written by the controlling process from its workers' reports: a line per exercise
     for name in EXERCISES:
         assert f"{name}: passed" in run.stdout, run.stdout[-3000:]
-    page = Path(tmp_path / "report.html")
+    page = evidence / "report.html"
     assert page.exists() and all(name in page.read_text() for name in EXERCISES)
     # the second worker's lab is down and gone
     (other,) = labs - {lab.name}

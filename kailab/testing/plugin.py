@@ -187,8 +187,15 @@ def infra_lab(kailab_labs) -> LabRecord:
 
 
 def pytest_collect_file(parent, file_path: Path):
-    if file_path.suffix in (".yaml", ".yml") and file_path.parent.name == "exercises":
-        return ExerciseFile.from_parent(parent, path=file_path)
-    if file_path.suffix in (".yaml", ".yml") and file_path.parent.name == "replays":
+    if file_path.suffix not in (".yaml", ".yml"):
+        return None
+    if file_path.parent.name == "replays":
         return ReplayFile.from_parent(parent, path=file_path)
+    if file_path.parent.name == "exercises" or _named(parent.config, file_path):
+        return ExerciseFile.from_parent(parent, path=file_path)  # `kailab run --labs N` names files anywhere
     return None
+
+
+def _named(config, file_path: Path) -> bool:
+    """The file was named on the command line (not found by walking a directory)."""
+    return any(Path(arg.split("::")[0]).resolve() == file_path.resolve() for arg in config.args)
