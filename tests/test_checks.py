@@ -231,3 +231,36 @@ def test_partial_match_of_objects():
     assert "'Fraction', not 'Regular'" in mismatch({"spec": {"receivedResourceType": "Regular"}}, br)
     assert placeholders({"a": ["${queue:x}", "${namespace}-y"]}) == ["queue:x", "namespace"]
     assert fill({"q": "${queue:x}"}, {"queue:x": "x01-x"}) == {"q": "x01-x"}
+
+
+def test_a_workloads_resource_claims_are_those_made_for_or_reserved_for_its_pods():
+    from kailab.exercise.checks import evaluate_object
+    from kailab.exercise.spec import ObjectExpect
+    from kailab.exercise.state import ClusterState
+
+    s = ClusterState()
+    s.update_pod(pod("a-0", workload="a", node="n1"))
+    s.update_pod(pod("b-0", workload="b", node="n1"))
+
+    def claim(name, owner=None, users=(), allocated=True):
+        meta = {"name": name, "namespace": NS,
+                "ownerReferences": [{"kind": "Pod", "name": owner}] if owner else []}
+        status = {"reservedFor": [{"resource": "pods", "name": u} for u in users]} if users else {}
+        if allocated:
+            status["allocation"] = {"devices": {"results": [{"driver": "gpu.nvidia.com", "device": "gpu-0"}]}}
+        return {"metadata": meta, "status": status}
+
+    s.keep("ResourceClaim", claim("a-0-gpus-x", owner="a-0", users=["a-0"]))
+    s.keep("ResourceClaim", claim("shared", users=["a-0", "b-0"]))
+    s.keep("ResourceClaim", claim("left", allocated=True))  # no pod uses it, still allocated
+    s.keep("ResourceClaim", {"metadata": {"name": "elsewhere", "namespace": "other"}, "status": {}})
+
+    def check(**kw):
+        return evaluate_object(s, ObjectExpect.model_validate({"object": "ResourceClaim", **kw}), NAMES, "s")
+
+    r = check(of="a", count=2)
+    assert r.passed and r.observed == "2", r
+    assert check(of="b", count=1).passed  # the shared claim, reserved for b-0 too
+    r = check(name="left", match={"status": {"reservedFor": {"exists": False}, "allocation": {"exists": True}}})
+    assert r.passed, r
+    assert check(name="elsewhere", count=0).passed  # another namespace is not the run's

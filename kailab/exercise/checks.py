@@ -111,7 +111,7 @@ def chosen_objects(state: ClusterState, exp: ObjectExpect, names: Names) -> list
     """(display name, object) of the kind, chosen by name / workload / labels, in the run's scope."""
     run = names.of_run()
     pool = state.objects.get(exp.object, {})
-    if exp.object in ("Pod", "PodGroup", "BindRequest"):
+    if exp.object in ("Pod", "PodGroup", "BindRequest", "ResourceClaim"):
         objs = [(n, o) for (ns, n), o in pool.items() if ns == names.namespace]
     elif exp.object == "Queue":  # the run's queues, by their names in the file
         objs = [(names.logical_queue(n), o) for (_, n), o in pool.items() if n.startswith(names.prefix + "-")]
@@ -132,10 +132,19 @@ def chosen_objects(state: ClusterState, exp: ObjectExpect, names: Names) -> list
             objs = [(n, o) for n, o in objs if n in state.workload_podgroups.get(exp.of, set())]
         elif exp.object == "BindRequest":
             objs = [(n, o) for n, o in objs if (o.get("spec") or {}).get("podName") in pods]
+        elif exp.object == "ResourceClaim":  # made for one of its pods, or reserved for one
+            objs = [(n, o) for n, o in objs if _claim_pods(o) & pods]
         else:  # Node: where the workload's pods are bound now
             on = {p.node for p in state.workload_pods(exp.of) if p.bound and p.namespace == names.namespace}
             objs = [(n, o) for n, o in objs if n in on]
     return sorted(objs, key=lambda x: x[0])
+
+
+def _claim_pods(claim: dict) -> set[str]:
+    """The pods a claim was made for (a template's claim is owned by its pod) or is reserved for."""
+    owners = {r.get("name") for r in claim["metadata"].get("ownerReferences") or [] if r.get("kind") == "Pod"}
+    users = {r.get("name") for r in (claim.get("status") or {}).get("reservedFor") or [] if r.get("resource") == "pods"}
+    return (owners | users) - {None}
 
 
 def evaluate_object(state: ClusterState, exp: ObjectExpect, names: Names, step: str, kind: str = "expect") -> Result:

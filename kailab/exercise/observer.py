@@ -37,7 +37,8 @@ class Observer:
         feeds = [("v1", "Pod", None, self._on_pod), ("v1", "Node", None, self._on_node),
                  ("scheduling.run.ai/v2", "Queue", None, self._on_queue),
                  ("scheduling.run.ai/v2alpha2", "PodGroup", self.names.namespace, self._on_podgroup),
-                 ("scheduling.run.ai/v1alpha2", "BindRequest", self.names.namespace, self._on_bindrequest)]
+                 ("scheduling.run.ai/v1alpha2", "BindRequest", self.names.namespace, self._on_bindrequest),
+                 ("resource.k8s.io/v1", "ResourceClaim", self.names.namespace, self._on_claim)]
         ready = []
         for api_version, kind, ns, handler in feeds:
             try:
@@ -159,6 +160,9 @@ class Observer:
             self.state.timeline.append(TimelineEntry(
                 self.state.now(), "decided", key[1], pod.workload if pod else "", pod.queue if pod else "",
                 spec.get("selectedNode"), "BindRequest created"))
+
+    def _on_claim(self, kind: str, claim: dict) -> None:
+        self.state.keep("ResourceClaim", claim, deleted=(kind == "DELETED"))
 
     def _after_change(self) -> None:
         self.state.version += 1

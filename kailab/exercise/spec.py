@@ -475,7 +475,7 @@ class EventExpect(Strict):
 
 
 # what the run's watch keeps whole (see observer.py): an object assertion names one of these
-OBJECT_KINDS = ("Pod", "PodGroup", "BindRequest", "Node", "Queue")
+OBJECT_KINDS = ("Pod", "PodGroup", "BindRequest", "ResourceClaim", "Node", "Queue")
 
 
 class ObjectExpect(Strict):
@@ -487,7 +487,7 @@ class ObjectExpect(Strict):
 
     object: Literal[OBJECT_KINDS] = Field(description="the kind: " + ", ".join(OBJECT_KINDS))  # type: ignore[valid-type]
     name: str | None = Field(None, description="its name (a queue's as in the exercise; ${...} names allowed)")
-    of: str | None = Field(None, description="a workload: its pods, their PodGroups and BindRequests, the nodes they are on")
+    of: str | None = Field(None, description="a workload: its pods, their PodGroups, BindRequests and ResourceClaims, the nodes they are on")
     label_selector: dict[str, str] | None = Field(None, alias="labelSelector", description="labels it carries")
     match: dict = Field({}, description="a partial object: metadata / spec / status keys that must match")
     count: Count = Field(Range(min=1), description="how many chosen objects match (0: none does)")
