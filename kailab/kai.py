@@ -281,6 +281,8 @@ class SchedulerChange:
 
     conf: dict
     shard: dict | None
+    # scheduler flags from the shard's `args` (`--qps=300`), as KAI's operator passes them
+    args: tuple[str, ...] = ()
 
 
 def chart_shard_spec(tree: Path) -> dict:
@@ -310,7 +312,8 @@ def scheduler_change(recipe: toolchain.Recipe, tree: Path, fragment: dict) -> Sc
     with that change over it (kai_render: KAI's own operator code, for the lab's KAI version)."""
     from . import kai_render
 
-    return SchedulerChange(kai_render.render(recipe, tree, merged(chart_shard_spec(tree), fragment)), fragment)
+    conf, args = kai_render.render(recipe, tree, merged(chart_shard_spec(tree), fragment))
+    return SchedulerChange(conf, fragment, tuple(args))
 
 
 def installed_default(recipe: toolchain.Recipe, tree: Path) -> dict:

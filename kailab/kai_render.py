@@ -65,26 +65,36 @@ def ensure(recipe: toolchain.Recipe, tree: Path, on_phase=lambda s: None) -> Pat
     return out
 
 
-def render(recipe: toolchain.Recipe, tree: Path, shard_spec: dict) -> dict:
-    """The scheduler configuration KAI's operator writes for a SchedulingShard with `shard_spec`."""
+def render(recipe: toolchain.Recipe, tree: Path, shard_spec: dict) -> tuple[dict, list[str]]:
+    """What KAI's operator makes of a SchedulingShard with `shard_spec`: the scheduler's configuration
+    (its ConfigMap's config.yaml) and the scheduler flags the shard's `args` become — only the flags
+    KAI's scheduler defines, as the operator passes them (`--qps=300`); it drops any other."""
     renderer = ensure(recipe, tree)
     # the same spec renders the same way for a given renderer: kept, so `up` does not pay for it
     key = hashlib.sha256(json.dumps(shard_spec, sort_keys=True).encode()).hexdigest()[:16]
-    kept = renderer.parent / "rendered" / f"{key}.yaml"
-    if kept.is_file():
-        return yaml.safe_load(kept.read_text())
-    with tempfile.TemporaryDirectory(prefix="kailab-render-") as tmp:
-        spec, out = Path(tmp, "spec.json"), Path(tmp, "config.yaml")
-        spec.write_text(json.dumps(shard_spec))
-        proc = subprocess.run([str(renderer), "-test.run", "^TestKailabRenderSchedulerConfig$"],
-                              env={**os.environ, "KAILAB_SHARD_SPEC": str(spec), "KAILAB_OUT": str(out)},
-                              capture_output=True, text=True, timeout=120)
-        if proc.returncode != 0 or not out.is_file():
-            text = proc.stdout + proc.stderr
-            why = next((line.split(": ", 1)[1].strip() for line in text.splitlines()
-                        if DRIVER in line and ": " in line), text.strip()[-200:].replace("\n", " "))
-            raise BuildError(f"KAI {recipe.version}'s operator refused the SchedulingShard spec "
-                             f"{json.dumps(shard_spec)}: {why}")
-        kept.parent.mkdir(exist_ok=True)
-        os.replace(out, kept)
-        return yaml.safe_load(kept.read_text())
+    kept, kept_args = renderer.parent / "rendered" / f"{key}.yaml", renderer.parent / "rendered" / f"{key}.args.json"
+    if not (kept.is_file() and kept_args.is_file()):
+        with tempfile.TemporaryDirectory(prefix="kailab-render-") as tmp:
+            spec, out, out_args = Path(tmp, "spec.json"), Path(tmp, "config.yaml"), Path(tmp, "args.json")
+            spec.write_text(json.dumps(shard_spec))
+            proc = subprocess.run([str(renderer), "-test.run", "^TestKailabRenderSchedulerConfig$"],
+                                  env={**os.environ, "KAILAB_SHARD_SPEC": str(spec), "KAILAB_OUT": str(out),
+                                       "KAILAB_OUT_ARGS": str(out_args)},
+                                  capture_output=True, text=True, timeout=120)
+            if proc.returncode != 0 or not out.is_file() or not out_args.is_file():
+                text = proc.stdout + proc.stderr
+                why = next((line.split(": ", 1)[1].strip() for line in text.splitlines()
+                            if DRIVER in line and ": " in line), text.strip()[-200:].replace("\n", " "))
+                raise BuildError(f"KAI {recipe.version}'s operator refused the SchedulingShard spec "
+                                 f"{json.dumps(shard_spec)}: {why}")
+            kept.parent.mkdir(exist_ok=True)
+            os.replace(out_args, kept_args)
+            os.replace(out, kept)
+    return yaml.safe_load(kept.read_text()), shard_args(json.loads(kept_args.read_text()), shard_spec)
+
+
+def shard_args(operator_args: list[str], shard_spec: dict) -> list[str]:
+    """Of the scheduler flags the operator built, those that come from the shard's `args` (the rest —
+    names, namespace, its ConfigMap's path, ports — a lab sets for itself)."""
+    names = set((shard_spec.get("args") or {}))
+    return [a for a in operator_args if a.startswith("--") and a[2:].split("=", 1)[0] in names]

@@ -222,3 +222,32 @@ def test_preferred_pod_anti_affinity_is_honoured_as_on_an_installed_kai(kai_lab)
             assert "podaffinity" in [p["name"] for t in conf["tiers"] for p in t["plugins"]]
     finally:
         kube.close()
+
+
+def test_a_shards_args_reach_the_binary_labs_scheduler_and_go_with_the_default(kai_lab):
+    """SchedulingShard.spec.args (the scheduler's client qps/burst here) reach the lab's scheduler as
+    flags, as KAI's operator passes them into its Deployment; the scheduler runs with them and binds;
+    the lab's default takes them off again."""
+    from kailab.runtimes import runtime_of
+
+    def cmdline() -> list[str]:
+        pid = processes.records(kai_lab.dir)["scheduler"].pid
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+
+    change = kai.scheduler_change(toolchain.kai_recipe(versions.kai_release(kai_lab.kai_version)), _kai_tree(kai_lab),
+                                  {"args": {"qps": "300", "burst": "600"}})
+    rt = runtime_of(kai_lab)
+    kube = Kube(kai_lab.kubeconfig)
+    try:
+        rt.configure_scheduler(kai_lab, change)
+        assert {"--qps=300", "--burst=600"} <= set(cmdline()), cmdline()
+        ns = "shard-args"
+        with _scratch_queue(kube, ns, "sa", quota=-1):
+            (p,) = workloads.pods("p", ns, "sa", 1, gpus=1)
+            kube.apply(p)
+            wait_until("KAI (its scheduler with the shard's args) to bind a pod",
+                       lambda: (kube.get("v1", "Pod", "p-0", ns) or {}).get("spec", {}).get("nodeName"), timeout=60)
+    finally:
+        rt.configure_scheduler(kai_lab, None)
+        kube.close()
+    assert not {a for a in cmdline() if a.startswith(("--qps", "--burst"))}, cmdline()

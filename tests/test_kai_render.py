@@ -62,6 +62,15 @@ def test_any_shard_fragment_is_rendered_over_the_charts_shard(kai_tree):
     assert proportion["arguments"] == {"kValue": "2"} and "gpupack" in _plugins(out.conf)
 
 
+def test_a_shards_args_become_scheduler_flags_as_the_operator_passes_them(kai_tree):
+    """SchedulingShard.spec.args (e.g. the client's qps and burst, which no other field sets): the
+    operator passes those the scheduler defines as flags and drops any other."""
+    recipe, tree = kai_tree
+    out = kai.scheduler_change(recipe, tree, {"args": {"qps": "300", "burst": "600", "no-such-flag": "1"}})
+    assert sorted(out.args) == ["--burst=600", "--qps=300"]
+    assert kai.scheduler_change(recipe, tree, {}).args == ()
+
+
 def test_what_the_operator_refuses_is_one_line(kai_tree):
     recipe, tree = kai_tree
     with pytest.raises(BuildError) as err:

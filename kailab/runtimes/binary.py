@@ -8,6 +8,7 @@ Everything listens on 127.0.0.1 only.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import ssl
@@ -33,6 +34,7 @@ from .labkit import (PROBE_NAMESPACE, Phases, await_probe, create_fleet, kwok_co
 
 # the scheduler's configuration in the lab dir: what it runs now, and the lab's default
 SCHEDULER_CONF, DEFAULT_SCHEDULER_CONF = "scheduler-conf.yaml", "scheduler-conf.default.yaml"
+SCHEDULER_ARGS = "scheduler-args.json"  # the flags a SchedulingShard's `args` added to the scheduler
 
 CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
 # KWOK renews every node's Lease each quarter of its duration: with 40 s leases a 1,000-node fleet is
@@ -332,12 +334,16 @@ class BinaryRuntime(Runtime):
         return metrics.url(rec.ports) if rec.metrics else None
 
     def configure_scheduler(self, rec: LabRecord, setting) -> None:
-        """Restart the scheduler with the setting's whole configuration as --scheduler-conf (None:
-        the lab's default, the operator's rendering of the chart's shard); the new command line is
-        its record, so a repair restarts it the same way."""
+        """Restart the scheduler with the setting's whole configuration as --scheduler-conf and its
+        shard's `args` as flags, as the operator passes them (None: the lab's default, the operator's
+        rendering of the chart's shard); the new command line is its record, so a repair restarts
+        it the same way."""
         conf = getattr(setting, "conf", setting)
+        args = list(getattr(setting, "args", ()))
         old = processes.records(rec.dir)["scheduler"]
-        argv = [a for a in old.argv if not a.startswith("--scheduler-conf=")]
+        given = rec.dir / SCHEDULER_ARGS  # the flags the last change added, taken off again
+        before = set(json.loads(given.read_text())) if given.is_file() else set()
+        argv = [a for a in old.argv if not a.startswith("--scheduler-conf=") and a not in before]
         path = rec.dir / SCHEDULER_CONF
         default = rec.dir / DEFAULT_SCHEDULER_CONF
         if conf is not None:
@@ -346,6 +352,8 @@ class BinaryRuntime(Runtime):
         elif default.is_file():
             shutil.copyfile(default, path)
             argv.append(f"--scheduler-conf={path}")
+        argv += args  # after kailab's own: the last of a repeated flag wins, as in a Deployment's args
+        given.write_text(json.dumps(args))
         processes.stop(old)
         processes.start(rec.dir, "scheduler", argv, old.ports, old.env)
         self._wait_healthy(rec.dir, "scheduler", rec.ports)
