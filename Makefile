@@ -8,6 +8,7 @@ FLEET       ?= small
 KAI_VERSION ?= v0.17.0
 NAME        ?= default
 LABS        ?= auto# exercises on labs side by side (pytest -n): auto = as this machine holds them; 0 = one lab
+TEST_LABS   ?= auto# the test suite on workers side by side, each with labs of its own (pytest -n); 0 = one process
 BIN          = $(VENV)/bin
 KAILAB       = $(BIN)/kailab
 UP_FLAGS     = --runtime $(RUNTIME) --fleet $(FLEET) --kai-version $(KAI_VERSION) --name $(NAME)
@@ -33,8 +34,8 @@ lab-down: setup         ## stop every lab process and remove its state
 lab-status: setup
 	$(KAILAB) status --name $(NAME)
 
-test: setup             ## unit tests and real-cluster tests, one pytest run
-	$(BIN)/pytest
+test: setup             ## unit tests and real-cluster tests, one pytest run on workers side by side
+	$(BIN)/pytest -n $(TEST_LABS) --dist loadgroup
 
 exercises: lab-up       ## run every exercise: on the running lab and, with LABS, labs of its kind beside it (evidence/report.html too)
 	$(BIN)/pytest exercises/ --kailab-lab $(NAME) -n $(LABS) --dist worksteal

@@ -23,7 +23,7 @@ import yaml
 
 from . import toolchain
 from .errors import BuildError
-from .paths import cache_dir
+from .paths import cache_dir, cache_lock
 
 PACKAGE = "pkg/operator/operands/scheduler"
 COMPONENT = "kai-render"
@@ -46,6 +46,11 @@ def ensure(recipe: toolchain.Recipe, tree: Path, on_phase=lambda s: None) -> Pat
     out = binary(recipe)
     if out.is_file():
         return out
+    with cache_lock(f"{COMPONENT}-{recipe.version}"):  # two labs starting at once compile it once
+        return out if out.is_file() else _compile(recipe, tree, out, on_phase)
+
+
+def _compile(recipe: toolchain.Recipe, tree: Path, out: Path, on_phase) -> Path:
     if not (tree / PACKAGE).is_dir():
         raise BuildError(f"{tree / PACKAGE}: no such package in this KAI source, so the operator's scheduler "
                          "configuration cannot be rendered (KAI's operator appeared in v0.10)")

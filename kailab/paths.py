@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 from pathlib import Path
 
@@ -14,6 +16,22 @@ def cache_dir() -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kailab"
     )
     return Path(base)
+
+
+@contextlib.contextmanager
+def cache_lock(name: str, on_wait=lambda: None):
+    """Hold an exclusive lock on one thing kailab makes in its cache (a build, an export), so two
+    kailab processes — labs side by side, pytest -n workers — never make it at once: the second
+    waits, then finds it made."""
+    path = cache_dir() / "build" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            on_wait()
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def state_dir() -> Path:

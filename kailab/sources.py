@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import BuildError, KailabError
-from .paths import cache_dir
+from .paths import cache_dir, cache_lock
 
 
 @dataclass(frozen=True)
@@ -173,6 +173,13 @@ def export_tree(name: str, version: str) -> Path:
     stamp = dest / ".kailab-commit"
     if stamp.is_file() and stamp.read_text().strip() == commit:
         return dest
+    with cache_lock(f"export-{name}-{version}"):  # another kailab may be exporting it right now
+        if stamp.is_file() and stamp.read_text().strip() == commit:
+            return dest
+        return _export(name, version, commit, dest)
+
+
+def _export(name: str, version: str, commit: str, dest: Path) -> Path:
     partial = dest.with_name(version + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)

@@ -14,7 +14,6 @@ where that source tree is, so a lab's CRDs always come from the same tree as its
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
 import json
@@ -30,7 +29,7 @@ from typing import Callable
 
 from . import versions
 from .errors import BuildError
-from .paths import cache_dir
+from .paths import cache_dir, cache_lock
 
 
 @dataclass(frozen=True)
@@ -342,21 +341,11 @@ def build(recipe: Recipe, on_phase: Callable[[str], None] = lambda s: None) -> P
         return dest
     work = cache_dir() / "build" / f"{recipe.component}-{recipe.version}"
     work.mkdir(parents=True, exist_ok=True)
-    with open(work.with_name(work.name + ".lock"), "w") as lock:
-        if not _try_lock(lock):  # another kailab builds the same thing: wait for it, then reuse
-            on_phase("waiting for another kailab building this")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    # another kailab building the same thing: wait for it, then reuse
+    with cache_lock(work.name, lambda: on_phase("waiting for another kailab building this")):
         if is_cached(recipe):
             return dest
         return _build_locked(recipe, work, dest, on_phase)
-
-
-def _try_lock(f) -> bool:
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
 
 
 def _build_locked(recipe: Recipe, work: Path, dest: Path, on_phase: Callable[[str], None]) -> Path:

@@ -54,6 +54,7 @@ def _template(name: str, count: int) -> dict:
 
 @pytest.mark.lab
 @pytest.mark.kai
+@pytest.mark.xdist_group("other_fleets")
 def test_kai_schedules_resource_claims_on_dra_devices(kailab_labs):
     lab = kailab_labs.get("dra", with_kai=True)
     kube = Kube(lab.kubeconfig)
@@ -123,6 +124,7 @@ def test_a_claim_template_for_an_unknown_class_is_one_line(tmp_path, fleet, klas
 
 @pytest.mark.lab
 @pytest.mark.kai
+@pytest.mark.xdist_group("other_fleets")
 def test_claims_are_in_the_evidence_and_the_report(kailab_labs, tmp_path):
     """Each snapshot of a run with claims lists them: pods, node, devices; the report shows them."""
     import yaml

@@ -34,7 +34,7 @@ def _adoptable(ex) -> bool:
 
 
 @pytest.mark.kai
-def test_every_exercise_passes_through_the_existing_runtime(kailab_labs):
+def test_every_exercise_passes_through_the_existing_runtime(kailab_labs, tmp_path):
     """A binary-runtime lab with KAI, adopted as 'existing': `pytest exercises/` must pass on it."""
     source = kailab_labs.get("small", with_kai=True)
     name = f"adopted-{os.getpid()}"
@@ -47,7 +47,8 @@ def test_every_exercise_passes_through_the_existing_runtime(kailab_labs):
     eligible = [str(p) for p in sorted(exercises_dir().glob("*.yaml")) if _adoptable(load_exercise(p))]
     assert len(eligible) >= 8, eligible
     try:
-        run = subprocess.run([sys.executable, "-m", "pytest", *eligible, "-q", "--kailab-lab", name],
+        run = subprocess.run([sys.executable, "-m", "pytest", *eligible, "-q", "--kailab-lab", name,
+                              "--kailab-evidence", str(tmp_path / "evidence"), "-p", "no:cacheprovider"],
                              capture_output=True, text=True)
         assert run.returncode == 0, run.stdout[-4000:]
     finally:

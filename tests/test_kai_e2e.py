@@ -26,6 +26,7 @@ def _kailab(args: list[str], evidence) -> subprocess.CompletedProcess:
                           timeout=3600)
 
 
+@pytest.mark.xdist_group("own_labs")  # labs of its own: one such test at a time beside the rest
 def test_kai_e2e_quota_reclaim_and_preempt_pass_on_two_labs_side_by_side(tmp_path):
     run = _kailab(["e2e", "--ci", "--labs", "2"], tmp_path)
     out = run.stdout + run.stderr

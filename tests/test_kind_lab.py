@@ -20,7 +20,7 @@ from kailab.runtimes import runtime_of
 from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import kind_docker
 
-pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab]
+pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.xdist_group("kind")]  # one kind lab, down last
 FLEET = "small"
 
 

@@ -21,7 +21,7 @@ from kailab.runtimes import kind_metrics, metrics, runtime_of
 from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import kind_docker
 
-pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab]
+pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.xdist_group("kind")]
 FLEET = "tiny"  # time-based-fairness's fleet
 
 

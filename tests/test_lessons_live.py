@@ -99,16 +99,25 @@ def test_a_lesson_in_a_terminal_asks_runs_reveals_then_explains_step_by_step(sma
     assert term.wait() == 0, term.screen[-2000:]
 
 
-def test_every_lesson_runs_live_in_course_order(kailab_labs, tmp_path, monkeypatch):
+def _lesson_params():
+    """One test per lesson (labs side by side, pytest -n, share them out); those of another fleet than
+    small go to one worker, so only one worker brings up the dra and racks labs."""
+    return [pytest.param(lesson.name, id=lesson.name,
+                         marks=[] if lesson.exercise.fleet == "small" else [pytest.mark.xdist_group("other_fleets")])
+            for lesson in course.lessons()]
+
+
+@pytest.mark.parametrize("name", _lesson_params())
+def test_every_lesson_runs_live(kailab_labs, tmp_path, monkeypatch, name):
     monkeypatch.setenv("KAILAB_COURSE_STATUS", str(tmp_path / "progress.json"))
     shown: list[str] = []
-    for lesson in course.lessons():
-        lab = kailab_labs.get(lesson.exercise.fleet, with_kai=True)
-        if lab.fleet != lesson.exercise.fleet:  # --kailab-lab gave another fleet's lab
-            lab = kailab_labs.get(lesson.exercise.fleet, with_kai=True, own=True)
-        code = course.run_lesson(lesson, lab.name, False, shown.append, evidence_root=tmp_path / "ev")
-        assert code == 0, "\n".join(shown[-40:])
-        assert course.load_status()["done"].get(lesson.name), lesson.name
+    (lesson,) = [lesson for lesson in course.lessons() if lesson.name == name]
+    lab = kailab_labs.get(lesson.exercise.fleet, with_kai=True)
+    if lab.fleet != lesson.exercise.fleet:  # --kailab-lab gave another fleet's lab
+        lab = kailab_labs.get(lesson.exercise.fleet, with_kai=True, own=True)
+    code = course.run_lesson(lesson, lab.name, False, shown.append, evidence_root=tmp_path / "ev")
+    assert code == 0, "\n".join(shown[-40:])
+    assert course.load_status()["done"].get(lesson.name), lesson.name
 
 
 GOOD_TREE = """

@@ -16,7 +16,8 @@ from kailab.paths import PROJECT_ROOT, state_dir
 from kailab.replay import session
 from kailab.replay.spec import load_replay
 
-pytestmark = [pytest.mark.lab, pytest.mark.kai]
+# labs of their own, two at a time: one such test at a time beside the rest (pytest -n)
+pytestmark = [pytest.mark.lab, pytest.mark.kai, pytest.mark.xdist_group("own_labs")]
 
 DESIGN = """design: even
 queues:

@@ -87,6 +87,7 @@ def test_a_flake_is_not_a_version_difference_but_a_repeated_one_is(tmp_path):
 
 @pytest.mark.lab
 @pytest.mark.kai
+@pytest.mark.xdist_group("own_labs")  # labs of its own: one such test at a time beside the rest
 def test_two_version_trial_ran_the_versions_it_claims(tmp_path):
     """Not circular: each version's cells are checked against what its lab really ran - the
     binaries' manifest and the scheduler's own version output - not only the verdict files."""

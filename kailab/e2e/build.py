@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import kai, toolchain, versions
 from ..errors import BuildError
-from ..paths import cache_dir
+from ..paths import cache_dir, cache_lock
 from .suites import Suite
 
 COMPONENT = "kai-e2e"
@@ -46,11 +46,14 @@ def ensure(kai_version: str, suites: list[Suite], on_phase=lambda s: None) -> tu
             continue
         if not (tree / suite.path).is_dir():
             raise BuildError(f"KAI {kai_version} has no e2e suite {suite.name} ({suite.path} is not in {tree})")
-        on_phase(f"compiling KAI {recipe.version}'s e2e suite {suite.name} ({i}/{len(suites)}; once per version)")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".partial")
-        with open(work / f"{suite.name}.log", "w") as log:
-            toolchain.run_go(["test", "-c", "-trimpath", "-o", str(partial), "./" + suite.path], tree, log,
-                             readonly=True)
-        os.replace(partial, target)
+        with cache_lock(f"{COMPONENT}-{recipe.version}-{suite.name}"):  # once, whoever asks at the same time
+            if target.is_file() and not fresh:
+                continue
+            on_phase(f"compiling KAI {recipe.version}'s e2e suite {suite.name} ({i}/{len(suites)}; once per version)")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_name(target.name + ".partial")
+            with open(work / f"{suite.name}.log", "w") as log:
+                toolchain.run_go(["test", "-c", "-trimpath", "-o", str(partial), "./" + suite.path], tree, log,
+                                 readonly=True)
+            os.replace(partial, target)
     return tree, out

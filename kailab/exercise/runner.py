@@ -75,11 +75,13 @@ def _allure_step(title: str):
 class ExerciseRun:
     """One run of an exercise. `before_step(index, step)` runs before a step acts and
     `after_step(index, step, results)` once its checks are decided and its evidence written
-    (a lesson asks, then reveals, there; the lab keeps the step's state while they run)."""
+    (a lesson asks, then reveals, there; the lab keeps the step's state while they run).
+    `fail_fast`: no step after the first one with a failed check runs (each would only wait out its
+    timeout on a state the failure already broke); the verdict and evidence are the same otherwise."""
 
     def __init__(self, ex: Exercise, source: Path, lab: LabRecord, evidence_root: Path | None = None,
-                 before_step=None, after_step=None):
-        self.ex, self.source, self.lab = ex, source, lab
+                 before_step=None, after_step=None, fail_fast: bool = False):
+        self.ex, self.source, self.lab, self.fail_fast = ex, source, lab, fail_fast
         self.before_step = before_step or (lambda index, step: None)
         self.after_step = after_step or (lambda index, step, results: None)
         run_id = secrets.token_hex(2)
@@ -128,6 +130,10 @@ class ExerciseRun:
             for index, step in enumerate(self.ex.steps):
                 with _allure_step(f"step {index + 1}: {step.name}"):
                     self._run_step(index, step)
+                if self.fail_fast and self.outcome.failures:
+                    self.outcome.warnings.append(f"fail-fast: {len(self.ex.steps) - index - 1} step(s) after "
+                                                 f"step {index + 1} ({step.name}) not run")
+                    break
             self._finish_invariants()
             self.outcome.verdict = "passed" if not self.outcome.failures else "failed"
         except KeyboardInterrupt:

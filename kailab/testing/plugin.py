@@ -124,6 +124,32 @@ class _OutcomeCollector:
             self.config._kailab_outcomes.append(outcome)
 
 
+# what a pytest-xdist worker tells the controller when it ends (config.workeroutput): the tests it
+# deselected for want of KAI or of a Docker engine, so the controller's summary still says so in red
+_WORKER_REPORTS = ("_kailab_no_kai", "_kailab_no_kind", "_kailab_kai_collected")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker sends its workeroutput
+def pytest_sessionfinish(session, exitstatus):
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        for key in _WORKER_REPORTS:
+            output[key] = getattr(session.config, key, None)
+    pool = getattr(session.config, "_kailab_pool", None)
+    if pool is not None:
+        pool.close()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """The controller (pytest -n): every worker collected the same tests; take what one reports."""
+    config = node.config
+    for key in _WORKER_REPORTS:
+        value = (getattr(node, "workeroutput", None) or {}).get(key)
+        if value and not getattr(config, key, None):
+            setattr(config, key, tuple(value) if isinstance(value, list) else value)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     outcomes = getattr(config, "_kailab_outcomes", [])
     if outcomes:
@@ -158,12 +184,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_sep("!", f"kailab: {n} tests that need KAI were NOT run", red=True)
         terminalreporter.write_line(f"reason: {reason}")
         terminalreporter.write_line("They are deselected, not passed. Build KAI (kailab tools build) to run them.")
-
-
-def pytest_sessionfinish(session, exitstatus):
-    pool = getattr(session.config, "_kailab_pool", None)
-    if pool is not None:
-        pool.close()
 
 
 @pytest.fixture(scope="session")
