@@ -73,8 +73,9 @@ def peer_comparison(runs: int = 5, fleet: str = "tiny", echo=print) -> dict:
     cached etcd, kube-apiserver, kube-controller-manager and kwok binaries, kube-scheduler off,
     alternating runs, whole commands timed from a shell's point of view (kailab's Python start-up
     included). Two peer figures: kwokctl bare (create + delete, as it ships: it returns once the
-    API server answers /version, with no nodes) and kwokctl with the same fleet Ready (its nodes
-    created over the API and waited for, as kailab's `up` does)."""
+    API server answers /version, with no nodes) and kwokctl at kailab's readiness (the same fleet's
+    nodes created over the API and Ready, and the API server's /readyz answering, as kailab's `up`
+    waits for) — the fair comparison."""
     import shutil
     import subprocess
     import sys
@@ -110,20 +111,23 @@ def peer_comparison(runs: int = 5, fleet: str = "tiny", echo=print) -> dict:
         kc.write_text(subprocess.run(kwokctl + ["get", "kubeconfig", "--name", name], check=True,
                                      capture_output=True, text=True, env=env).stdout)
         kube = Kube(kc)
-        try:
+        try:  # the readiness kailab's `up` returns at: /readyz, and every node of the fleet Ready
             create_fleet(kube, fl)
             wait_until("the peer's fleet to be Ready",
                        lambda: clusterinfo.ready_node_count(kube) == fl.nodes_total, timeout="nodes-ready")
+            wait_until("the peer's API server /readyz", kube.readyz, timeout="apiserver-ready")
         finally:
             kube.close()
         run(delete)
 
     cases = {
-        "kailab up --without-kai + down": lambda: (run(kailab_cli + ["up", "--fleet", fleet, "--without-kai",
-                                                                     "--name", name]),
+        # the same components as kwokctl's (no Prometheus, no kube-state-metrics: kwokctl runs none by default)
+        "kailab up --without-kai --without-metrics + down": lambda: (run(kailab_cli + ["up", "--fleet", fleet,
+                                                                                       "--without-kai", "--without-metrics",
+                                                                                       "--name", name]),
                                                     run(kailab_cli + ["down", "--name", name])),
         "kwokctl create + delete": lambda: (run(create), run(delete)),
-        "kwokctl create + same fleet Ready + delete": kwokctl_with_fleet,
+        "kwokctl create + same fleet Ready + /readyz + delete": kwokctl_with_fleet,
     }
     times: dict[str, list[float]] = {k: [] for k in cases}
     try:
@@ -138,10 +142,10 @@ def peer_comparison(runs: int = 5, fleet: str = "tiny", echo=print) -> dict:
         subprocess.run(kailab_cli + ["down", "--name", name], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     med = {k: round(statistics.median(v), 2) for k, v in times.items()}
-    ours = med["kailab up --without-kai + down"]
+    ours = med["kailab up --without-kai --without-metrics + down"]
     return {"fleet": fleet, "runs": runs, "median_s": med, "all_s": times,
             "ratio_vs_kwokctl_bare": round(ours / med["kwokctl create + delete"], 2),
-            "ratio_vs_kwokctl_with_fleet": round(ours / med["kwokctl create + same fleet Ready + delete"], 2)}
+            "ratio_vs_kwokctl_equal_readiness": round(ours / med["kwokctl create + same fleet Ready + /readyz + delete"], 2)}
 
 
 def scale(shapes: list[str], count: int | None = None, fleet: str = "large", out_dir: Path | None = None,
@@ -337,16 +341,29 @@ def markdown(r: dict) -> str:
         lines.append(f"- {row['fleet']}: " + ", ".join(f"{k} {v}" for k, v in phases.items()))
     peer = r.get("peer")
     if peer:
-        lines += ["", f"Side by side with KWOK's own kwokctl (fleet {peer['fleet']}, {peer['runs']} alternating "
-                  "runs, whole commands, same binaries):", "", "| command | median s |", "|---|---|"]
-        lines += [f"| {k} | {v} |" for k, v in peer["median_s"].items()]
-        lines += ["", f"Ratio kailab / kwokctl bare: **{peer['ratio_vs_kwokctl_bare']}**; "
-                  f"kailab / kwokctl with the same fleet Ready: **{peer['ratio_vs_kwokctl_with_fleet']}**."]
+        lines += [""] + peer_markdown(peer)
     lines += ["", "| cold build | seconds |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(r["cold_build_s"].items())]
     if r["not_measured"]:
         lines += ["", "Not measured: " + ", ".join(f"{k} ({v})" for k, v in r["not_measured"].items())]
     return "\n".join(lines) + "\n"
+
+
+def peer_markdown(peer: dict) -> list[str]:
+    lines = [f"Side by side with KWOK's own kwokctl (fleet {peer['fleet']}, {peer['runs']} alternating "
+             "runs, whole commands, same binaries):", "", "| command | median s |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in peer["median_s"].items()]
+    lines += ["", f"Ratio kailab / kwokctl bare: **{peer['ratio_vs_kwokctl_bare']}**; "
+              f"kailab / kwokctl at equal readiness (same fleet Ready, /readyz): **{peer['ratio_vs_kwokctl_equal_readiness']}**."]
+    return lines
+
+
+def record_peer(peer: dict, out_dir: Path | None = None) -> dict:
+    """`kailab bench --peer` on its own: bench/results/<date>-peer.{json,md}."""
+    results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(), **peer}
+    text = "\n".join([f"# kailab up/down against kwokctl, {results['date']}", "",
+                      f"{results['machine']['cores']} cores. Recorded, not asserted.", ""] + peer_markdown(peer)) + "\n"
+    return _record(results, "-peer", text, out_dir)
 
 
 def _record(results: dict, suffix: str, text: str, out_dir: Path | None) -> dict:

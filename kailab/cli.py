@@ -477,8 +477,8 @@ def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, scal
         out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
         return
     if peer_only:
-        peer = bench_mod.peer_comparison(runs=repeats or 5, echo=console.print)
-        out.print(json.dumps(peer, indent=2), markup=False, highlight=False)
+        peer = bench_mod.record_peer(bench_mod.peer_comparison(runs=repeats or 5, echo=console.print))
+        out.print(Path(peer["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
         return
 
     if soak:

@@ -148,12 +148,12 @@ class BinaryRuntime(Runtime):
             self._spawn_etcd(lab, bins["etcd"], ports)
             self._spawn_apiserver(lab, bins["kube-apiserver"], ports, pki_dir)
             self._spawn_kwok(lab, bins["kwok"], ports, kubeconfig, fleet.nodes_total)
+            # with the others: it retries the API server for about 10 s, then exits (on a loaded machine
+            # bootstrapping a large fleet): _control_plane_healthy starts it again if it did
+            self._spawn_controller_manager(lab, bins["kube-controller-manager"], ports, pki_dir,
+                                           kubeconfig, fleet.nodes_total)
         kube = Kube(kubeconfig)
-        # kube-controller-manager is on no path to `up` (we make the ServiceAccounts `up` needs):
-        # it starts once the API server is ready (see _control_plane_healthy)
-        start_kcm = lambda: self._spawn_controller_manager(lab, bins["kube-controller-manager"], ports, pki_dir,
-                                                           kubeconfig, fleet.nodes_total)
-        parts = {"control plane healthy": lambda: self._control_plane_healthy(lab, kube, ports, start_kcm, phases),
+        parts = {"control plane healthy": lambda: self._control_plane_healthy(lab, kube, ports, phases),
                  "fleet Ready": lambda: self._fleet_ready(lab, kube, fleet)}
         if tree is not None:
             kai_recipe = next(r for r in recipes if r.component == "kai")
@@ -223,13 +223,14 @@ class BinaryRuntime(Runtime):
             processes.stop_all(work, ["kube-apiserver", "etcd"])
             shutil.rmtree(work, ignore_errors=True)
 
-    def _control_plane_healthy(self, lab: Path, kube: Kube, ports: dict[str, int], start_kcm,
-                               phases: Phases) -> None:
+    def _control_plane_healthy(self, lab: Path, kube: Kube, ports: dict[str, int], phases: Phases) -> None:
         for name in CONTROL_PLANE:
             if name == "kube-controller-manager":
-                # only now: it gives up (exits) when the API server is not healthy within about
-                # 10 s, which a loaded machine bootstrapping a 1000-node fleet can exceed
-                start_kcm()
+                # the API server is ready now; kube-controller-manager gives up (exits) when it was
+                # not within about 10 s, which a loaded machine with a 1000-node fleet can exceed
+                rec = processes.records(lab)[name]
+                if not rec.alive():
+                    processes.restart(lab, rec)
             with phases.timed(f"{name} healthy"):
                 self._wait_healthy(lab, name, ports)
         # made here rather than awaited from kube-controller-manager (which would make it within
