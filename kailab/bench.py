@@ -512,3 +512,148 @@ def replay_scale_markdown(r: dict) -> str:
               for label, run in r["runs"].items()]
     lines += ["", f"Evidence: {r['evidence']}"]
     return "\n".join(lines) + "\n"
+
+
+class _MachineSampler:
+    """The whole machine's CPU (busy cores, from /proc/stat) and memory in use (MemTotal -
+    MemAvailable) sampled once a second while a command runs: what labs side by side cost."""
+
+    def __init__(self):
+        import threading
+
+        self.stop = threading.Event()
+        self.busy_cores: list[float] = []
+        self.mem_mib: list[int] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _cpu() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+        return sum(fields) - idle, sum(fields)
+
+    @staticmethod
+    def _mem() -> int:
+        info = {}
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, value = line.split(":", 1)
+                info[key] = int(value.split()[0])
+        return (info["MemTotal"] - info["MemAvailable"]) // 1024
+
+    def _run(self) -> None:
+        cores = os.cpu_count() or 1
+        busy0, total0 = self._cpu()
+        while not self.stop.wait(1.0):
+            busy, total = self._cpu()
+            if total > total0:
+                self.busy_cores.append(round(cores * (busy - busy0) / (total - total0), 2))
+            busy0, total0 = busy, total
+            self.mem_mib.append(self._mem())
+
+    def __enter__(self):
+        self.mem_before = self._mem()
+        self.cpu_before = self._cpu()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        busy, total = self._cpu()
+        ticks = os.sysconf("SC_CLK_TCK")
+        self.cpu_seconds = round((busy - self.cpu_before[0]) / ticks, 1)
+        return False
+
+    def figures(self, wall: float) -> dict:
+        return {"cpu_seconds": self.cpu_seconds, "busy_cores_mean": round(self.cpu_seconds / wall, 2) if wall else 0,
+                "busy_cores_p90": round(sorted(self.busy_cores)[int(0.9 * (len(self.busy_cores) - 1))], 2)
+                if self.busy_cores else 0,
+                "memory_peak_mib": max(0, max(self.mem_mib, default=self.mem_before) - self.mem_before)}
+
+
+def _junit_items(path: Path) -> list[dict]:
+    import xml.etree.ElementTree as ET
+
+    if not path.is_file():
+        return []
+    out = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        outcome = "failed" if case.find("failure") is not None or case.find("error") is not None else \
+            "skipped" if case.find("skipped") is not None else "passed"
+        out.append({"item": case.get("name"), "seconds": round(float(case.get("time") or 0), 1), "outcome": outcome})
+    return out
+
+
+def exercises_side_by_side(workers: list[int], repeats: int = 1, fleet: str = "small",
+                           out_dir: Path | None = None, echo=print) -> dict:
+    """`make exercises` as it runs (`pytest exercises/ --kailab-lab NAME -n N --dist worksteal`: every
+    exercise and replay, labs side by side) for each N in `workers` (0 = one lab, serially), on a
+    lab brought up for it and down after: wall time, verdicts, each item's time, and what the whole
+    machine spent (CPU seconds, busy cores, memory peak) — where the time goes, and what bounds it."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from .paths import exercises_dir
+
+    name = f"bench-{os.getpid()}-sbs"
+    rt = get_runtime("binary")
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="kailab-sbs-") as tmp:
+        try:
+            rt.up(LabSpec(name=name, runtime="binary", fleet=fleet, with_kai=True))
+            for n in workers:
+                for r in range(repeats):
+                    junit = Path(tmp) / f"junit-{n}-{r}.xml"
+                    cmd = [sys.executable, "-m", "pytest", str(exercises_dir()), "--kailab-lab", name,
+                           "-n", str(n), "--dist", "worksteal", "-p", "no:cacheprovider", "-q",
+                           "--kailab-evidence", str(Path(tmp) / f"evidence-{n}-{r}"), f"--junitxml={junit}"]
+                    echo(f"side by side: -n {n}, run {r + 1}/{repeats} ...")
+                    start = time.monotonic()
+                    with _MachineSampler() as sampler:
+                        proc = subprocess.run(cmd, capture_output=True, text=True)
+                    wall = round(time.monotonic() - start, 1)
+                    items = _junit_items(junit)
+                    run = {"workers": n, "run": r + 1, "wall_s": wall, "exit": proc.returncode,
+                           "passed": sum(i["outcome"] == "passed" for i in items),
+                           "failed": [i["item"] for i in items if i["outcome"] == "failed"],
+                           "items": items, "sum_item_s": round(sum(i["seconds"] for i in items), 1),
+                           **sampler.figures(wall)}
+                    runs.append(run)
+                    echo(f"  -n {n}: {wall} s, {run['passed']}/{len(items)} passed, "
+                         f"{run['cpu_seconds']} CPU-s ({run['busy_cores_mean']} cores busy on average)")
+        finally:
+            rt.down(name)
+    results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
+               "fleet": fleet, "kai_version": versions.DEFAULT_KAI, "runs": runs}
+    return _record(results, "-exercises-side-by-side", exercises_side_by_side_markdown(results), out_dir)
+
+
+def exercises_side_by_side_markdown(r: dict) -> str:
+    cores = r["machine"]["cores"]
+    lines = [f"# `make exercises` on labs side by side, {r['date']}", "",
+             f"`pytest exercises/ --kailab-lab <a {r['fleet']} lab> -n N --dist worksteal` (what `make exercises` runs), "
+             f"KAI {r['kai_version']}, binary runtime; {cores} cores, {r['machine']['memory_gib']} GiB. CPU and memory "
+             "are the whole machine's while the command ran (anything else running is in them). Recorded, not asserted.",
+             "", "| -n | wall s | passed | failed | sum of item times s | CPU-s | busy cores mean / p90 | memory peak MiB |",
+             "|---|---|---|---|---|---|---|---|"]
+    for run in r["runs"]:
+        lines.append(f"| {run['workers']} | {run['wall_s']} | {run['passed']}/{len(run['items'])} | "
+                     f"{', '.join(run['failed']) or '-'} | {run['sum_item_s']} | {run['cpu_seconds']} | "
+                     f"{run['busy_cores_mean']} / {run['busy_cores_p90']} | {run['memory_peak_mib']} |")
+    if r["runs"]:
+        floor = min(run["cpu_seconds"] for run in r["runs"]) / cores
+        lines += ["", f"The CPU the run needs, spread over {cores} cores, is a floor no number of labs gets under: "
+                      f"**{floor:.0f} s** (the least CPU-s of these runs / {cores})."]
+        lines += ["", "Items (seconds; each run's own):", "", "| item | " + " | ".join(
+            f"-n {run['workers']} #{run['run']}" for run in r["runs"]) + " |", "|---" * (len(r["runs"]) + 1) + "|"]
+        names = sorted({i["item"] for run in r["runs"] for i in run["items"]})
+        for n in names:
+            cells = []
+            for run in r["runs"]:
+                hit = next((i for i in run["items"] if i["item"] == n), None)
+                cells.append("-" if hit is None else f"{hit['seconds']}" + ("" if hit["outcome"] == "passed" else f" ({hit['outcome']})"))
+            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

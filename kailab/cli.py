@@ -444,13 +444,27 @@ def trial(version_text, exercises, fleet, parallel, runtime, dry_run, repeat) ->
 @click.option("--replay-scale", "replay_scale", is_flag=True,
               help="Instead: a 2-hour, 2,000-job generated trace on the large fleet, two designs side by side, "
                    "compressed 12x: wall time per design, submission lag, CPU per party.")
+@click.option("--exercises-side-by-side", "side_by_side", default=None,
+              help="Instead: `make exercises` (pytest exercises/ -n N) for each N of a list, e.g. 0,2,3 (0 = one "
+                   "lab): wall, verdicts, item times, the machine's CPU and memory; --repeats runs of each.")
 @click.option("--compare-labs", "compare_labs", default=None,
               help="Instead: LAB,LAB — the same exercises on two running labs of one fleet and KAI version "
                    "(e.g. binary and kind): verdicts side by side.")
 def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, scale_shapes, scale_count,
-          scale_fleet, peer_only, replay_scale, compare_labs) -> None:
+          scale_fleet, peer_only, replay_scale, side_by_side, compare_labs) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from . import bench as bench_mod
+
+    if side_by_side:
+        try:
+            workers = [int(n) for n in side_by_side.split(",") if n.strip()]
+        except ValueError:
+            raise KailabError(f"--exercises-side-by-side {side_by_side}: write worker counts, e.g. 0,2,3") from None
+        if not workers or any(n < 0 or n > 8 for n in workers):
+            raise KailabError(f"--exercises-side-by-side {side_by_side}: each count is 0 (one lab, no workers) to 8")
+        results = bench_mod.exercises_side_by_side(workers, repeats or 1, echo=console.print)
+        out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
+        return
 
     if replay_scale:
         results = bench_mod.replay_scale(echo=lambda text: console.print(text, markup=False, highlight=False))

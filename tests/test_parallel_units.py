@@ -26,3 +26,40 @@ def test_an_outcome_survives_the_trip_from_a_worker():
     assert back == outcome
     assert back.failures[0].line().startswith("[FAIL] s1: bound")
     assert outcome_of(SimpleNamespace(user_properties=[])) is None
+
+
+def test_the_side_by_side_bench_reads_junit_and_writes_its_table(tmp_path):
+    """`kailab bench --exercises-side-by-side`: items and outcomes from pytest's JUnit file, and the
+    CPU floor (least CPU-s over the cores) in the page."""
+    from kailab.bench import _junit_items, exercises_side_by_side_markdown
+
+    junit = tmp_path / "j.xml"
+    junit.write_text('<testsuites><testsuite><testcase name="quota" time="23.4"/>'
+                     '<testcase name="gang" time="30.0"><failure message="x"/></testcase>'
+                     '<testcase name="quota-what-if" time="120.04"/></testsuite></testsuites>')
+    items = _junit_items(junit)
+    assert items == [{"item": "quota", "seconds": 23.4, "outcome": "passed"},
+                     {"item": "gang", "seconds": 30.0, "outcome": "failed"},
+                     {"item": "quota-what-if", "seconds": 120.0, "outcome": "passed"}]
+    assert _junit_items(tmp_path / "missing.xml") == []
+    run = {"workers": 2, "run": 1, "wall_s": 150.0, "passed": 2, "failed": ["gang"], "items": items,
+           "sum_item_s": 173.4, "cpu_seconds": 240.0, "busy_cores_mean": 1.6, "busy_cores_p90": 2.0,
+           "memory_peak_mib": 2600}
+    page = exercises_side_by_side_markdown({"date": "d", "machine": {"cores": 2, "memory_gib": 24}, "fleet": "small",
+                                            "kai_version": "v0.17.0", "runs": [run]})
+    assert "| 2 | 150.0 | 2/3 | gang | 173.4 | 240.0 | 1.6 / 2.0 | 2600 |" in page
+    assert "**120 s**" in page and "| gang | 30.0 (failed) |" in page
+
+
+def test_the_machine_sampler_counts_busy_cores_and_memory():
+    import time
+
+    from kailab.bench import _MachineSampler
+
+    with _MachineSampler() as s:
+        end = time.monotonic() + 3
+        while time.monotonic() < end:  # one core busy (the whole machine's CPU counts, so at least that)
+            pass
+    fig = s.figures(3)
+    assert fig["cpu_seconds"] >= 1.0 and fig["busy_cores_mean"] > 0 and len(s.busy_cores) >= 1, (fig, s.busy_cores)
+    assert fig["memory_peak_mib"] >= 0
