@@ -63,3 +63,23 @@ def test_the_machine_sampler_counts_busy_cores_and_memory():
     fig = s.figures(3)
     assert fig["cpu_seconds"] >= 1.0 and fig["busy_cores_mean"] > 0 and len(s.busy_cores) >= 1, (fig, s.busy_cores)
     assert fig["memory_peak_mib"] >= 0
+
+
+def test_xdist_groups_keep_their_tests_on_one_worker(tmp_path):
+    """make test's `--dist loadgroup` pins xdist_group tests (the kind lab's, labs of their own) to one
+    worker. pytest 9.2 broke that silently (pyproject pins below it): checked with real workers."""
+    import subprocess
+    import sys
+
+    (tmp_path / "test_g.py").write_text(
+        "import time, pytest\n"
+        "@pytest.mark.xdist_group('kind')\n"
+        "@pytest.mark.parametrize('i', range(4))\n"
+        "def test_grouped(i):\n    time.sleep(0.2)\n"
+        "@pytest.mark.parametrize('i', range(4))\n"
+        "def test_free(i):\n    time.sleep(0.2)\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider",
+                          "-p", "no:kailab", "-o", "addopts=", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout[-2000:]
+    workers = {line.split()[0] for line in run.stdout.splitlines() if "test_grouped" in line and "PASSED" in line}
+    assert len(workers) == 1, run.stdout[-2000:]
