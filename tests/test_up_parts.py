@@ -86,3 +86,20 @@ def test_scale_figures_time_to_bind_and_binds_per_bucket():
     assert r["binds_per_s_by_bucket"] == [1.0, 1.0]
     assert r["kai_cpu_seconds"] == 12.0 and r["harness_cpu_share_of_kai"] == round(1 / 12, 3)
     assert r["limit"].startswith("kube-apiserver used 40")
+
+
+def test_how_a_child_process_ended_is_told():
+    """What `up` writes in a component's log when it ends at start (kube-state-metrics is started again)."""
+    import signal
+    import subprocess
+    import time
+
+    from kailab.runtimes.processes import how_it_ended
+
+    killed = subprocess.Popen(["sleep", "30"])
+    killed.send_signal(signal.SIGKILL)
+    failed = subprocess.Popen(["sh", "-c", "exit 3"])
+    time.sleep(0.5)
+    assert how_it_ended(killed.pid) == "was killed by SIGKILL"
+    assert how_it_ended(failed.pid) == "exited with status 3"
+    assert how_it_ended(failed.pid) == "ended"  # reaped already

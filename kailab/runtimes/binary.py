@@ -34,7 +34,8 @@ from .labkit import (PROBE_NAMESPACE, Phases, await_probe, create_fleet, kwok_co
 
 # the scheduler's configuration in the lab dir: what it runs now, and the lab's default
 SCHEDULER_CONF, DEFAULT_SCHEDULER_CONF = "scheduler-conf.yaml", "scheduler-conf.default.yaml"
-SCHEDULER_ARGS = "scheduler-args.json"  # the flags a SchedulingShard's `args` added to the scheduler
+SCHEDULER_ARGS = "scheduler-args.json"
+KSM_STARTS = 3  # kube-state-metrics gives up at once when the API server is slow to answer it  # the flags a SchedulingShard's `args` added to the scheduler
 
 CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
 # KWOK renews every node's Lease each quarter of its duration: with 40 s leases a 1,000-node fleet is
@@ -461,7 +462,18 @@ class BinaryRuntime(Runtime):
         start(metrics.PROMETHEUS)
         wait_until("the API server to answer kube-state-metrics", kube.readyz, timeout="apiserver-ready",
                    lab=lab, component="kube-apiserver")
-        start(metrics.KSM)
+        # it also exits, without a line of log, when its first requests are slow (an API server just up
+        # on a loaded machine, e.g. labs side by side): started again, a few times, as a Deployment would be
+        for attempt in range(1, KSM_STARTS + 1):
+            rec = start(metrics.KSM)
+            wait_until("kube-state-metrics to serve, or to exit",
+                       lambda: _http_ok(metrics.health_url(metrics.KSM, ports)) or not rec.alive(),
+                       timeout="metrics-healthy", lab=lab)
+            if rec.alive():
+                break
+            with open(processes.logs_dir(lab) / f"{metrics.KSM}.log", "a") as log:
+                log.write(f"----- kailab: {metrics.KSM} {processes.how_it_ended(rec.pid)} at start "
+                          f"(attempt {attempt} of {KSM_STARTS}) -----\n")
         for name in metrics.COMPONENTS:
             self._wait_healthy(lab, name, ports)
 

@@ -77,6 +77,20 @@ def start(lab: Path, name: str, argv: list[str], ports: dict[str, int] | None = 
     return rec
 
 
+def how_it_ended(pid: int) -> str:
+    """'exited with status N' / 'was killed by SIGNAME' for a child of this process that has ended
+    (reaped here), else 'ended' (not our child, or already reaped)."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return "ended"
+    if done != pid:
+        return "ended"
+    if os.WIFSIGNALED(status):
+        return f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exited with status {os.WEXITSTATUS(status)}"
+
+
 def restart(lab: Path, rec: ProcessRecord) -> ProcessRecord:
     """Start a dead process again exactly as it was started (same argv, ports, environment)."""
     stop(rec)
