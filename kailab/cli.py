@@ -443,7 +443,7 @@ def trial(version_text, exercises, fleet, parallel, runtime, dry_run, repeat) ->
               help="Instead: only the side-by-side with kwokctl (5 alternating runs).")
 @click.option("--replay-scale", "replay_scale", is_flag=True,
               help="Instead: a 2-hour, 2,000-job generated trace on the large fleet, two designs side by side, "
-                   "compressed 12x: wall time per design, submission lag, CPU per party.")
+                   "compressed 15x, the scheduler's client at qps 500: wall time per design, submission lag, CPU per party.")
 @click.option("--exercises-side-by-side", "side_by_side", default=None,
               help="Instead: `make exercises` (pytest exercises/ -n N) for each N of a list, e.g. 0,2,3 (0 = one "
                    "lab): wall, verdicts, item times, the machine's CPU and memory; --repeats runs of each.")
@@ -524,7 +524,11 @@ def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, scal
               help="e.g. 'team-a.wait_p99 <= 60s' or 'big/team-a.wait_p95 < small/team-a.wait_p95'; repeatable.")
 @click.option("--timeout", type=float, default=None, help="Wall seconds a run may take (default: twice the compressed span + 2 min).")
 @click.option("--runtime", type=click.Choice(["binary", "kind"]), default="binary", show_default=True)
-def replay(trace_file, design_text, version_text, fleet, compress, repeat, expectations, timeout, runtime) -> None:
+@click.option("--labs", "labs_at_once", type=click.IntRange(1, 8), default=None,
+              help="Labs at once (default: every design side by side); 1 plays the designs one after another, "
+                   "each alone on the machine (large fleets on few cores).")
+def replay(trace_file, design_text, version_text, fleet, compress, repeat, expectations, timeout, runtime,
+           labs_at_once) -> None:
     """Replay a workload trace against queue designs (or KAI versions) side by side and compare
     waits, completions, GPU-hours, utilisation and evictions. Exit 1 when an expectation fails."""
     from .replay import session
@@ -536,7 +540,7 @@ def replay(trace_file, design_text, version_text, fleet, compress, repeat, expec
     kai_versions = [versions.kai_release(v).version for v in version_text.split(",") if v.strip()]
     plan = session.Plan(trace=trace, variants=session.variants_for(designs, kai_versions), fleet=fleet,
                         compress=compress, repeat=repeat, runtime=runtime, timeout_s=timeout,
-                        expectations=list(expectations))
+                        expectations=list(expectations), labs=labs_at_once)
     try:
         session.check(plan)
     except ValueError as err:

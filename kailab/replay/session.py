@@ -56,6 +56,9 @@ class Plan:
     runtime: str = "binary"
     timeout_s: float | None = None
     expectations: list[str] = field(default_factory=list)
+    # labs at once (None: one per variant, all side by side); 1 plays the variants one after another,
+    # each alone on the machine, where two large labs together would be limited by its CPU
+    labs: int | None = None
 
     def deadline_s(self) -> float:
         return self.timeout_s or (self.trace.span_s / self.compress * DRAIN_FACTOR + DRAIN_EXTRA_S)
@@ -63,7 +66,7 @@ class Plan:
     def as_json(self) -> dict:
         return {"trace": str(self.trace.path), "jobs": len(self.trace.jobs), "fleet": self.fleet,
                 "compress": self.compress, "repeat": self.repeat, "runtime": self.runtime,
-                "deadline_wall_s": round(self.deadline_s(), 1), "expectations": self.expectations,
+                "labs_at_once": self.labs or len(self.variants), "deadline_wall_s": round(self.deadline_s(), 1), "expectations": self.expectations,
                 "variants": [{"label": v.label, "design": v.design.name, "design_file": str(v.design.path),
                               "kai_version": v.kai_version} for v in self.variants]}
 
@@ -112,7 +115,7 @@ def run_replay(plan: Plan, root: Path | None = None, echo=print) -> Path:
         with lock:
             echo(f"  [{label}] {text}")
 
-    with ThreadPoolExecutor(max_workers=len(plan.variants)) as pool:
+    with ThreadPoolExecutor(max_workers=min(plan.labs or len(plan.variants), len(plan.variants))) as pool:
         list(pool.map(lambda v: _variant(plan, v, out, stamp, say), plan.variants))
     comparison = compare(out)
     (out / COMPARISON).write_text(json.dumps(comparison, indent=2))
