@@ -24,3 +24,7 @@ class LabError(KailabError):
     """The lab cannot be brought up, or is broken."""
 
     exit_code = 3
+
+
+class LabBusy(LabError):
+    """Another process holds the lab's lock (an `up` or `down` of it is under way there)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import LabError
+from ..errors import LabBusy, LabError
 from ..fleet import Fleet
 from ..kube import Kube
 from ..paths import state_dir
@@ -26,14 +26,20 @@ PROBE_NAMESPACE = "kailab-system"
 
 @contextlib.contextmanager
 def lab_lock(name: str):
-    """One `up`/`down` at a time per lab name."""
+    """One `up`/`down` at a time per lab name. The lock file goes with the lab: once the block leaves
+    no lab directory (a `down`, a failed `up`), it is removed too."""
     state_dir().mkdir(parents=True, exist_ok=True)
-    with open(state_dir() / f".{name}.lock", "w") as f:
+    path = state_dir() / f".{name}.lock"
+    with open(path, "w") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise LabError(f"lab {name!r} is busy: another kailab up/down holds its lock") from None
-        yield
+            raise LabBusy(f"lab {name!r} is busy: another kailab up/down holds its lock") from None
+        try:
+            yield
+        finally:
+            if not (state_dir() / name).exists():
+                path.unlink(missing_ok=True)
 
 
 class Phases:

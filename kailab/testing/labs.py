@@ -6,8 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import warnings
 
-from ..errors import KailabError
+from ..errors import KailabError, LabBusy
 from ..paths import state_dir
 from ..runtimes import LabRecord, LabSpec, get_runtime, runtime_of
 from ..toolchain import kai_unavailable_reason
@@ -58,15 +59,24 @@ def _pid_alive(pid: int) -> bool:
 
 
 def reap_dead_sessions() -> list[str]:
-    """Take down labs left by test sessions whose pytest process no longer exists."""
+    """Take down labs left by test sessions whose pytest process no longer exists. A lab whose lock
+    another process holds is left to it: under pytest -n every worker reaps at its first lab, and
+    the first to reach a dead session's lab takes it down while the others pass it by."""
     reaped = []
     for lab in sorted(state_dir().glob(f"{LAB_PREFIX}*")):
         m = re.match(rf"{LAB_PREFIX}(\d+)-", lab.name)
-        if lab.is_dir() and m and not _pid_alive(int(m.group(1))):
-            rec = LabRecord.load(lab.name)
+        if not (lab.is_dir() and m and not _pid_alive(int(m.group(1)))):
+            continue
+        rec = LabRecord.load(lab.name)
+        try:
             with kind_docker():
                 (runtime_of(rec) if rec else get_runtime("binary")).down(lab.name)
-            reaped.append(lab.name)
+        except LabBusy:
+            continue
+        except KailabError as e:  # a leftover that will not go is this session's warning, not its failure
+            warnings.warn(f"could not take down {lab.name}, left by a test session that died: {e}")
+            continue
+        reaped.append(lab.name)
     return reaped
 
 
