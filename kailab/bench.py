@@ -10,13 +10,14 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import statistics
 import time
 from pathlib import Path
 
 from . import toolchain, versions
 from .errors import KailabError
-from .paths import PROJECT_ROOT
+from .paths import PROJECT_ROOT, evidence_dir
 from .runtimes import LabRecord, LabSpec, get_runtime, lab
 
 
@@ -76,7 +77,6 @@ def peer_comparison(runs: int = 5, fleet: str = "tiny", echo=print) -> dict:
     API server answers /version, with no nodes) and kwokctl at kailab's readiness (the same fleet's
     nodes created over the API and Ready, and the API server's /readyz answering, as kailab's `up`
     waits for) — the fair comparison."""
-    import shutil
     import subprocess
     import sys
     import tempfile
@@ -274,7 +274,6 @@ def soak(cycles: int, fleet: str = "tiny", out_dir: Path | None = None, echo=pri
 
 def _repeat_on(lab_rec, runs: int, paths: list[Path], echo) -> list[dict]:
     from .exercise.runner import run_exercise
-    from .paths import evidence_dir
 
     records: list[dict] = []
     root = evidence_dir() / f"repeat-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
@@ -384,7 +383,7 @@ def compare_labs(names: list[str], exercise_names: list[str] | None = None, out_
     lab): verdicts and figures side by side. A disagreement is a finding naming what differs."""
     from .exercise.runner import resolve_exercise, run_exercise
     from .exercise.spec import load_exercise
-    from .paths import evidence_dir, exercises_dir
+    from .paths import exercises_dir
     from .runtimes import require_kai_lab
 
     labs = [require_kai_lab(n, "lab comparisons") for n in names]
@@ -634,6 +633,14 @@ def exercises_side_by_side(workers: list[int], repeats: int = 1, fleet: str = "s
                            "failed": [i["item"] for i in items if i["outcome"] == "failed"],
                            "items": items, "sum_item_s": round(sum(i["seconds"] for i in items), 1),
                            **sampler.figures(wall)}
+                    if proc.returncode != 0:  # a failure is investigated: its evidence outlives the bench
+                        kept = evidence_dir() / f"bench-sbs-{os.getpid()}-n{n}-run{r + 1}"
+                        if (Path(tmp) / f"evidence-{n}-{r}").is_dir():
+                            shutil.copytree(Path(tmp) / f"evidence-{n}-{r}", kept, dirs_exist_ok=True)
+                        kept.mkdir(parents=True, exist_ok=True)
+                        (kept / "pytest-output.txt").write_text(proc.stdout + proc.stderr)
+                        run["evidence"] = str(kept)
+                        echo(f"  failed: {', '.join(run['failed']) or 'exit ' + str(proc.returncode)}; evidence kept in {kept}")
                     runs.append(run)
                     echo(f"  -n {n}: {wall} s, {run['passed']}/{len(items)} passed, "
                          f"{run['cpu_seconds']} CPU-s ({run['busy_cores_mean']} cores busy on average)")
@@ -657,12 +664,25 @@ def exercises_side_by_side_markdown(r: dict) -> str:
                      f"{', '.join(run['failed']) or '-'} | {run['sum_item_s']} | {run['cpu_seconds']} | "
                      f"{run['busy_cores_mean']} / {run['busy_cores_p90']} | {run['memory_peak_mib']} |")
     if r["runs"]:
+        counts = sorted({run["workers"] for run in r["runs"]})
+        names = sorted({i["item"] for run in r["runs"] for i in run["items"]})
+        lines += ["", "Passes per item over the runs (repeatability):", "",
+                  "| item | " + " | ".join(f"-n {n}" for n in counts) + " |", "|---" * (len(counts) + 1) + "|"]
+        for name in names:
+            cells = []
+            for n in counts:
+                hits = [i for run in r["runs"] if run["workers"] == n for i in run["items"] if i["item"] == name]
+                cells.append(f"{sum(i['outcome'] == 'passed' for i in hits)}/{len(hits)}")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        kept = [run for run in r["runs"] if run.get("evidence")]
+        if kept:
+            lines += ["", "Evidence of the runs that failed: " + ", ".join(
+                f"-n {run['workers']} #{run['run']}: `{run['evidence']}`" for run in kept)]
         floor = min(run["cpu_seconds"] for run in r["runs"]) / cores
         lines += ["", f"The CPU the run needs, spread over {cores} cores, is a floor no number of labs gets under: "
                       f"**{floor:.0f} s** (the least CPU-s of these runs / {cores})."]
         lines += ["", "Items (seconds; each run's own):", "", "| item | " + " | ".join(
             f"-n {run['workers']} #{run['run']}" for run in r["runs"]) + " |", "|---" * (len(r["runs"]) + 1) + "|"]
-        names = sorted({i["item"] for run in r["runs"] for i in run["items"]})
         for n in names:
             cells = []
             for run in r["runs"]:

@@ -45,10 +45,17 @@ def test_the_side_by_side_bench_reads_junit_and_writes_its_table(tmp_path):
     run = {"workers": 2, "run": 1, "wall_s": 150.0, "passed": 2, "failed": ["gang"], "items": items,
            "sum_item_s": 173.4, "cpu_seconds": 240.0, "busy_cores_mean": 1.6, "busy_cores_p90": 2.0,
            "memory_peak_mib": 2600}
+    again = {**run, "run": 2, "passed": 3, "failed": [], "items": [{**i, "outcome": "passed"} for i in items],
+             "cpu_seconds": 250.0}
+    serial = {**again, "workers": 0, "run": 1}
+    run["evidence"] = "/e/bench-sbs-1-n2-run1"
     page = exercises_side_by_side_markdown({"date": "d", "machine": {"cores": 2, "memory_gib": 24}, "fleet": "small",
-                                            "kai_version": "v0.17.0", "runs": [run]})
+                                            "kai_version": "v0.17.0", "runs": [run, again, serial]})
     assert "| 2 | 150.0 | 2/3 | gang | 173.4 | 240.0 | 1.6 / 2.0 | 2600 |" in page
-    assert "**120 s**" in page and "| gang | 30.0 (failed) |" in page
+    assert "**120 s**" in page and "| gang | 30.0 (failed) | 30.0 | 30.0 |" in page
+    # repeatability: passes per item for each worker count, and where a failed run's evidence is
+    assert "| item | -n 0 | -n 2 |" in page and "| gang | 1/1 | 1/2 |" in page and "| quota | 1/1 | 2/2 |" in page
+    assert "-n 2 #1: `/e/bench-sbs-1-n2-run1`" in page
 
 
 def test_the_machine_sampler_counts_busy_cores_and_memory():
