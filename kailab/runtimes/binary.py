@@ -149,12 +149,10 @@ class BinaryRuntime(Runtime):
             self._spawn_etcd(lab, bins["etcd"], ports)
             self._spawn_apiserver(lab, bins["kube-apiserver"], ports, pki_dir)
             self._spawn_kwok(lab, bins["kwok"], ports, kubeconfig, fleet.nodes_total)
-            # with the others: it retries the API server for about 10 s, then exits (on a loaded machine
-            # bootstrapping a large fleet): _control_plane_healthy starts it again if it did
-            self._spawn_controller_manager(lab, bins["kube-controller-manager"], ports, pki_dir,
-                                           kubeconfig, fleet.nodes_total)
         kube = Kube(kubeconfig)
-        parts = {"control plane healthy": lambda: self._control_plane_healthy(lab, kube, ports, phases),
+        spawn_kcm = lambda: self._spawn_controller_manager(lab, bins["kube-controller-manager"], ports, pki_dir,  # noqa: E731
+                                                           kubeconfig, fleet.nodes_total)
+        parts = {"control plane healthy": lambda: self._control_plane_healthy(lab, kube, ports, phases, spawn_kcm),
                  "fleet Ready": lambda: self._fleet_ready(lab, kube, fleet)}
         if tree is not None:
             kai_recipe = next(r for r in recipes if r.component == "kai")
@@ -224,7 +222,14 @@ class BinaryRuntime(Runtime):
             processes.stop_all(work, ["kube-apiserver", "etcd"])
             shutil.rmtree(work, ignore_errors=True)
 
-    def _control_plane_healthy(self, lab: Path, kube: Kube, ports: dict[str, int], phases: Phases) -> None:
+    def _control_plane_healthy(self, lab: Path, kube: Kube, ports: dict[str, int], phases: Phases,
+                               spawn_kcm) -> None:
+        # kube-controller-manager starts once the API server listens: with nothing there it exits at
+        # once ("connection refused" loading the request-header CA), seen when a loaded machine was
+        # slower to open the port than kube-controller-manager to ask
+        wait_until("kube-apiserver to listen", lambda: processes.port_in_use(ports["kube-apiserver"]),
+                   timeout="apiserver-ready", lab=lab, component="kube-apiserver")
+        spawn_kcm()
         for name in CONTROL_PLANE:
             if name == "kube-controller-manager":
                 # the API server is ready now; kube-controller-manager gives up (exits) when it was

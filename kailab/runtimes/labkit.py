@@ -127,10 +127,11 @@ def submit_probe(kube: Kube, lab: Path | None = None) -> str:
 
     def create(obj: dict) -> None:
         # retried: the namespace's ServiceAccount (and on clusters, KAI's admission webhook) may
-        # still be coming up
+        # still be coming up. kube-controller-manager, which makes the ServiceAccount, is watched by
+        # the control plane's own part (it may be started again there), the API server here
         wait_until(f"the API server to accept {obj['kind']} {obj['metadata']['name']}",
                    lambda: kube.apply(obj) or True, timeout=120, lab=lab,
-                   component="kube-controller-manager" if lab else None)
+                   component="kube-apiserver" if lab else None)
 
     objs = probe_objects(PROBE_NAMESPACE)
     queues = [o for o in objs if o["kind"] == "Queue"]
