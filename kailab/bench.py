@@ -371,6 +371,10 @@ def _record(results: dict, suffix: str, text: str, out_dir: Path | None) -> dict
     out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = dt.date.today().isoformat() + suffix
+    n = 1
+    while (out_dir / f"{stem}.json").exists() and not suffix.endswith("-quick"):  # never over a recorded result
+        n += 1
+        stem = f"{dt.date.today().isoformat()}{suffix}-{n}"
     (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
     (out_dir / f"{stem}.md").write_text(text)
     results["written"] = str(out_dir / f"{stem}.json")

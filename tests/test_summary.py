@@ -60,3 +60,8 @@ def test_a_bench_mode_writes_its_json_and_markdown(tmp_path):
     assert written["agree"] == 1 and out["written"].endswith("-runtimes.json")
     md = open(out["written"].replace(".json", ".md")).read()
     assert "| quota | passed (40) | passed (41) | yes |" in md and "**1 / 1**" in md
+    # a second run of the mode the same day is written beside the first, never over it
+    first = open(out["written"]).read()
+    again = _record({**results, "agree": 0}, "-runtimes", compare_markdown(results), tmp_path)
+    assert again["written"].endswith("-runtimes-2.json") and open(out["written"]).read() == first
+    assert len(list(tmp_path.glob("*-runtimes*.md"))) == 2
