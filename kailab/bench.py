@@ -6,6 +6,7 @@ recorded, not tested. Measurements that need KAI say so when KAI is not availabl
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -465,8 +466,6 @@ def replay_scale(out_dir: Path | None = None, echo=print, params: dict | None = 
     with tempfile.TemporaryDirectory(prefix="kailab-replay-scale-") as tmp:
         work = Path(tmp)
         trace_path = work / "trace.csv"
-        import dataclasses
-
         jobs = gen.generate(gen.Profile(jobs=p["jobs"], span_s=p["hours"] * 3600, queues=p["queues"],
                                         fleet_gpus=gpus, load=p["load"], seed=p["seed"]))
         if p.get("max_duration_s"):

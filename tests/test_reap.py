@@ -4,6 +4,7 @@ by, not an error (a CI run once failed 94 tests on that race)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -44,8 +45,6 @@ def test_a_lab_another_process_is_taking_down_is_passed_by(state):
 
 
 def test_a_live_sessions_lab_is_left_alone(state):
-    import os
-
     lab = state / f"{LAB_PREFIX}{os.getpid()}-tiny"
     (lab / "logs").mkdir(parents=True)
     assert reap_dead_sessions() == []

@@ -66,7 +66,8 @@ class Plan:
     def as_json(self) -> dict:
         return {"trace": str(self.trace.path), "jobs": len(self.trace.jobs), "fleet": self.fleet,
                 "compress": self.compress, "repeat": self.repeat, "runtime": self.runtime,
-                "labs_at_once": self.labs or len(self.variants), "deadline_wall_s": round(self.deadline_s(), 1), "expectations": self.expectations,
+                "labs_at_once": self.labs or len(self.variants), "deadline_wall_s": round(self.deadline_s(), 1),
+                "expectations": self.expectations,
                 "variants": [{"label": v.label, "design": v.design.name, "design_file": str(v.design.path),
                               "kai_version": v.kai_version} for v in self.variants]}
 
