@@ -17,25 +17,28 @@ from concurrent.futures import ThreadPoolExecutor
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from .. import kai, toolchain, versions
 from ..errors import KailabError, LabError
-from ..fleet import FLEET_LABEL, Fleet, load_fleet
 from ..kube import Kube
 from ..workloads import service_account
 from ..paths import lab_dir, state_dir
 from .waits import wait_until
-from . import clusterinfo, metrics, pki, processes, seed
+from . import clusterinfo, metrics, processes, seed
 from .base import LabRecord, LabSpec, Runtime, status_report
 from .labkit import (PROBE_NAMESPACE, Phases, await_probe, create_fleet, kwok_config_text, lab_lock, refuse_other_lab,
                      run_together, submit_probe)
 
+if TYPE_CHECKING:
+    from ..fleet import Fleet
+
 # the scheduler's configuration in the lab dir: what it runs now, and the lab's default
 SCHEDULER_CONF, DEFAULT_SCHEDULER_CONF = "scheduler-conf.yaml", "scheduler-conf.default.yaml"
-SCHEDULER_ARGS = "scheduler-args.json"
-KSM_STARTS = 3  # kube-state-metrics gives up at once when the API server is slow to answer it  # the flags a SchedulingShard's `args` added to the scheduler
+SCHEDULER_ARGS = "scheduler-args.json"  # the flags a SchedulingShard's `args` added to the scheduler
+KSM_STARTS = 3  # kube-state-metrics gives up at once when the API server is slow to answer it
 
 CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
 # KWOK renews every node's Lease each quarter of its duration: with 40 s leases a 1,000-node fleet is
@@ -72,6 +75,10 @@ class BinaryRuntime(Runtime):
 
     # ---------------------------------------------------------------- up
     def up(self, spec: LabSpec) -> LabRecord:
+        # the fleet's model (pydantic) and the PKI (cryptography) load here, not with the module:
+        # `down` and `status` need neither
+        from ..fleet import load_fleet
+
         fleet = load_fleet(spec.fleet)  # validate every input before anything starts
         release = versions.kai_release(spec.kai_version or versions.DEFAULT_KAI)
         if spec.api_port is not None:
@@ -117,6 +124,8 @@ class BinaryRuntime(Runtime):
         return rec
 
     def _start(self, spec: LabSpec, fleet: Fleet, release, recipes, built) -> LabRecord:
+        from . import pki
+
         lab = lab_dir(spec.name)
         lab.mkdir(parents=True, exist_ok=True)
         bins = {name: built[r.key] / name for r in recipes for name in r.binaries}
@@ -196,6 +205,8 @@ class BinaryRuntime(Runtime):
     def _bake(self, key: str, bins: dict[str, Path], objects: list[dict]) -> None:
         """Start etcd and an API server on scratch state, let it bootstrap, install `objects`,
         stop both cleanly and keep etcd's data as seed `key` (about 5 s, once per key)."""
+        from . import pki
+
         work = state_dir() / f".bake-{key}-{os.getpid()}"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
@@ -244,6 +255,8 @@ class BinaryRuntime(Runtime):
         kube.apply(service_account("default", "default"))
 
     def _fleet_ready(self, lab: Path, kube: Kube, fleet: Fleet) -> None:
+        from ..fleet import FLEET_LABEL
+
         # retried: the API server may not be answering yet
         wait_until("the API server to accept the fleet's nodes", lambda: create_fleet(kube, fleet) or True,
                    timeout="apiserver-ready", lab=lab, component="kube-apiserver")
@@ -502,6 +515,8 @@ class BinaryRuntime(Runtime):
         nodes = gpus = 0
         api_ok = self._readyz(rec.dir)
         if api_ok:
+            from ..fleet import FLEET_LABEL
+
             kube = Kube(rec.kubeconfig)
             try:
                 nodes, gpus = clusterinfo.ready_nodes_and_gpus(kube, f"{FLEET_LABEL}={rec.fleet}")

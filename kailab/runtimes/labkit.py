@@ -11,15 +11,18 @@ import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from ..errors import LabBusy, LabError
-from ..fleet import Fleet
 from ..kube import Kube
 from ..paths import state_dir
 from .base import LabRecord, LabSpec
 from .waits import abandon, resume, wait_until
+
+if TYPE_CHECKING:  # a fleet's model loads pydantic, which `down` does not need
+    from ..fleet import Fleet
 
 PROBE_NAMESPACE = "kailab-system"
 
