@@ -18,15 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .errors import InputError
 from .paths import fleets_dir
 from .inputs import is_file, read_yaml, validate
+from .node_labels import (DEVICE_PLUGIN_LABEL, DRA_PLUGIN_LABEL, FLEET_LABEL, KWOK_ANNOTATION,  # noqa: F401
+                          POOL_LABEL, SIMULATED_POOL_LABEL)
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-KWOK_ANNOTATION = "kwok.x-k8s.io/node"
-# how a node's GPUs are published, as fake-gpu-operator labels its nodes (KAI's e2e reads them)
-DRA_PLUGIN_LABEL, DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.dra-plugin-gpu", "nvidia.com/gpu.deploy.device-plugin"
-FLEET_LABEL = "kailab.io/fleet"
-POOL_LABEL = "kailab.io/pool"
-# fake-gpu-operator labels its simulated nodes with their pool
-SIMULATED_POOL_LABEL = "run.ai/simulated-gpu-node-pool"
 MAX_NODES = 5000
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                        r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")

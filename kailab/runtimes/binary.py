@@ -24,6 +24,7 @@ import yaml
 from .. import kai, toolchain, versions
 from ..errors import KailabError, LabError
 from ..kube import Kube
+from ..node_labels import FLEET_LABEL
 from ..workloads import service_account
 from ..paths import lab_dir, state_dir
 from .waits import wait_until
@@ -255,8 +256,6 @@ class BinaryRuntime(Runtime):
         kube.apply(service_account("default", "default"))
 
     def _fleet_ready(self, lab: Path, kube: Kube, fleet: Fleet) -> None:
-        from ..fleet import FLEET_LABEL
-
         # retried: the API server may not be answering yet
         wait_until("the API server to accept the fleet's nodes", lambda: create_fleet(kube, fleet) or True,
                    timeout="apiserver-ready", lab=lab, component="kube-apiserver")
@@ -515,8 +514,6 @@ class BinaryRuntime(Runtime):
         nodes = gpus = 0
         api_ok = self._readyz(rec.dir)
         if api_ok:
-            from ..fleet import FLEET_LABEL
-
             kube = Kube(rec.kubeconfig)
             try:
                 nodes, gpus = clusterinfo.ready_nodes_and_gpus(kube, f"{FLEET_LABEL}={rec.fleet}")
