@@ -19,7 +19,7 @@ from pathlib import Path
 from . import toolchain, versions
 from .errors import KailabError
 from .paths import PROJECT_ROOT, evidence_dir
-from .runtimes import LabRecord, LabSpec, get_runtime, lab
+from .lab import LabRecord, LabSpec, get_runtime, lab
 
 
 def machine() -> dict:
@@ -207,7 +207,7 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
     from .exercise.runner import resolve_exercise
     from .exercise.spec import load_exercise
     from .paths import exercises_dir
-    from .runtimes import require_kai_lab
+    from .lab import require_kai_lab
 
     paths = [resolve_exercise(n) for n in names] if names else sorted(exercises_dir().glob("*.yaml"))
     fleets = {load_exercise(p).fleet for p in paths}  # validated before any lab work
@@ -389,7 +389,7 @@ def compare_labs(names: list[str], exercise_names: list[str] | None = None, out_
     from .exercise.runner import resolve_exercise, run_exercise
     from .exercise.spec import load_exercise
     from .paths import exercises_dir
-    from .runtimes import require_kai_lab
+    from .lab import require_kai_lab
 
     labs = [require_kai_lab(n, "lab comparisons") for n in names]
     if len({(r.fleet, r.kai_version) for r in labs}) != 1:

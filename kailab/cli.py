@@ -14,7 +14,7 @@ from rich.table import Table
 
 from . import toolchain, versions
 from .errors import KailabError
-from .runtimes import LabRecord, LabSpec, get_runtime, require_kai_lab, resolve_runtime
+from .lab import LabRecord, LabSpec, get_runtime, require_kai_lab, resolve_runtime
 from .runtimes import metrics
 
 console = Console(stderr=True, soft_wrap=True)
@@ -157,10 +157,10 @@ def tools_build(kai_version, without_kai) -> None:
     for key, path in built.items():
         out.print(f"{key}: {path}")
     if not without_kai:  # KAI's operator rendering of the scheduler configuration (kai_render)
-        from . import kai, kai_render
+        from .stacks.kai import render as kai_render
 
         recipe = next(r for r in recipes if r.component == "kai")
-        out.print(f"kai-render: {kai_render.ensure(recipe, kai.source_dir(recipe), out.print)}")
+        out.print(f"kai-render: {kai_render.ensure(recipe, toolchain.kai_tree(recipe), out.print)}")
 
 
 @tools.command("images")
@@ -319,11 +319,11 @@ def validate(paths) -> None:
         shards = [(i, s.scheduler) for i, s in enumerate(ex.steps) if s.scheduler is not None and s.scheduler.shard]
         if shards:  # a SchedulingShard fragment is KAI's to accept: its operator code renders it
             from . import toolchain
-            from .exercise.actions import rendered_setting
+            from .stacks.kai import rendered_setting
 
             unchecked = toolchain.kai_unavailable_reason()
             for i, value in shards if not unchecked else []:
-                rendered_setting(f, i, value, versions.DEFAULT_KAI, "http://prometheus.invalid:9090")
+                rendered_setting(f"{f}: step {i + 1}", value, versions.DEFAULT_KAI, "http://prometheus.invalid:9090")
         out.print(f"{f}: ok ({len(ex.steps)} steps, fleet {ex.fleet})")
     if unchecked:
         out.print(f"scheduler.shard fragments not checked against KAI (its source is not here: {unchecked})")
@@ -570,8 +570,8 @@ def replay(trace_file, design_text, version_text, fleet, compress, repeat, expec
 def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_only, dra_set, build_only) -> None:
     """Run KAI's own e2e suites (Ginkgo, from the KAI version's source) against labs; report ran /
     passed / failed / skipped per suite in the terminal, JUnit and report.html. Exit 1 on a failure."""
-    from .e2e import session
-    from .e2e.suites import registry
+    from .stacks.kai.e2e import session
+    from .stacks.kai.e2e.suites import registry
     from .fleet import load_fleet
 
     reg = registry()
@@ -590,7 +590,7 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
         suite_names, focus, fleet = tuple(reg.dra["suites"]), tuple(reg.dra["focus"]), reg.dra["fleet"]
     suites = reg.select(list(suite_names), ci=ci_set)
     if build_only:
-        from .e2e import build
+        from .stacks.kai.e2e import build
 
         for v in session.check_versions(version_text, None):
             _, binaries = build.ensure(v, suites, out.print)
@@ -599,11 +599,11 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
         return
     lab_version = None
     if lab_name:
-        from .runtimes import require_kai_lab
+        from .lab import require_kai_lab
 
         if version_text or labs != 1:
             raise KailabError("--lab runs on that one lab: leave out --kai-versions and --labs")
-        from .e2e import cluster
+        from .stacks.kai.e2e import cluster
         from .kube import Kube
 
         rec = require_kai_lab(lab_name, "KAI's e2e suites")

@@ -68,6 +68,12 @@ def _k8s_staging_version(_module: str, version: str) -> str:
 
 def recipes_for(kai_version: str) -> list[Recipe]:
     """Everything a binary-runtime lab with KAI `kai_version` needs."""
+    return cluster_recipes(kai_version) + [kai_recipe(versions.kai_release(kai_version))]
+
+
+def cluster_recipes(kai_version: str) -> list[Recipe]:
+    """A binary-runtime lab's control plane and fleet, at the Kubernetes version KAI `kai_version`
+    pins (versions.yaml), whatever schedules in it."""
     release = versions.kai_release(kai_version)
     k8s = release.kubernetes
     return [
@@ -79,7 +85,6 @@ def recipes_for(kai_version: str) -> list[Recipe]:
                _k8s_staging_version),
         Recipe("kwok", versions.KWOK_VERSION, "sigs.k8s.io/kwok",
                {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
-        kai_recipe(release),
     ]
 
 
@@ -449,3 +454,29 @@ def kai_unavailable_reason() -> str | None:
     except BuildError as err:
         return str(err)
     return None
+
+
+def kai_tree(recipe: Recipe) -> Path:
+    """The source tree KAI's cached binaries were built from (its manifest says), so the lab's
+    CRDs match its binaries; for a module-proxy build, the module cache's copy."""
+    if recipe.source is not None:
+        return recipe.source
+    tree = ((manifest(recipe.component, recipe.version) or {}).get("source") or {}).get("tree")
+    if tree and Path(tree, "go.mod").is_file():
+        return Path(tree)
+    if tree:  # the exported tree was removed from the cache: export it again
+        from . import kai_source
+
+        return kai_source.export_tree(recipe.version)
+    release = versions.kai_release(recipe.version)
+    probe = cache_dir() / "build" / "probe"
+    probe.mkdir(parents=True, exist_ok=True)
+    (probe / "go.mod").write_text("module kailab.local/probe\n\ngo 1.25\n")
+    out = subprocess.run([go_binary(), "mod", "download", "-json",
+                          f"{release.module}@{release.version}"], cwd=probe, capture_output=True,
+                         text=True, env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"})
+    info = json.loads(out.stdout or "{}")
+    if out.returncode != 0 or "Dir" not in info:
+        raise BuildError(f"cannot fetch KAI {recipe.version} source ({info.get('Error', out.stderr.strip())}); "
+                         "register a KAI repository with `kailab tools kai-source PATH`")
+    return Path(info["Dir"])

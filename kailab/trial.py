@@ -20,7 +20,7 @@ from .fleet import load_fleet
 from .exercise.runner import ExerciseRun, resolve_exercise
 from .exercise.spec import load_exercise
 from .paths import evidence_dir
-from .runtimes import LabSpec, lab
+from .lab import LabSpec, lab
 
 
 def parse_versions(text: str) -> list[str]:
@@ -62,7 +62,7 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     trial_dir = (root or evidence_dir()) / f"trial-{stamp}"
     if runtime == "kind":
-        from .runtimes import vcluster
+        from .stacks.kai import vcluster
 
         tools = vcluster.host_tools()  # before anything is made
         trial_dir.mkdir(parents=True)
@@ -107,7 +107,7 @@ def _run_binary(trial_dir: Path, stamp: str, the_plan: dict, parallel: int | Non
 
 def dry_run_kind(version_list: list[str], exercises: list[str], fleet: str) -> str:
     """The kind trial's printed plan; a plan problem a real run would stop at is shown as a warning."""
-    from .runtimes import vcluster
+    from .stacks.kai import vcluster
 
     load_fleet(fleet)  # bad input fails here, before anything is printed
     warnings = []

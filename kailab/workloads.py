@@ -6,7 +6,7 @@ One place builds every object an exercise or the lab applies, so labels and fiel
 
 from __future__ import annotations
 
-from .kai import SCHEDULER_NAME
+SCHEDULER_NAME = "kai-scheduler"  # the schedulerName every workload names (KAI stack: its scheduler)
 
 QUEUE_LABEL = "kai.scheduler/queue"
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kailab.e2e import ginkgo, junit, session
-from kailab.e2e.suites import registry
+from kailab.stacks.kai.e2e import ginkgo, junit, session
+from kailab.stacks.kai.e2e.suites import registry
 from kailab.errors import KailabError
 
 # what a Ginkgo v2 suite binary writes with --junit-report: a passed, a failed, a skipped spec and a

@@ -172,7 +172,7 @@ def test_clean_up_leaves_nothing_for_the_next_exercise(kailab_labs, tmp_path, na
     namespace that still took them; fractional's shared devices are held by KAI's reservation pods."""
     import time
 
-    from kailab.kai import RESERVATION_NAMESPACE
+    from kailab.stacks.kai.install import RESERVATION_NAMESPACE
     from kailab.kube import Kube
     from kailab.workloads import GPU_GROUP_LABEL
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kailab import kai, toolchain, versions, workloads
+from kailab import toolchain, versions, workloads
+from kailab.stacks.kai import install as kai
 from kailab.kube import Kube
 from kailab.runtimes import processes
 from kailab.runtimes.waits import wait_until
@@ -24,7 +25,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.kai]
 
 def _kai_tree(lab) -> Path:
     """The KAI source the lab's binaries were built from (the registered repository's tag)."""
-    return kai.source_dir(toolchain.kai_recipe(versions.kai_release(lab.kai_version)))
+    return toolchain.kai_tree(toolchain.kai_recipe(versions.kai_release(lab.kai_version)))
 
 
 def test_kai_quickstart_applies_unchanged_and_its_pods_get_bound(kai_lab):
@@ -228,7 +229,7 @@ def test_a_shards_args_reach_the_binary_labs_scheduler_and_go_with_the_default(k
     """SchedulingShard.spec.args (the scheduler's client qps/burst here) reach the lab's scheduler as
     flags, as KAI's operator passes them into its Deployment; the scheduler runs with them and binds;
     the lab's default takes them off again."""
-    from kailab.runtimes import runtime_of
+    from kailab.lab import runtime_of
 
     def cmdline() -> list[str]:
         pid = processes.records(kai_lab.dir)["scheduler"].pid

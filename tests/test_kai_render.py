@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kailab import kai, kai_render, toolchain, versions
+from kailab import toolchain, versions
+from kailab.stacks.kai import install as kai
+from kailab.stacks.kai import render as kai_render
 from kailab.errors import BuildError
 
 pytestmark = pytest.mark.kai
@@ -17,7 +19,7 @@ def kai_tree():
     if reason:
         pytest.fail(f"this test needs KAI's source: {reason}", pytrace=False)
     recipe = toolchain.kai_recipe(versions.kai_release(versions.DEFAULT_KAI))
-    return recipe, kai.source_dir(recipe)
+    return recipe, toolchain.kai_tree(recipe)
 
 
 def _plugins(conf: dict) -> list[str]:

@@ -11,9 +11,10 @@ import re
 
 import pytest
 
-from kailab import kai, toolchain, versions, workloads
+from kailab import toolchain, versions, workloads
+from kailab.stacks.kai import install as kai
 from kailab.kube import ApiRefused, Kube
-from kailab.runtimes import get_runtime
+from kailab.lab import get_runtime
 from kailab.runtimes.waits import wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.kai]
@@ -117,7 +118,7 @@ def test_webhooks_are_registered_on_loopback_and_admission_is_a_lab_component(ka
                 for w in c["webhooks"]]
     finally:
         kube.close()
-    topologies = kai.admission_validates_topologies(kai.source_dir(toolchain.kai_recipe(
+    topologies = kai.admission_validates_topologies(toolchain.kai_tree(toolchain.kai_recipe(
         versions.kai_release(kai_lab.kai_version))))
     assert len(urls) == (4 if topologies else 3) and all(u.startswith("https://127.0.0.1:") for u in urls), urls
     status = get_runtime("binary").status(kai_lab)

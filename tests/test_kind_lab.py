@@ -16,7 +16,7 @@ from kailab.exercise.runner import run_exercise
 from kailab.exercise.spec import load_exercise
 from kailab.kube import Kube
 from kailab.paths import exercises_dir, lab_dir
-from kailab.runtimes import runtime_of
+from kailab.lab import runtime_of
 from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import kind_docker
 

@@ -17,7 +17,8 @@ from kailab.exercise.runner import ExerciseRun
 from kailab.exercise.spec import load_exercise
 from kailab.inputs import read_yaml
 from kailab.paths import exercises_dir
-from kailab.runtimes import kind_metrics, metrics, runtime_of
+from kailab.lab import runtime_of
+from kailab.runtimes import kind_metrics, metrics
 from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import kind_docker
 

@@ -15,14 +15,17 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from kailab import kai, versions
+from kailab import versions
+from kailab.stacks.kai import install as kai
 from kailab.cli import cli
 from kailab.errors import KailabError, LabError
 from kailab.fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, load_fleet
 from kailab.runtimes import kind as kind_rt, kind_metrics
 from kailab.runtimes.base import LabSpec
 from kailab.runtimes.labkit import create_fleet, kwok_config_text
-from kailab.runtimes.kind import KindRuntime, build_plan, kai_chart_ref, kai_images
+from kailab.lab import with_addon
+from kailab.runtimes.kind import KindRuntime, build_plan
+from kailab.stacks.kai.kind import kai_chart_ref, kai_images, kai_values
 
 NEW_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
 OLD_CHART = "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler"
@@ -36,7 +39,7 @@ def _own_state(tmp_path, monkeypatch):
 
 def plan_for(fleet: str = "tiny", kai: str = versions.DEFAULT_KAI, **spec):
     s = LabSpec(name=spec.pop("name", "t"), runtime="kind", fleet=fleet, kai_version=kai, **spec)
-    return build_plan(s, load_fleet(fleet), kai)
+    return build_plan(with_addon(s), load_fleet(fleet), kai)
 
 
 def index_of(plan, *words: str) -> int:
@@ -326,14 +329,14 @@ def test_cli_dry_run_prints_the_plan(tmp_path, monkeypatch):
 # ------------------------------------------------------------------ what broke kind labs for everyone
 def test_kai_values_turn_gpu_sharing_on():
     """Without it KAI's admission webhook refuses fractional pods ("GPU sharing is disabled")."""
-    assert kind_rt.kai_values()["global"]["gpuSharing"] is True
+    assert kai_values()["global"]["gpuSharing"] is True
     plan = plan_for()
     assert yaml.safe_load(plan.files["kai-values.yaml"])["global"]["gpuSharing"] is True
 
 
 def test_fake_gpu_operator_never_pulls_always():
     """The chart's default `Always` ignores preloaded images (ImagePullBackOff without a registry)."""
-    values = kind_rt.fake_gpu_operator_values(load_fleet("small"))
+    values = kind_rt.fake_gpu_operator_values(load_fleet("small"), "kai-resource-reservation")
     for component in ("devicePlugin", "statusUpdater", "topologyServer", "statusExporter",
                       "kwokGpuDevicePlugin", "migFaker"):
         assert values[component]["image"]["pullPolicy"] == "IfNotPresent", component
@@ -347,7 +350,7 @@ def test_fake_gpu_operator_never_pulls_always():
 ])
 def test_host_adaptations_in_the_kind_config(host, patched):
     s = LabSpec(name="h", runtime="kind", fleet="tiny", kai_version="v0.17.0")
-    plan = build_plan(s, load_fleet("tiny"), "v0.17.0", host)
+    plan = build_plan(with_addon(s), load_fleet("tiny"), "v0.17.0", host)
     cfg = plan.kind_config
     kubelet = [yaml.safe_load(p) for p in cfg.get("kubeadmConfigPatches", [])]
     assert ("kubeadm" in patched) == any(p.get("failCgroupV1") is False and p["kind"] == "KubeletConfiguration"
@@ -365,7 +368,7 @@ def _local_set():
 def test_a_plan_with_images_built_here_uses_them_all():
     local = _local_set()
     s = LabSpec(name="air", runtime="kind", fleet="small", kai_version="v0.17.0")
-    plan = build_plan(s, load_fleet("small"), "v0.17.0", kind_rt.HostFacts(), local)
+    plan = build_plan(with_addon(s), load_fleet("small"), "v0.17.0", kind_rt.HostFacts(), local)
     assert plan.kind_config["nodes"][0]["image"] == "kailab/node:v1.36.3"
     assert plan.kind_config["networking"]["disableDefaultCNI"] is True  # no kindnetd image here
     assert plan.kind_config["networking"]["apiServerAddress"] == "127.0.0.1"
@@ -429,11 +432,11 @@ def test_cached_tools_are_found_when_path_has_none(no_tools, tmp_path, monkeypat
 # ------------------------------------------------------------------ the lab's metrics on kind
 def test_prometheus_is_mapped_to_the_hosts_loopback_and_its_images_loaded():
     s = LabSpec(name="m", runtime="kind", fleet="tiny", kai_version="v0.17.0")
-    plan = build_plan(s, load_fleet("tiny"), "v0.17.0", metrics_port=41234)
+    plan = build_plan(with_addon(s), load_fleet("tiny"), "v0.17.0", metrics_port=41234)
     assert plan.kind_config["nodes"][0]["extraPortMappings"] == [
         {"containerPort": kind_metrics.NODE_PORT, "hostPort": 41234, "listenAddress": "127.0.0.1", "protocol": "TCP"}]
     assert set(versions.metrics_images().values()) <= set(plan.preload_images) and plan.metrics_port == 41234
-    off = build_plan(LabSpec(name="m", runtime="kind", fleet="tiny", kai_version="v0.17.0", metrics=False),
+    off = build_plan(with_addon(LabSpec(name="m", runtime="kind", fleet="tiny", kai_version="v0.17.0", metrics=False)),
                      load_fleet("tiny"), "v0.17.0", metrics_port=41234)
     assert "extraPortMappings" not in off.kind_config["nodes"][0] and off.metrics_port is None
     assert not set(versions.metrics_images().values()) & set(off.preload_images)
@@ -485,10 +488,12 @@ def test_prometheus_release_from_its_module_version():
 
 def test_a_kind_death_of_kais_deployments_is_named_as_kais():
     from kailab.runtimes.base import LabRecord
-    from kailab.runtimes.binary import BinaryRuntime
 
+    from kailab.lab import get_runtime, with_addon
+
+    addon = with_addon(LabSpec(name="k", kai_version="v0.17.0")).addon
     rec = LabRecord(name="k", runtime="kind", kai_version="v0.17.0", fleet="tiny", nodes=2, gpus=8,
-                    with_kai=True, kubeconfig="")
-    assert {"kai-scheduler-default", "binder", "kai-operator"} <= KindRuntime().kai_components(rec)
-    assert "prometheus" not in KindRuntime().kai_components(rec)
-    assert BinaryRuntime().kai_components(rec) == set(versions.KAI_COMPONENTS)
+                    with_kai=True, kubeconfig="", stack=addon.record())
+    assert {"kai-scheduler-default", "binder", "kai-operator"} <= get_runtime("kind").scheduler_components(rec)
+    assert "prometheus" not in get_runtime("kind").scheduler_components(rec)
+    assert set(versions.KAI_COMPONENTS) <= get_runtime("binary").scheduler_components(rec)

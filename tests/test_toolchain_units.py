@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from kailab import kai, toolchain, versions
+from kailab import toolchain, versions
+from kailab.stacks.kai import install as kai
 
 
 def test_wrapper_gomod_repeats_replaces_and_pins_local_ones():
@@ -63,7 +64,7 @@ def test_crds_lose_conversion_webhooks_and_queues_store_v2(monkeypatch, tmp_path
 @pytest.mark.kai
 def test_the_operators_own_crds_are_not_installed():
     """Config and SchedulingShard are read by KAI's operator alone, which a lab does not run."""
-    tree = kai.source_dir(toolchain.kai_recipe(versions.kai_release(versions.DEFAULT_KAI)))
+    tree = toolchain.kai_tree(toolchain.kai_recipe(versions.kai_release(versions.DEFAULT_KAI)))
     names = {d["metadata"]["name"] for d in kai.crd_documents(tree)}
     assert names.isdisjoint(kai.OPERATOR_ONLY_CRDS)
     assert {"queues.scheduling.run.ai", "podgroups.scheduling.run.ai", "bindrequests.scheduling.run.ai",

@@ -3,7 +3,7 @@ The rendering into the scheduler's configuration is KAI's operator's (tests/test
 
 from __future__ import annotations
 
-from kailab import kai
+from kailab.stacks.kai import install as kai
 
 
 def test_usage_goes_where_kais_code_reads_it():

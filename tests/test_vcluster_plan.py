@@ -17,7 +17,7 @@ import yaml
 from kailab import versions
 from kailab.fleet import load_fleet
 from kailab.runtimes import kind as kind_rt
-from kailab.runtimes import vcluster as vc
+from kailab.stacks.kai import kind as kai_kind, vcluster as vc
 
 VERSIONS = ["v0.16.8", "v0.17.0"]
 PAIRS = [("tiny", ["v0.16.8", "v0.17.0"]), ("small", ["v0.15.0", "v0.17.0"]),
@@ -161,11 +161,11 @@ def test_vcluster_create_connect_and_kai_install_per_version(version_list):
         assert vp.stdout_files == {i: vp.kubeconfig}
         assert vp.kubeconfig == os.path.join(plan.lab_dir, vp.slug, "kubeconfig")
         # KAI at this version, INTO the vCluster, with the chart ref kind.py chooses
-        helm = find(vp.commands, "helm", kind_rt.kai_chart_ref(vp.version))
+        helm = find(vp.commands, "helm", kai_kind.kai_chart_ref(vp.version))
         assert len(helm) == 1
         helm = helm[0]
         assert helm[:4] == ["helm", "upgrade", "--install", "kai-scheduler"]
-        assert helm[4] == vp.kai_chart == kind_rt.kai_chart_ref(vp.version)
+        assert helm[4] == vp.kai_chart == kai_kind.kai_chart_ref(vp.version)
         assert arg(helm, "--version") == vp.version and arg(helm, "--kubeconfig") == vp.kubeconfig
         assert i < vp.commands.index(helm)  # the kubeconfig exists before helm needs it
         for dep in kind_rt.pins()["kai"]["deployments"]:
@@ -277,7 +277,7 @@ def test_cli_dry_run_prints_every_vcluster_and_helm_command(tmp_path):
         assert f"vcluster create {name} -n {ns} --values " in text
         assert f"vcluster delete {name} -n {ns} --delete-namespace" in text
         assert f"vcluster connect {name} -n {ns} --print > " in text
-        assert (f"helm upgrade --install kai-scheduler {kind_rt.kai_chart_ref(v)} --version {v} " in text)
+        assert (f"helm upgrade --install kai-scheduler {kai_kind.kai_chart_ref(v)} --version {v} " in text)
         assert f"delete pvc -l app=vcluster,release={name}" in text
         assert f"delete nodes -l {vc.TRIAL_LABEL}={s}" in text
     assert "helm upgrade --install gpu-operator oci://ghcr.io/run-ai/fake-gpu-operator/fake-gpu-operator" in text

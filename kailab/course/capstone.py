@@ -14,7 +14,7 @@ from pydantic import Field
 from ..errors import InputError
 from ..exercise.spec import GpuShare, QueueNode, Strict, _name, load_exercise
 from ..fleet import load_fleet
-from ..runtimes import require_kai_lab
+from ..lab import require_kai_lab
 from ..inputs import read_yaml, validate
 from .model import CAPSTONE_STEPS, Capstone, CourseSpec, Echo, Team, load_course
 from .progress import mark_if_passed

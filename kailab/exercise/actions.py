@@ -39,26 +39,6 @@ class Action:
         raise NotImplementedError
 
 
-def rendered_setting(source, index: int, value, kai_version: str, usage_url: str | None):
-    """A `scheduler:` step as one SchedulingShard change — placement, usage (read from `usage_url`)
-    and any shard fragment — rendered by the KAI operator code of `kai_version`; what it refuses is
-    one line naming the file, the step and the field."""
-    from .. import kai, toolchain, versions
-    from ..errors import BuildError
-
-    recipe = toolchain.kai_recipe(versions.kai_release(kai_version))
-    fragment: dict = {"placementStrategy": {"gpu": value.placement, "cpu": value.placement}}
-    if value.usage is not None:
-        db, k_value = kai.usage_db_config(usage_url or "", value.usage.model_dump(exclude_none=True))
-        fragment.update(usageDBConfig=db, kValue=float(k_value))
-    if value.shard:
-        fragment = kai.merged(fragment, value.shard)
-    try:
-        return kai.scheduler_change(recipe, kai.source_dir(recipe), fragment)
-    except BuildError as err:
-        raise KailabError(f"{source}: step {index + 1} scheduler{'.shard' if value.shard else ''}: {err}") from None
-
-
 class Scheduler(Action):
     """Restart KAI's scheduler with a placement strategy; its configuration goes to the evidence,
     and the run puts KAI's default back at its end."""
@@ -66,7 +46,7 @@ class Scheduler(Action):
 
     @staticmethod
     def setting(r, index: int, value):
-        """The step's kai.SchedulerChange on the run's lab. The run's preflight computes it for every
+        """The step's setting (the lab's stack renders it; KAI: a SchedulerChange) on the run's lab. The run's preflight computes it for every
         scheduler step (run.scheduler_settings), so what KAI refuses stops the run before anything
         is applied and each step is rendered once."""
         url = None
@@ -75,7 +55,7 @@ class Scheduler(Action):
             if not url:
                 raise KailabError(f"step {index + 1} scheduler.usage needs the lab's Prometheus: lab "
                                   f"{r.lab.name!r} runs none (labs run one unless brought up --without-metrics)")
-        return rendered_setting(r.source, index, value, r.lab.kai_version, url)
+        return r.runtime.scheduler_setting(r.lab, value, url, f"{r.source}: step {index + 1}")
 
     def run(self, ctx: StepContext, value) -> None:
         r = ctx.run

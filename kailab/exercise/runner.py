@@ -10,15 +10,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import evidence, versions, workloads
+from .. import evidence, workloads
 from ..report import operations
-from ..kai import RESERVATION_NAMESPACE
 from ..errors import KailabError, LabError
 from ..evidence import EvidenceDir
 from ..fleet import fleet_difference, load_fleet
 from ..kube import FIELD_MANAGER, Kube
 from ..paths import evidence_dir
-from ..runtimes import LabRecord, runtime_of
+from ..lab import LabRecord, runtime_of
 from ..runtimes.clusterinfo import ready_nodes_and_gpus
 from ..runtimes.waits import wait_until
 from .actions import ACTIONS, StepContext
@@ -88,7 +87,8 @@ class ExerciseRun:
         self.names = Names(prefix=f"x{run_id}", namespace=f"kx-{ex.exercise}-{run_id}"[:63],
                            queues=tuple(n for n, _, _ in ex.queue_tree()))
         self.kube = Kube(lab.kubeconfig)
-        self.runtime = runtime_of(lab)  # faults, KAI's logs, dead components: whatever runs the lab
+        self.runtime = runtime_of(lab)  # faults, the scheduler's logs, dead components: whatever runs the lab
+        self.stack = self.runtime.stack(lab)  # what schedules: its configuration, metrics, side namespaces
         self.evidence = EvidenceDir(evidence_root or evidence_dir(), ex.exercise)
         self.outcome = Outcome(ex.exercise, "error", evidence=str(self.evidence.path))
         gangs = {a.workload.name: a.gang for s in ex.steps for a in s.apply if a.gang}
@@ -111,7 +111,7 @@ class ExerciseRun:
         self.evidence.write("exercise.yaml", self.source.read_text())
         self.evidence.write(evidence.RUN, {
             "exercise": self.ex.exercise, "lab": self.lab.name, "runtime": self.lab.runtime,
-            "install": self.runtime.install_shape,
+            "install": self.runtime.describe(self.lab)["install"], "stack": self.runtime.describe(self.lab),
             "kai_version": self.lab.kai_version, "fleet": self.lab.fleet, "namespace": self.names.namespace,
             "queues": {n: self.names.queue(n) for n, _, _ in self.ex.queue_tree()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
@@ -158,14 +158,12 @@ class ExerciseRun:
             self.outcome.wall[what] = round(self.outcome.wall.get(what, 0.0) + time.monotonic() - start, 2)
 
     def _preflight(self) -> None:
-        if any(s.scheduler for s in self.ex.steps) and not self.runtime.configures_scheduler:
+        if any(s.scheduler for s in self.ex.steps) and not self.runtime.configures_scheduler(self.lab):
             self.runtime.configure_scheduler(self.lab, None)  # its one-line refusal
         wants_processes = [f for s in self.ex.steps for f in s.faults if f.kill or f.restart]
         if wants_processes and not self.runtime.controls_processes:
             self.runtime.kill(self.lab, wants_processes[0].kill or wants_processes[0].restart)  # its one-line refusal
-        if self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "queues.scheduling.run.ai") is None:
-            raise LabError(f"lab {self.lab.name!r} has no KAI (CRD queues.scheduling.run.ai is missing): "
-                           "bring up a lab with KAI (`kailab up`)")
+        self.stack.preflight(self.kube, self.lab)
         # the fleet's identity, not just its size: an exercise's numbers and node names are chosen
         # for one fleet, and a verdict on another would be about a fleet it never saw
         fleet = load_fleet(self.ex.fleet)
@@ -213,8 +211,12 @@ class ExerciseRun:
         with self._timed("evidence"):
             self.evidence.snapshot(self.evidence.step_dir(index + 1, step.name), self.kube, self.names.namespace,
                                    [self.names.queue(n) for n, _, _ in self.ex.queue_tree()], self.observer.state,
-                                   RESERVATION_NAMESPACE)
+                                   self._side_namespace())
         self.after_step(index, step, self.outcome.results[first_result:])
+
+    def _side_namespace(self) -> str:
+        """Where the scheduler keeps pods of its own for the run's (KAI's GPU reservation pods)."""
+        return next(iter(self.stack.side_namespaces()), "")
 
     def node_up(self, node: dict) -> None:
         self.kube.apply({k: v for k, v in node.items() if k != "status"})
@@ -238,7 +240,8 @@ class ExerciseRun:
             tail = dead[0][1].replace("\n", " | ")
             names = [c for c, _ in dead]
             # a lab's own processes (Prometheus, kube-state-metrics) are named as such, not as KAI's
-            what = "KAI component" if set(names) & self.runtime.kai_components(self.lab) else "lab component"
+            what = (f"{self.stack.title} component" if set(names) & self.runtime.scheduler_components(self.lab)
+                    else "lab component")
             raise ComponentDied(f"{what} died: {', '.join(names)} "
                                 f"({_clip(tail)})")
 
@@ -248,7 +251,7 @@ class ExerciseRun:
 
     def _copy_logs(self) -> None:
         """KAI's log lines for the run's window, from wherever the lab's runtime keeps them."""
-        for name, data in self.runtime.kai_logs(self.lab, self.log_mark).items():
+        for name, data in self.runtime.scheduler_logs(self.lab, self.log_mark).items():
             self.evidence.write(f"{evidence.LOGS}/{name}", data)
 
     def _scheduler_snapshot(self) -> None:
@@ -260,15 +263,15 @@ class ExerciseRun:
         """KAI's own series for the run's window (its dashboards' queries), this run's queues only."""
         if not getattr(self.lab, "metrics", False):
             return
-        from .. import kai, toolchain
         from ..runtimes import metrics
-        from . import kai_metrics
 
-        tree = kai.source_dir(toolchain.kai_recipe(versions.kai_release(self.lab.kai_version)))
         ours = {self.names.queue(n): n for n, _, _ in self.ex.queue_tree()}
         end = time.time()
-        panels = kai_metrics.collect(metrics.url(self.lab.ports), tree, self.observer.state.started, end)
-        evicted = kai_metrics.evictions_by_action(metrics.url(self.lab.ports), self.observer.state.started, end)
+        prometheus = metrics.url(self.lab.ports)
+        panels = self.stack.metric_panels(self.lab, prometheus, self.observer.state.started, end)
+        if not panels:
+            return
+        evicted = self.stack.evictions_by_action(prometheus, self.observer.state.started, end)
         panels.append(evicted)
         for action, n in (evicted.get("by_action") or {}).items():
             if n:
@@ -290,7 +293,7 @@ class ExerciseRun:
             ("final snapshot", lambda: self.evidence.snapshot(
                 "final", self.kube, self.names.namespace,
                 [self.names.queue(n) for n, _, _ in self.ex.queue_tree()], self.observer.state,
-                               RESERVATION_NAMESPACE)),
+                self._side_namespace())),
             ("namespace dump", lambda: self.outcome.verdict != "passed"
              and self.evidence.dump_namespace(self.kube, self.names.namespace)),
             ("KAI logs", self._copy_logs),
@@ -367,8 +370,8 @@ class ExerciseRun:
             groups = sorted({p.gpu_group for p in self.observer.state.pods.values()
                              if p.gpu_group and p.namespace == self.names.namespace})
         waits = [(self.names.namespace, None)]
-        if groups:
-            waits.append((RESERVATION_NAMESPACE, f"{workloads.GPU_GROUP_LABEL} in ({','.join(groups)})"))
+        if groups and self._side_namespace():
+            waits.append((self._side_namespace(), f"{workloads.GPU_GROUP_LABEL} in ({','.join(groups)})"))
         for namespace, selector in waits:
             def gone(namespace=namespace, selector=selector) -> bool:
                 left = self.kube.list("v1", "Pod", namespace, label_selector=selector)

@@ -124,9 +124,9 @@ def build_images(kai_version: str, console=None, phase=print) -> ImageSet:
     with open(log_path, "a") as log:
         node_fs = rootfs.ensure("node", p["node"]["debian_suite"], p["node"]["packages"], log, phase)
         slim_fs = rootfs.ensure("slim", p["node"]["debian_suite"], p["slim"]["packages"], log, phase)
-        from .. import kai, toolchain
+        from .. import toolchain
 
-        kai_tree = kai.source_dir(toolchain.kai_recipe(versions.kai_release(s.kai_version)))
+        kai_tree = toolchain.kai_tree(toolchain.kai_recipe(versions.kai_release(s.kai_version)))
         for spec in component_images(s, rs, slim_fs, kai_tree):
             if assemble.ensure(spec, phase, work):
                 made.append(spec.ref)

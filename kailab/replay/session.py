@@ -26,7 +26,7 @@ from ..errors import KailabError
 from ..fleet import load_fleet
 from ..kube import Kube
 from ..paths import evidence_dir
-from ..runtimes import LabSpec, lab, runtime_of
+from ..lab import LabSpec, lab, runtime_of
 from ..scale import cpu_seconds
 from . import figures as figs
 from .design import Design
@@ -157,12 +157,10 @@ def _apply_design(kube: Kube, rec, runtime, design: Design, vdir: Path) -> None:
     for obj in design.queue_objects():
         kube.apply(obj)
     if design.spec.scheduler is not None:
-        from ..exercise.actions import rendered_setting
-
         url = runtime.usage_db_url(rec) if design.spec.scheduler.usage is not None else None
         if design.spec.scheduler.usage is not None and not url:
             raise KailabError(f"{design.path}: scheduler.usage needs the lab's Prometheus, which lab {rec.name} lacks")
-        setting = rendered_setting(design.path, 0, design.spec.scheduler, rec.kai_version, url)
+        setting = runtime.scheduler_setting(rec, design.spec.scheduler, url, f"{design.path}: step 1")
         import yaml
 
         (vdir / "scheduler-conf.yaml").write_text(yaml.safe_dump(setting.conf, sort_keys=False))
@@ -186,19 +184,20 @@ def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: in
     rec_data["wall_seconds"] = round(clock["end"] - clock["t0"], 1)
     dead = runtime.dead_components(rec, ignore=set())
     if dead:
-        kai = runtime.kai_components(rec)
-        rec_data["error"] = "; ".join(f"{'KAI' if c in kai else 'lab'} component died: {c}" for c, _ in dead)
+        ours = runtime.scheduler_components(rec)
+        title = runtime.stack(rec).title
+        rec_data["error"] = "; ".join(f"{title if c in ours else 'lab'} component died: {c}" for c, _ in dead)
         (rdir / "error.txt").write_text(rec_data["error"] + "\n" + "\n".join(log for _, log in dead) + "\n")
     if getattr(rec, "metrics", False):
-        from ..exercise.kai_metrics import evictions_by_action
         from ..runtimes import metrics
 
         end = time.time()
         time.sleep(2 * PROMETHEUS_SCRAPE_S)  # KAI's counter as scraped after the run's last eviction
-        rec_data["evicted_by_action"] = evictions_by_action(metrics.url(rec.ports), mark, end + 2 * PROMETHEUS_SCRAPE_S)
+        rec_data["evicted_by_action"] = runtime.stack(rec).evictions_by_action(
+            metrics.url(rec.ports), mark, end + 2 * PROMETHEUS_SCRAPE_S)
     (rdir / "records.json").write_text(json.dumps(rec_data, indent=1))
     try:  # KAI's own account of the run, to explain what the figures show
-        for name, data in runtime.kai_logs(rec, log_mark).items():
+        for name, data in runtime.scheduler_logs(rec, log_mark).items():
             (rdir / "logs").mkdir(exist_ok=True)
             (rdir / "logs" / name).write_bytes(data)
     except Exception as err:  # noqa: BLE001 - the figures stand without the logs; say why they are missing

@@ -1,11 +1,8 @@
-"""Runtimes: the ways a lab can run, chosen in one registry.
+"""Runtimes: where a lab runs, chosen in one registry (the first axis; kailab/stacks is the second).
 
-    with lab(LabSpec(name="x", fleet="tiny")) as rec:   # up on entry, down on exit
-        ...
-
-Callers get a runtime by name (`get_runtime`) or for a lab's record (`runtime_of`) and use the
-`Runtime` interface (runtimes/base.py); none asks which runtime it is. A new runtime is one
-module with a `Runtime` subclass and one line in RUNTIMES.
+Code above holds a runtime through kailab/lab.py, which hands `up` what schedules (an Addon from
+the lab's stack); a runtime used bare runs a lab with nothing scheduling. Callers never ask which
+runtime they have. A new runtime is one module with a `Runtime` subclass and one line in RUNTIMES.
 """
 
 from __future__ import annotations
@@ -54,25 +51,4 @@ def lab(spec: LabSpec):
         runtime.down(spec.name)
 
 
-def require_kai_lab(name: str, purpose: str, fleet: str | None = None) -> LabRecord:
-    """The running lab `name`, if it can run `purpose` (exercises, lessons): up, with KAI, and
-    (when `fleet` is given) with that fleet's GPU count. Otherwise one clear error."""
-    up_cmd = f"kailab up --fleet {fleet}" if fleet else "kailab up"
-    rec = LabRecord.load(name)
-    if rec is None or rec.state != "up":
-        raise KailabError(f"no lab named {name!r} is up: bring one up with `{up_cmd}`")
-    if not rec.with_kai:
-        raise KailabError(f"lab {name!r} runs without KAI (--without-kai): {purpose} need KAI "
-                          f"(`kailab down --name {name}` then `kailab up --fleet {fleet or '...'}`)")
-    if fleet is not None:
-        from ..fleet import load_fleet
-
-        need = load_fleet(fleet).gpus_total
-        if rec.gpus != need:
-            raise KailabError(f"this lesson is sized for fleet {fleet} ({need} GPUs) but lab {name!r} has "
-                              f"{rec.gpus} GPUs (fleet {rec.fleet}): use a `{up_cmd}` lab")
-    return rec
-
-
-__all__ = ["RUNTIMES", "LabRecord", "LabSpec", "Runtime", "get_runtime", "lab", "require_kai_lab",
-           "resolve_runtime", "runtime_of"]
+__all__ = ["RUNTIMES", "LabRecord", "LabSpec", "Runtime", "get_runtime", "lab", "resolve_runtime", "runtime_of"]

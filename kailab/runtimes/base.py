@@ -11,9 +11,9 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import versions
 from ..errors import LabError
 from ..paths import lab_dir
+from .addon import Addon
 
 
 @dataclass
@@ -30,6 +30,9 @@ class LabSpec:
     kubeconfig: str | None = None  # only for the 'existing' runtime
     dry_run: bool = False
     images: str = "auto"  # kind: auto | local (built here by `kailab tools images`) | published
+    # what schedules, handed in by the lab (kailab/lab.py) from the stack named by with_kai/stack;
+    # a runtime calls its hooks and never asks what it is
+    addon: Addon | None = None
 
 
 @dataclass
@@ -50,6 +53,7 @@ class LabRecord:
     up_seconds: float | None = None  # how long `up` took, and its parts (labkit.Phases)
     up_phases: dict[str, list[float]] = field(default_factory=dict)
     metrics: bool = False  # runs Prometheus and kube-state-metrics (runtimes/metrics.py)
+    stack: dict = field(default_factory=dict)  # what schedules (Addon.record()): name, version, components
 
     @property
     def dir(self) -> Path:
@@ -92,10 +96,10 @@ class Runtime(ABC):
     """
 
     name: str = ""
-    controls_processes = False  # runs KAI as its own processes: can kill, restart and reconfigure them
-    configures_scheduler = False  # can change KAI's scheduler configuration (step `scheduler:`)
+    controls_processes = False  # runs the lab's components as its own processes: can kill, restart, rerun them
+    installs_charts = False  # installs components from their charts/operators into a cluster it made
     makes_labs = True  # can bring up a lab of any fleet (not so a runtime that adopts a cluster)
-    install_shape = ""  # how KAI is installed, in words, for the evidence
+    install_style = ""  # how components are installed, in words ("as local processes"), for the evidence
 
     def __init__(self) -> None:
         self.repaired: list[str] = []  # what the last `up` restarted on a broken lab
@@ -124,53 +128,46 @@ class Runtime(ABC):
         raise Unsupported(f"the {self.name} runtime cannot restart lab processes (fault `restart: "
                           f"{component}`): process faults need the binary runtime")
 
-    def configure_scheduler(self, record: "LabRecord", setting) -> None:
-        """Run KAI's scheduler with this kai.SchedulerChange (None: the lab's default)."""
-        raise Unsupported(f"the {self.name} runtime cannot reconfigure KAI's scheduler (step `scheduler:`): "
-                          "use the binary runtime, or configure the SchedulingShard yourself")
+    def process_command(self, record: "LabRecord", component: str) -> list[str]:
+        """The command line a lab process runs now (controls_processes runtimes)."""
+        raise Unsupported(f"the {self.name} runtime runs no processes of its own ({component})")
 
-    def scheduler_config(self, record: "LabRecord") -> dict | None:
-        """The configuration KAI's scheduler runs now (None: this runtime cannot tell)."""
-        return None
+    def rerun(self, record: "LabRecord", component: str, argv: list[str]) -> None:
+        """Stop a lab process and start it with `argv`, keeping its ports and environment; wait until
+        it is healthy. The new command line is its record, so a repair restarts it the same way."""
+        raise Unsupported(f"the {self.name} runtime runs no processes of its own ({component})")
 
-    def kai_components(self, record: "LabRecord") -> set[str]:
-        """The names under which this runtime reports KAI's own components (a death says "KAI")."""
-        return set(versions.KAI_COMPONENTS)
-
-    def usage_db_url(self, record: "LabRecord") -> str | None:
-        """The lab's Prometheus as KAI's scheduler reaches it (its usageDBConfig), None without one."""
+    def prometheus_in_lab(self, record: "LabRecord") -> str | None:
+        """The lab's Prometheus as the lab's own components reach it, None without one."""
         return None
 
     def dead_components(self, record: "LabRecord", ignore: set[str]) -> list[tuple[str, str]]:
-        """KAI components that died unasked, each with how it ended (what is known: exit, last log lines). A cluster restarts
-        KAI's pods itself, so by default nothing is reported dead."""
+        """Components that died unasked, each with how it ended (what is known: exit, last log lines).
+        A cluster restarts pods itself, so by default nothing is reported dead."""
         return []
 
     def log_mark(self, record: "LabRecord") -> dict:
-        """Where KAI's logs stand now, so kai_logs can return a run's window."""
+        """Where the scheduler's logs stand now, so stack_logs can return a run's window."""
         return {"wall": time.time()}
 
-    def kai_logs(self, record: "LabRecord", mark: dict) -> dict[str, bytes]:
-        """KAI's log lines since `mark`, by file name; by default from KAI's pods in the cluster."""
-        from ..kai import KAI_NAMESPACE
+    def stack_logs(self, record: "LabRecord", mark: dict) -> dict[str, bytes]:
+        """The scheduler's log lines since `mark`, by file name; by default from the pods of the
+        namespaces the lab record names."""
         from ..kube import Kube
 
         since = max(1, int(time.time() - mark["wall"]) + 5)
         out: dict[str, bytes] = {}
         kube = Kube(record.kubeconfig)
         try:
-            for pod in kube.core.list_namespaced_pod(KAI_NAMESPACE).items:
-                for c in pod.spec.containers:
-                    text = kube.core.read_namespaced_pod_log(pod.metadata.name, KAI_NAMESPACE,
-                                                             container=c.name, since_seconds=since)
-                    out[f"{pod.metadata.name}.{c.name}.log"] = (text or "").encode()
+            for ns in (record.stack or {}).get("namespaces", []):
+                for pod in kube.core.list_namespaced_pod(ns).items:
+                    for c in pod.spec.containers:
+                        text = kube.core.read_namespaced_pod_log(pod.metadata.name, ns,
+                                                                 container=c.name, since_seconds=since)
+                        out[f"{pod.metadata.name}.{c.name}.log"] = (text or "").encode()
         finally:
             kube.close()
         return out
-
-    def scheduler_snapshot_url(self, record: "LabRecord") -> str | None:
-        """Where the scheduler serves its /get-snapshot dump, if this runtime can reach it."""
-        return None
 
 
 def docker_answers() -> bool:

@@ -1,14 +1,13 @@
-"""The binary runtime: a real control plane and KAI as local processes, with no Docker.
+"""The binary runtime: a real control plane and the lab's scheduler as local processes, no Docker.
 
 etcd, kube-apiserver, kube-controller-manager and kwok run from the binary cache, supervised by
-kailab itself rather than kwokctl: KAI's five processes need the same supervision (own ports,
-logs, pid records, clean-up), and one mechanism for all of them keeps `down` and `status` simple.
-Everything listens on 127.0.0.1 only.
+kailab itself rather than kwokctl: the scheduler's processes (the lab's Addon, handed in by a
+stack) need the same supervision (own ports, logs, pid records, clean-up), and one mechanism for
+all of them keeps `down` and `status` simple. Everything listens on 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import ssl
@@ -19,9 +18,8 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
 
-from .. import kai, toolchain, versions
+from .. import toolchain, versions
 from ..errors import KailabError, LabError
 from ..kube import Kube
 from ..node_labels import FLEET_LABEL
@@ -29,16 +27,14 @@ from ..workloads import service_account
 from ..paths import lab_dir, state_dir
 from .waits import wait_until
 from . import clusterinfo, metrics, processes, seed
+from .addon import Addon, ProcessHost
 from .base import LabRecord, LabSpec, Runtime, status_report
-from .labkit import (PROBE_NAMESPACE, Phases, await_probe, create_fleet, kwok_config_text, lab_lock, refuse_other_lab,
+from .labkit import (Phases, await_probe, create_fleet, kwok_config_text, lab_lock, refuse_other_lab,
                      run_together, submit_probe)
 
 if TYPE_CHECKING:
     from ..fleet import Fleet
 
-# the scheduler's configuration in the lab dir: what it runs now, and the lab's default
-SCHEDULER_CONF, DEFAULT_SCHEDULER_CONF = "scheduler-conf.yaml", "scheduler-conf.default.yaml"
-SCHEDULER_ARGS = "scheduler-args.json"  # the flags a SchedulingShard's `args` added to the scheduler
 KSM_STARTS = 3  # kube-state-metrics gives up at once when the API server is slow to answer it
 
 CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
@@ -51,8 +47,8 @@ NODE_LEASE_S, LEASE_RENEWALS_PER_S = 40, 10
 
 def node_lease_seconds(nodes: int) -> int:
     return max(NODE_LEASE_S, -(-4 * nodes // LEASE_RENEWALS_PER_S))
-# stop order for `down`: consumers of the API first, etcd last
-STOP_ORDER = list(metrics.COMPONENTS) + list(versions.KAI_COMPONENTS) + ["kwok", "kube-controller-manager", "kube-apiserver", "etcd"]
+# stop order for `down`: consumers of the API first (the scheduler's processes with them), etcd last
+STOP_ORDER = list(metrics.COMPONENTS) + ["kwok", "kube-controller-manager", "kube-apiserver", "etcd"]
 
 
 def _http_ok(url: str, any_status: bool = False) -> bool:
@@ -71,8 +67,7 @@ def _http_ok(url: str, any_status: bool = False) -> bool:
 class BinaryRuntime(Runtime):
     name = "binary"
     controls_processes = True
-    configures_scheduler = True
-    install_shape = "KAI's components as local processes (binaries built from its source, chart objects applied)"
+    install_style = "as local processes (binaries built from source, chart objects applied)"
 
     # ---------------------------------------------------------------- up
     def up(self, spec: LabSpec) -> LabRecord:
@@ -94,14 +89,13 @@ class BinaryRuntime(Runtime):
                 return self._reuse(existing, spec, fleet, release.version)
             if lab_dir(spec.name).exists():  # a failed or half-made lab: start clean
                 self._teardown(spec.name)
-            recipes = toolchain.recipes_for(release.version)
-            if not spec.with_kai:
-                recipes = [r for r in recipes if r.component != "kai"]
+            addon = _addon(spec)
+            recipes = toolchain.cluster_recipes(release.version) + addon.recipes()
             if spec.metrics:
                 recipes += toolchain.metrics_recipes()
             built = toolchain.build_all(recipes)
             try:
-                return self._start(spec, fleet, release, recipes, built)
+                return self._start(spec, fleet, release, recipes, built, addon)
             except BaseException as err:
                 # no half-started lab: stop what started, keep the logs for the error report
                 kept = self._teardown(spec.name, keep_logs=True)
@@ -124,15 +118,14 @@ class BinaryRuntime(Runtime):
                                f"{'; '.join(still)}. Run `kailab down` then `kailab up` to rebuild it")
         return rec
 
-    def _start(self, spec: LabSpec, fleet: Fleet, release, recipes, built) -> LabRecord:
+    def _start(self, spec: LabSpec, fleet: Fleet, release, recipes, built, addon: Addon) -> LabRecord:
         from . import pki
 
         lab = lab_dir(spec.name)
         lab.mkdir(parents=True, exist_ok=True)
         bins = {name: built[r.key] / name for r in recipes for name in r.binaries}
         port_names = ["etcd.client", "etcd.peer", "kube-apiserver", "kube-controller-manager", "kwok"]
-        if spec.with_kai:
-            port_names += [f"{c}.{p}" for c, ps in kai.component_ports().items() for p in ps]
+        port_names += addon.port_names()
         if spec.metrics:
             port_names += metrics.port_names()
         fixed = {"kube-apiserver": spec.api_port} if spec.api_port else {}
@@ -142,19 +135,19 @@ class BinaryRuntime(Runtime):
                         kai_version=release.version if spec.with_kai else "none",
                         fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total,
                         with_kai=spec.with_kai, kubeconfig=str(kubeconfig), ports=ports, metrics=spec.metrics,
-                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        stack={**addon.record(), "health": {n: addon.health_url(n, ports) for n in addon.processes()}})
         rec.save()
         pki_dir = lab / "pki"
         pki.generate(pki_dir)
         pki.kubeconfig(kubeconfig, pki_dir, f"https://127.0.0.1:{ports['kube-apiserver']}", f"kailab-{spec.name}")
 
         # Every process starts at once (each retries the API server until it answers); then the
-        # fleet, the control plane's health and KAI proceed in parallel. Ordering that matters is
-        # kept inside each part: CRDs before KAI, the probe's queues before its pod.
+        # fleet, the control plane's health and the scheduler proceed in parallel. Ordering that
+        # matters is kept inside each part: CRDs before the scheduler, the probe's queues before its pod.
         phases = Phases()
-        tree = kai.source_dir(next(r for r in recipes if r.component == "kai")) if spec.with_kai else None
         with phases.timed("seeded etcd"):
-            self._seed(lab, bins, tree)
+            self._seed(lab, bins, addon.seed_objects(built))
         with phases.timed("processes started"):
             self._spawn_etcd(lab, bins["etcd"], ports)
             self._spawn_apiserver(lab, bins["kube-apiserver"], ports, pki_dir)
@@ -164,12 +157,12 @@ class BinaryRuntime(Runtime):
                                                            kubeconfig, fleet.nodes_total)
         parts = {"control plane healthy": lambda: self._control_plane_healthy(lab, kube, ports, phases, spawn_kcm),
                  "fleet Ready": lambda: self._fleet_ready(lab, kube, fleet)}
-        if tree is not None:
-            kai_recipe = next(r for r in recipes if r.component == "kai")
-            parts["KAI serving, probe bound"] = lambda: self._install_kai(lab, kube, kai_recipe, tree, bins, ports,
-                                                                          kubeconfig, phases)
+        if addon.processes():
+            host = _Host(self, lab, kube, kubeconfig, ports, bins, phases, rec.stack["health"])
+            parts[addon.start_title] = lambda: addon.start(host)
         if spec.metrics:
-            parts["metrics serving"] = lambda: self._start_metrics(lab, kube, bins, ports, pki_dir, spec.with_kai)
+            parts["metrics serving"] = lambda: self._start_metrics(lab, kube, bins, ports, pki_dir,
+                                                                   addon.scrape_jobs(ports))
         try:
             run_together(lab, parts, phases)
         finally:
@@ -181,19 +174,9 @@ class BinaryRuntime(Runtime):
         return rec
 
     # ---------------------------------------------------------------- the seed (see seed.py)
-    @staticmethod
-    def _seed_objects(tree: Path | None) -> list[dict]:
-        """What a lab's etcd starts with besides the API server's own bootstrap: KAI's kinds,
-        its chart's objects and the probe's namespace and queues (never the probe pod)."""
-        if tree is None:
-            return []
-        from ..workloads import probe_objects
-
-        return (kai.crd_documents(tree) + kai.base_objects() + kai.chart_objects(tree) + kai.fake_node_objects()
-                + [o for o in probe_objects(PROBE_NAMESPACE) if o["kind"] != "Pod"])
-
-    def _seed(self, lab: Path, bins: dict[str, Path], tree: Path | None) -> None:
-        objects = self._seed_objects(tree)
+    def _seed(self, lab: Path, bins: dict[str, Path], objects: list[dict]) -> None:
+        """etcd starts from a seed: the API server's own bootstrap and the Addon's `objects` (its
+        kinds, its chart's objects, the probe's namespace and queues)."""
         key = seed.key([bins["etcd"], bins["kube-apiserver"]], objects)
         if seed.restore(key, lab / "etcd"):
             return
@@ -297,12 +280,13 @@ class BinaryRuntime(Runtime):
             "--enable-priority-and-fairness=false", "--v=1"],
             {"secure": port})
 
-    def _wait_healthy(self, lab: Path, name: str, ports: dict[str, int]) -> None:
-        """Wait for one component's health endpoint; the timeout error carries its log."""
-        what, check, timeout = self._health(lab, name, ports)
+    def _wait_healthy(self, lab: Path, name: str, ports: dict[str, int], health: dict[str, str] | None = None) -> None:
+        """Wait for one component's health endpoint; the timeout error carries its log. `health`:
+        the scheduler's processes' URLs (the lab record's)."""
+        what, check, timeout = self._health(lab, name, ports, health or {})
         wait_until(what, check, timeout=timeout, lab=lab, component=name)
 
-    def _health(self, lab: Path, name: str, ports: dict[str, int]):
+    def _health(self, lab: Path, name: str, ports: dict[str, int], health: dict[str, str]):
         """(description, check, named timeout) for each process the lab runs."""
         if name == "etcd":
             url = f"http://127.0.0.1:{ports['etcd.client']}/health"
@@ -318,14 +302,14 @@ class BinaryRuntime(Runtime):
         if name in metrics.COMPONENTS:
             url = metrics.health_url(name, ports)
             return f"{name} to serve {url}", lambda: _http_ok(url, any_status=True), "metrics-healthy"
-        url = kai.health_url(name, ports)
-        return f"KAI {name} to serve {url}", lambda: _http_ok(url, any_status=True), "kai-component-healthy"
+        url = health[name]
+        return f"{name} to serve {url}", lambda: _http_ok(url, any_status=True), "scheduler-component-healthy"
 
     def restart(self, rec: LabRecord, name: str) -> None:
         """Restart one process of the lab (dead or alive) and wait until it is healthy."""
         old = processes.records(rec.dir)[name]
         processes.restart(rec.dir, old)
-        self._wait_healthy(rec.dir, name, rec.ports)
+        self._wait_healthy(rec.dir, name, rec.ports, rec.stack.get("health"))
 
     def repair(self, rec: LabRecord) -> list[str]:
         """Restart the lab's dead processes in start order, each from its recorded command line."""
@@ -345,63 +329,40 @@ class BinaryRuntime(Runtime):
     def kill(self, rec: LabRecord, component: str) -> None:
         processes.kill(processes.records(rec.dir)[component])
 
-    def scheduler_config(self, rec: LabRecord) -> dict | None:
-        path = rec.dir / SCHEDULER_CONF
-        return yaml.safe_load(path.read_text()) if path.is_file() else None
-
-    def usage_db_url(self, rec: LabRecord) -> str | None:
+    def prometheus_in_lab(self, rec: LabRecord) -> str | None:
         return metrics.url(rec.ports) if rec.metrics else None
 
-    def configure_scheduler(self, rec: LabRecord, setting) -> None:
-        """Restart the scheduler with the setting's whole configuration as --scheduler-conf and its
-        shard's `args` as flags, as the operator passes them (None: the lab's default, the operator's
-        rendering of the chart's shard); the new command line is its record, so a repair restarts
-        it the same way."""
-        conf = getattr(setting, "conf", setting)
-        args = list(getattr(setting, "args", ()))
-        old = processes.records(rec.dir)["scheduler"]
-        given = rec.dir / SCHEDULER_ARGS  # the flags the last change added, taken off again
-        before = set(json.loads(given.read_text())) if given.is_file() else set()
-        argv = [a for a in old.argv if not a.startswith("--scheduler-conf=") and a not in before]
-        path = rec.dir / SCHEDULER_CONF
-        default = rec.dir / DEFAULT_SCHEDULER_CONF
-        if conf is not None:
-            path.write_text(yaml.safe_dump(conf, sort_keys=False))
-            argv.append(f"--scheduler-conf={path}")
-        elif default.is_file():
-            shutil.copyfile(default, path)
-            argv.append(f"--scheduler-conf={path}")
-        argv += args  # after kailab's own: the last of a repeated flag wins, as in a Deployment's args
-        given.write_text(json.dumps(args))
+    def process_command(self, rec: LabRecord, component: str) -> list[str]:
+        return list(processes.records(rec.dir)[component].argv)
+
+    def rerun(self, rec: LabRecord, component: str, argv: list[str]) -> None:
+        old = processes.records(rec.dir)[component]
         processes.stop(old)
-        processes.start(rec.dir, "scheduler", argv, old.ports, old.env)
-        self._wait_healthy(rec.dir, "scheduler", rec.ports)
+        processes.start(rec.dir, component, argv, old.ports, old.env)
+        self._wait_healthy(rec.dir, component, rec.ports, rec.stack.get("health"))
 
     def dead_components(self, rec: LabRecord, ignore: set[str]) -> list[tuple[str, str]]:
         recs = processes.records(rec.dir)
-        watched = list(versions.KAI_COMPONENTS) + (list(metrics.COMPONENTS) if rec.metrics else [])
+        watched = _stack_processes(rec) + (list(metrics.COMPONENTS) if rec.metrics else [])
         return [(c, f"its last log lines: {processes.recent_log(rec.dir, c, 10)}") for c in watched
                 if c in recs and not recs[c].alive() and c not in ignore]
 
     def log_mark(self, rec: LabRecord) -> dict:
         mark = super().log_mark(rec)
-        for comp in versions.KAI_COMPONENTS:
+        for comp in _stack_processes(rec):
             path = processes.logs_dir(rec.dir) / f"{comp}.log"
             mark[comp] = path.stat().st_size if path.exists() else 0
         return mark
 
-    def kai_logs(self, rec: LabRecord, mark: dict) -> dict[str, bytes]:
+    def stack_logs(self, rec: LabRecord, mark: dict) -> dict[str, bytes]:
         out = {}
-        for comp in versions.KAI_COMPONENTS:
+        for comp in _stack_processes(rec):
             path = processes.logs_dir(rec.dir) / f"{comp}.log"
             if path.exists() and comp in mark:
                 with open(path, "rb") as f:
                     f.seek(mark[comp])
                     out[f"{comp}.log"] = f.read()
         return out
-
-    def scheduler_snapshot_url(self, rec: LabRecord) -> str | None:
-        return kai.snapshot_url(rec.ports) if "scheduler.plugins" in rec.ports else None
 
     @staticmethod
     def _readyz(lab: Path) -> bool:
@@ -439,42 +400,11 @@ class BinaryRuntime(Runtime):
             f"--node-lease-duration-seconds={node_lease_seconds(nodes)}", "--cidr=10.244.0.0/16"],
             {"server": port})
 
-    def _install_kai(self, lab: Path, kube: Kube, recipe, tree: Path, bins: dict[str, Path],
-                     ports: dict[str, int], kubeconfig: Path, phases: Phases) -> None:
-        with phases.timed("KAI's scheduler configuration rendered"):
-            # what KAI's operator would write for the chart's SchedulingShard: the lab's default
-            (lab / DEFAULT_SCHEDULER_CONF).write_text(yaml.safe_dump(kai.installed_default(recipe, tree), sort_keys=False))
-            shutil.copyfile(lab / DEFAULT_SCHEDULER_CONF, lab / SCHEDULER_CONF)
-        with phases.timed("KAI CRDs Established"):
-            _install_crds(kube, kai.crd_documents(tree), lab)
-        # KAI starts as soon as its kinds are served, and what it watches for (the chart's objects,
-        # the probe) is created while it starts. For 2 s after a CRD is Established the API server
-        # holds every create of its kind (an HA safeguard in apiextensions-apiserver), so the
-        # probe's queues and PodGroup wait that out whatever we do; nothing else should.
-        with phases.timed("KAI serving"):
-            for comp in versions.KAI_COMPONENTS:
-                env = {"KUBECONFIG": str(kubeconfig)}
-                if comp in kai.WEBHOOK_SERVERS:
-                    env["TMPDIR"] = str(_webhook_tmpdir(lab, comp))
-                processes.start(lab, comp, kai.component_argv(comp, bins[comp], ports, lab / SCHEDULER_CONF),
-                                {k.split(".", 1)[1]: v for k, v in ports.items() if k.startswith(comp + ".")},
-                                env=env)
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                objects = pool.submit(lambda: [kube.apply(o) for o in kai.base_objects() + kai.chart_objects(tree)])
-                pod = submit_probe(kube, lab)
-                for comp in versions.KAI_COMPONENTS:
-                    self._wait_healthy(lab, comp, ports)
-                objects.result()
-        with phases.timed("KAI's webhooks registered"):
-            _register_webhooks(lab, kube, ports, kai.admission_validates_topologies(tree))
-        with phases.timed("probe pod bound"):
-            await_probe(kube, pod, lab)
-
     def _start_metrics(self, lab: Path, kube: Kube, bins: dict[str, Path], ports: dict[str, int],
-                       pki_dir: Path, with_kai: bool) -> None:
+                       pki_dir: Path, scrape_jobs: list[dict]) -> None:
         """Prometheus at once (it retries its targets); kube-state-metrics once the API server
         answers (it exits when it cannot reach it at start)."""
-        start = lambda name: processes.start(lab, name, metrics.argv(name, bins[name], lab, ports, pki_dir, with_kai),
+        start = lambda name: processes.start(lab, name, metrics.argv(name, bins[name], lab, ports, pki_dir, scrape_jobs),
                                              metrics.own_ports(name, ports))
         start(metrics.PROMETHEUS)
         wait_until("the API server to answer kube-state-metrics", kube.readyz, timeout="apiserver-ready",
@@ -551,73 +481,51 @@ class BinaryRuntime(Runtime):
         return failed if keep_logs else stopped
 
 
-def _webhook_tmpdir(lab: Path, comp: str) -> Path:
-    """The TMPDIR of a KAI webhook server, holding the serving certificate where controller-runtime
-    looks for it (the lab CA signs it for 127.0.0.1)."""
-    tmp = lab / "webhooks" / comp
-    certs = kai.webhook_cert_dir(tmp)
-    certs.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(lab / "pki" / "kai-webhooks.crt", certs / "tls.crt")
-    shutil.copyfile(lab / "pki" / "kai-webhooks.key", certs / "tls.key")
-    return tmp
-
-
-# what proves each webhook answers: a dry run (admission runs, nothing is stored) of an object it acts on
-_FRACTION_PROBE = {"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"name": "kailab-webhook-probe", "namespace": PROBE_NAMESPACE,
-                                "annotations": {"gpu-fraction": "0.5"}},
-                   "spec": {"schedulerName": kai.SCHEDULER_NAME,
-                            "containers": [{"name": "c", "image": "kailab.io/never-pulled"}]}}
-_INVALID_PODGROUP = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
-                     "metadata": {"name": "kailab-webhook-probe", "namespace": PROBE_NAMESPACE},
-                     "spec": {"minMember": 1, "minSubGroup": 1, "queue": "kailab-probe"}}
-
-
-def _register_webhooks(lab: Path, kube: Kube, ports: dict[str, int], topologies: bool) -> None:
-    """KAI's webhook configurations, then wait until the API server calls both servers: a dry-run
-    fractional pod comes back mutated by KAI's admission, a dry-run invalid PodGroup is denied by
-    KAI's PodGroup validation."""
-    import base64
-
-    ca = base64.b64encode((lab / "pki" / "ca.crt").read_bytes()).decode()
-    for obj in kai.webhook_configurations(ports, ca, topologies):
-        kube.apply(obj)
-    pods = kube.resource("v1", "Pod")
-    groups = kube.resource("scheduling.run.ai/v2alpha2", "PodGroup")
-
-    def admission_mutates() -> bool:
-        out = pods.create(body=_FRACTION_PROBE, namespace=PROBE_NAMESPACE, dry_run="All").to_dict()
-        return "runai/shared-gpu-configmap" in (out["metadata"].get("annotations") or {})
-
-    def podgroups_validated() -> bool:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            groups.create(body=_INVALID_PODGROUP, namespace=PROBE_NAMESPACE, dry_run="All")
-        except ApiException as err:
-            return "podgroup-validation.kai.scheduler" in str(err.body)
-        return False
-
-    wait_until("KAI's admission webhook to mutate pods", _swallow(admission_mutates), timeout="kai-component-healthy",
-               lab=lab, component="admission", hint="the API server calls it on 127.0.0.1; see its log")
-    wait_until("KAI's PodGroup validation webhook to answer", _swallow(podgroups_validated),
-               timeout="kai-component-healthy", lab=lab, component="podgroupcontroller")
-
-
-def _swallow(check):
-    """A check that counts any API error (the webhook not answering yet: failurePolicy Fail) as not yet."""
-    def run() -> bool:
-        try:
-            return check()
-        except Exception:  # noqa: BLE001 - retried until the wait's timeout, which shows the log
-            return False
-    return run
-
-
 def _expected(rec: LabRecord) -> list[str]:
     """The processes a healthy lab of this record runs, in start order."""
-    return (CONTROL_PLANE + (list(versions.KAI_COMPONENTS) if rec.with_kai else [])
-            + (list(metrics.COMPONENTS) if rec.metrics else []))
+    return CONTROL_PLANE + _stack_processes(rec) + (list(metrics.COMPONENTS) if rec.metrics else [])
+
+
+def _stack_processes(rec: LabRecord) -> list[str]:
+    """The scheduler's processes (the Addon's, as the lab record keeps them)."""
+    return list((rec.stack or {}).get("processes", []))
+
+
+def _addon(spec: LabSpec) -> Addon:
+    if spec.addon is not None:
+        return spec.addon
+    if spec.with_kai:  # a caller that skipped kailab.lab would silently get a lab without its scheduler
+        raise LabError(f"lab {spec.name!r}: a scheduler was asked for but none was handed to the runtime; "
+                       "bring labs up through kailab.lab (lab(), get_lab())")
+    return Addon()
+
+
+class _Host(ProcessHost):
+    """This runtime's primitives, as an Addon's `start` hook uses them during `up`."""
+
+    def __init__(self, runtime: "BinaryRuntime", lab: Path, kube: Kube, kubeconfig: Path, ports: dict[str, int],
+                 bins: dict[str, Path], phases: Phases, health: dict[str, str]) -> None:
+        self.runtime, self.lab, self.kube, self.kubeconfig = runtime, lab, kube, kubeconfig
+        self.ports, self.bins, self.phases, self.health = ports, bins, phases, health
+
+    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        own = {k.split(".", 1)[1]: v for k, v in self.ports.items() if k.startswith(name + ".")}
+        processes.start(self.lab, name, argv, own, env=env)
+
+    def wait_healthy(self, name: str) -> None:
+        self.runtime._wait_healthy(self.lab, name, self.ports, self.health)
+
+    def install_crds(self, crds: list[dict]) -> None:
+        _install_crds(self.kube, crds, self.lab)
+
+    def timed(self, what: str):
+        return self.phases.timed(what)
+
+    def submit_probe(self):
+        return submit_probe(self.kube, self.lab)
+
+    def await_probe(self, pod) -> None:
+        await_probe(self.kube, pod, self.lab)
 
 
 def failed_logs_dir(name: str) -> Path:

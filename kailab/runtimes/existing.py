@@ -17,28 +17,22 @@ from pathlib import Path
 from .. import versions
 from ..errors import LabError
 from ..fleet import FLEET_LABEL, KWOK_ANNOTATION, load_fleet
-from ..kai import KAI_NAMESPACE
 from ..kube import Kube
-from ..paths import lab_dir, state_dir
+from ..paths import lab_dir
 from .waits import wait_until
-from . import clusterinfo, processes
+from . import clusterinfo
+from .addon import Addon
 from .base import LabRecord, LabSpec, Runtime, status_report
 from .labkit import create_fleet, lab_lock
 
-REQUIRED_CRDS = ("queues.scheduling.run.ai", "podgroups.scheduling.run.ai")
 ADD_FLEET_ENV = "KAILAB_EXISTING_ADD_FLEET"
 ADOPTED = "existing"  # the fleet name recorded when kailab added no fleet of its own
-
-
-def _is_scheduler_name(name: str) -> bool:
-    """KAI's scheduler as its chart (kai-scheduler-<shard>) or a plain manifest (scheduler) names it."""
-    return name.startswith("kai-scheduler") or name == "scheduler" or name.startswith("scheduler-")
 
 
 class ExistingRuntime(Runtime):
     name = "existing"
     makes_labs = False
-    install_shape = "KAI as installed in an existing cluster (adopted)"
+    install_style = "as installed in an existing cluster (adopted)"
 
     # ---------------------------------------------------------------- up
     def up(self, spec: LabSpec) -> LabRecord:
@@ -77,7 +71,8 @@ class ExistingRuntime(Runtime):
             if not kube.readyz():
                 raise LabError(f"the API server at {server} does not answer /readyz: is the cluster running "
                                "and the kubeconfig's current context the right one?")
-            missing = self.missing_kai(kube, server)
+            addon = _addon(spec)
+            missing = addon.adopt_problems(kube, server)
             if missing:
                 raise LabError(f"cluster at {server} is not ready for kailab: {'; '.join(missing)}")
             if fleet is not None:
@@ -93,46 +88,15 @@ class ExistingRuntime(Runtime):
                 raise LabError(f"cluster at {server} is not ready for kailab: no Ready node has allocatable "
                                f"nvidia.com/gpu (install fake-gpu-operator or a device plugin, or set "
                                f"{ADD_FLEET_ENV}=1 to add kailab's KWOK fleet)")
-            version = self.kai_version(kube) or spec.kai_version or versions.DEFAULT_KAI
+            version = addon.adopted_version(kube) or spec.kai_version or versions.DEFAULT_KAI
         finally:
             kube.close()
         rec = LabRecord(name=spec.name, runtime=self.name, kai_version=version,
                         fleet=fleet.name if fleet is not None else ADOPTED, nodes=nodes, gpus=gpus,
-                        with_kai=True, kubeconfig=str(kubeconfig), state="up",
+                        with_kai=spec.with_kai, kubeconfig=str(kubeconfig), state="up", stack=addon.record(),
                         ports=_ports(server), created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         rec.save()
         return rec
-
-    # ---------------------------------------------------------------- checks
-    def missing_kai(self, kube: Kube, server: str) -> list[str]:
-        """What the cluster lacks for KAI, one phrase each (empty when nothing)."""
-        missing = [f"CRD {crd} is missing (install KAI)" for crd in REQUIRED_CRDS
-                   if kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd) is None]
-        if not self.scheduler_present(kube, server):
-            missing.append(f"no KAI scheduler: no Deployment named kai-scheduler*/scheduler in namespace "
-                           f"{KAI_NAMESPACE}, no such pod, and no kailab binary lab serving this API server")
-        return missing
-
-    def scheduler_present(self, kube: Kube, server: str) -> bool:
-        """A KAI scheduler runs as a Deployment (helm), as pods, or as a kailab lab's process."""
-        if any(_is_scheduler_name(d["metadata"]["name"])
-               for d in kube.list("apps/v1", "Deployment", KAI_NAMESPACE)):
-            return True
-        if any(_is_scheduler_name(p.metadata.name) for p in kube.core.list_pod_for_all_namespaces().items):
-            return True
-        return _lab_scheduler_running(server)
-
-    @staticmethod
-    def kai_version(kube: Kube) -> str | None:
-        """KAI's version from its scheduler image tag, when the image says it (vX.Y.Z)."""
-        for dep in kube.list("apps/v1", "Deployment", KAI_NAMESPACE):
-            if not _is_scheduler_name(dep["metadata"]["name"]):
-                continue
-            for c in dep["spec"]["template"]["spec"].get("containers", []):
-                m = re.search(r":(v?\d+\.\d+\.\d+)$", c.get("image", ""))
-                if m:
-                    return versions.normalise(m.group(1))
-        return None
 
     # ---------------------------------------------------------------- status / down
     def status(self, rec: LabRecord) -> dict:
@@ -149,7 +113,8 @@ class ExistingRuntime(Runtime):
                 if api_ok:
                     selector = f"{FLEET_LABEL}={rec.fleet}" if rec.fleet != ADOPTED else None
                     nodes, gpus = clusterinfo.ready_nodes_and_gpus(kube, selector)
-                    components = clusterinfo.deployment_states(kube, KAI_NAMESPACE)
+                    for ns in (rec.stack or {}).get("namespaces", []):
+                        components.update(clusterinfo.deployment_states(kube, ns))
             finally:
                 kube.close()
         healthy = api_ok and gpus > 0 and all(c["state"] == "running" for c in components.values())
@@ -169,17 +134,10 @@ def _ports(server: str) -> dict[str, int]:
     return {"kube-apiserver": int(m.group(1))} if m else {}
 
 
-def _lab_scheduler_running(server: str) -> bool:
-    """True when a kailab binary lab on this machine serves `server` and its scheduler process lives."""
-    port = _ports(server).get("kube-apiserver")
-    if port is None or ("127.0.0.1" not in server and "localhost" not in server):
-        return False
-    if not state_dir().is_dir():
-        return False
-    for lab in state_dir().iterdir():
-        rec = LabRecord.load(lab.name) if lab.is_dir() else None
-        if rec and rec.runtime == "binary" and rec.ports.get("kube-apiserver") == port:
-            proc = processes.records(lab).get("scheduler")
-            if proc and proc.alive():
-                return True
-    return False
+def _addon(spec: LabSpec) -> Addon:
+    if spec.addon is not None:
+        return spec.addon
+    if spec.with_kai:  # a caller that skipped kailab.lab would adopt a cluster without checking its scheduler
+        raise LabError(f"lab {spec.name!r}: a scheduler was asked for but none was handed to the runtime; "
+                       "bring labs up through kailab.lab (lab(), get_runtime())")
+    return Addon()

@@ -1,9 +1,10 @@
-"""The kind runtime: a one-node kind cluster on a Docker host, with KWOK, fake-gpu-operator and KAI
-installed the way their projects ship them (release manifests and OCI helm charts).
+"""The kind runtime: a one-node kind cluster on a Docker host, with KWOK, fake-gpu-operator and the
+lab's scheduler (its Addon's steps) installed the way their projects ship them (release manifests
+and OCI helm charts).
 
 The lab is the same as the binary runtime's where an exercise can tell: the same fleet nodes
 (fleet.node_manifests(), applied the same way), the same KWOK stages, the same probe pod. What
-differs is how the pieces run: real containers, KAI from its helm chart with its operator.
+differs is how the pieces run: real containers, the scheduler from its helm chart with its operator.
 
 `build_plan` is pure: it turns a spec into the kind config, the files and the commands, in
 order, so `--dry-run` prints exactly what `up` runs and tests can check it without Docker.
@@ -25,22 +26,22 @@ from pathlib import Path
 
 import yaml
 
-from .. import kai, versions
+from .. import versions
 from ..errors import KailabError, LabError
 from ..images import ImageSet, cached_tool, image_set
 from ..fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, Fleet, load_fleet
-from ..kai import RESERVATION_NAMESPACE
 from ..kube import FIELD_MANAGER, Kube
 from ..paths import lab_dir
 from . import clusterinfo, kind_metrics, metrics
+from .addon import Addon
 from .base import LabRecord, LabSpec, Runtime, status_report, docker_answers
-from .labkit import PROBE_NAMESPACE, kwok_config_text, lab_lock, probe, refuse_other_lab
+from .labkit import PROBE_NAMESPACE, kwok_config_text, lab_lock, refuse_other_lab
 from .processes import free_port
 from .shell import last_line, progress, run_logged
 
 # Where tools come from: these variables first, then PATH
 TOOL_ENV = {"kind": "KAILAB_KIND", "kubectl": "KAILAB_KUBECTL", "helm": "KAILAB_HELM"}
-# Infrastructure pods (KWOK, KAI) stay on kind's real node: the default scheduler would otherwise
+# Infrastructure pods (KWOK, the scheduler) stay on kind's real node: the default scheduler would otherwise
 # happily put them on fake KWOK nodes, where their containers never run. kubeadm labels the
 # control-plane node with this, and kind untaints it when the cluster has no workers.
 CONTROL_PLANE_SELECTOR = {"node-role.kubernetes.io/control-plane": ""}
@@ -83,18 +84,6 @@ def node_image(kubernetes: str) -> str:
     """The pinned kindest/node image for a Kubernetes version's minor (e.g. v1.35.4 -> 1.35)."""
     images = pins()["kind"]["node_images"]
     return images[pinned_minor(kubernetes, images, "kind.node_images")]
-
-
-def kai_chart_ref(kai_version: str) -> str:
-    """KAI's OCI chart: its registry path moved with the GitHub organisation at v0.13.4."""
-    moved = versions.parse(kai_version) >= versions.KAI_MODULE_MOVED_AT
-    return pins()["kai"]["chart" if moved else "chart_before_move"]
-
-
-def kai_images(kai_version: str) -> list[str]:
-    """KAI's images: the chart's registry path with each image name, tagged with the version."""
-    registry = kai_chart_ref(kai_version).removeprefix("oci://").rsplit("/", 1)[0]
-    return [f"{registry}/{name}:{versions.normalise(kai_version)}" for name in pins()["kai"]["images"]]
 
 
 @dataclass(frozen=True)
@@ -197,7 +186,7 @@ def kwok_deployment_patch() -> list[dict]:
     ]
 
 
-def fake_gpu_operator_values(fleet: Fleet) -> dict:
+def fake_gpu_operator_values(fleet: Fleet, reservation_namespace: str | None = None) -> dict:
     """One topology node pool per fleet pool; nodes join a pool by SIMULATED_POOL_LABEL."""
     pools = {p.name: {"gpuProduct": p.product, "gpuCount": p.gpus, "gpuMemory": p.gpu_memory_mib}
              for p in fleet.pools}
@@ -207,7 +196,7 @@ def fake_gpu_operator_values(fleet: Fleet) -> dict:
     values.update({
         "topology": {"nodePoolLabelKey": SIMULATED_POOL_LABEL, "migStrategy": "none",
                      "nodePools": pools},
-        "environment": {"resourceReservationNamespace": RESERVATION_NAMESPACE},
+        **({"environment": {"resourceReservationNamespace": reservation_namespace}} if reservation_namespace else {}),
         # the fleet manifests already carry the nvidia.com/gpu.* labels, exactly as in the binary
         # runtime: the operator must not rewrite them
         "statusUpdater": {"disableNodeLabeling": True, **pull},
@@ -216,14 +205,6 @@ def fake_gpu_operator_values(fleet: Fleet) -> dict:
         "draPlugin": {"enabled": False},
         "kwokDraPlugin": {"enabled": False},
     })
-    return values
-
-
-def kai_values(local: ImageSet | None = None) -> dict:
-    # gpuSharing: without it KAI's admission webhook refuses fractional pods ("GPU sharing is disabled")
-    values: dict = {"global": {"nodeSelector": CONTROL_PLANE_SELECTOR, "gpuSharing": True}}
-    if local:  # images built here carry the upstream names: the chart's registry is KAI's own
-        values["global"]["registry"] = local.kai_registry
     return values
 
 
@@ -259,31 +240,6 @@ class KindPlan:
     metrics_port: int | None = None  # the lab's Prometheus on the host (None: a lab without metrics)
 
 
-def kai_install_steps(version: str, kubeconfig: str, values: str, where: str = "",
-                      chart: str | None = None) -> list[tuple[str, list[str]]]:
-    """helm-install KAI `version` into the cluster behind `kubeconfig`, then wait for its
-    Deployments; `where` completes the step descriptions (e.g. " in the vCluster"); `chart` is a
-    packaged chart built here (default: KAI's published OCI chart)."""
-    p = pins()
-    kai, t = p["kai"], p["timeouts"]
-    kubectl = ["kubectl", "--kubeconfig", kubeconfig]
-    source = ([chart], "its chart, packaged here from its source") if chart else \
-        ([kai_chart_ref(version), "--version", version], "its OCI chart")
-    steps = [(f"Install KAI {version} from {source[1]}{where}",
-              ["helm", "upgrade", "--install", kai["release"], *source[0],
-               "--namespace", kai["namespace"], "--create-namespace", "--values", values, "--wait",
-               "--timeout", t["helm"], "--kubeconfig", kubeconfig])]
-    for dep in kai["deployments"]:
-        # the operator creates most of these after helm returns: wait for them to exist first
-        steps.append((f"Wait for KAI's {dep} Deployment to exist{where}",
-                      [*kubectl, "-n", kai["namespace"], "wait", "--for=create", f"deployment/{dep}",
-                       f"--timeout={t['rollout']}"]))
-        steps.append((f"Wait for KAI's {dep} to roll out{where}",
-                      [*kubectl, "-n", kai["namespace"], "rollout", "status", f"deployment/{dep}",
-                       f"--timeout={t['rollout']}"]))
-    return steps
-
-
 def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | None = None,
                local: ImageSet | None = None, kwok_release: dict | None = None,
                metrics_port: int | None = None) -> KindPlan:
@@ -292,6 +248,7 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | 
     KWOK's release options (default: read from its Go module) and the host port of the lab's
     Prometheus (`metrics_port`; used when spec.metrics)."""
     release = versions.kai_release(kai_version)
+    addon = _addon(spec)
     host = host or HostFacts()
     p = pins()
     lab = lab_dir(spec.name)
@@ -308,7 +265,7 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | 
         "kind-config.yaml": dump(config),
         "kwok-config.yaml": dump(kwok_config_map(kwok_release)),
         "kwok-stages.yaml": kwok_stages_text(),
-        "fake-gpu-operator-values.yaml": dump(fake_gpu_operator_values(fleet)),
+        "fake-gpu-operator-values.yaml": dump(fake_gpu_operator_values(fleet, addon.reservation_namespace)),
         "fleet-nodes.yaml": dump_all(nodes),
     }
     steps: list[tuple[str, list[str]]] = []
@@ -320,13 +277,11 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | 
 
     steps += _kwok_steps(kubectl, path, t, str(local.kwok_manifest) if local else None)
 
-    if spec.with_kai:
-        # KAI before fake-gpu-operator: KAI's chart creates the reservation namespace, and
-        # fake-gpu-operator grants its status-updater access there only if it exists at install
-        files["kai-values.yaml"] = dump(kai_values(local))
-        for what, argv in kai_install_steps(release.version, kubeconfig, path("kai-values.yaml"),
-                                            chart=str(local.kai_chart) if local else None):
-            add(what, argv)
+    # the scheduler before fake-gpu-operator: KAI's chart creates the reservation namespace, and
+    # fake-gpu-operator grants its status-updater access there only if it exists at install
+    addon_files, addon_steps = addon.kind_files_and_steps(kubeconfig, path, local, CONTROL_PLANE_SELECTOR)
+    files.update(addon_files)
+    steps += addon_steps
 
     fgo = p["fake_gpu_operator"]
     chart = [str(local.fgo_chart)] if local else [fgo["chart"], "--version", str(fgo["version"])]
@@ -342,8 +297,7 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | 
         images = list(local.images)
     else:
         images = [p["kwok"]["image"].format(version=versions.KWOK_VERSION), *fgo["images"]]
-        if spec.with_kai:
-            images += kai_images(release.version)
+        images += addon.images(local)
         if metrics_port:
             images += list(versions.metrics_images().values())
     return KindPlan(kind_config=config, commands=[argv for _, argv in steps], files=files,
@@ -393,10 +347,9 @@ def render_plan(plan: KindPlan, spec: LabSpec, fleet: Fleet, kai_version: str) -
     lines = [
         f"# kailab kind runtime plan for lab {spec.name!r} (nothing has been run)",
         f"# fleet {fleet.name}: {fleet.nodes_total} nodes, {fleet.gpus_total} GPUs; "
-        f"KAI {kai_version if spec.with_kai else '(not installed)'}",
+        f"scheduler: {'; '.join(_addon(spec).plan_lines()) or '(none installed)'}",
         f"# pinned: kind {p['kind']['version']}, node {plan.kind_config['nodes'][0]['image']}, "
-        f"KWOK {versions.KWOK_VERSION}, fake-gpu-operator {p['fake_gpu_operator']['version']}"
-        + (f", KAI chart {kai_chart_ref(kai_version)} {kai_version}" if spec.with_kai else ""),
+        f"KWOK {versions.KWOK_VERSION}, fake-gpu-operator {p['fake_gpu_operator']['version']}",
         f"# tools: kind, kubectl (>= {p['kubectl']['min']}), helm (>= {p['helm']['min']}); "
         f"from {', '.join(TOOL_ENV.values())} or PATH; a Docker engine must answer",
         f"# files are written to {plan.lab_dir}/ (listed after the commands)",
@@ -412,13 +365,13 @@ def render_plan(plan: KindPlan, spec: LabSpec, fleet: Fleet, kai_version: str) -
     if plan.metrics_port:
         lines += [f"# {step}. the lab's metrics (kailab/runtimes/kind_metrics.py): namespace {kind_metrics.NAMESPACE}, "
                   f"kube-state-metrics and Prometheus ({', '.join(versions.metrics_images().values())}), Prometheus "
-                  f"scraping every KAI Service with a metrics port, at http://127.0.0.1:{plan.metrics_port} "
+                  f"scraping every Service with a metrics port in the scheduler's namespaces, at http://127.0.0.1:{plan.metrics_port} "
                   f"(NodePort {kind_metrics.NODE_PORT}) and {kind_metrics.IN_CLUSTER_URL} in the cluster"]
         step += 1
-    if spec.with_kai:
+    if _addon(spec).plan_lines():
         lines += [f"# {step}. kailab's probe, as the binary runtime: queues kailab-probe-root/"
-                  f"kailab-probe and one 1-GPU pod in namespace {PROBE_NAMESPACE}; the lab is up once KAI "
-                  "binds it"]
+                  f"kailab-probe and one 1-GPU pod in namespace {PROBE_NAMESPACE}; the lab is up once the "
+                  "scheduler binds it"]
     lines.append("")
     for name, text in plan.files.items():
         lines += [f"# ---- {plan.lab_dir}/{name}", text.rstrip("\n"), ""]
@@ -535,24 +488,10 @@ def choose_images(requested: str, kai_version: str, missing: list[str]) -> tuple
 class KindRuntime(Runtime):
     name = "kind"
 
-    install_shape = "KAI's helm chart (operator, admission webhook, SchedulingShard) on a kind cluster"
-    configures_scheduler = True  # through KAI's operator: the SchedulingShard
+    installs_charts = True
+    install_style = "from its helm chart (operator, admission webhook) on a kind cluster"
 
-    def configure_scheduler(self, record: LabRecord, setting) -> None:
-        configure_through_shard(record, setting)
-
-    def scheduler_config(self, record: LabRecord) -> dict | None:
-        kube = Kube(record.kubeconfig)
-        try:  # the ConfigMap KAI's operator renders, which the scheduler's pods run
-            cm = kube.get("v1", "ConfigMap", SCHEDULER_DEPLOYMENT, pins()["kai"]["namespace"])
-        finally:
-            kube.close()
-        return yaml.safe_load(cm["data"]["config.yaml"]) if cm else None
-
-    def kai_components(self, record: LabRecord) -> set[str]:
-        return set(pins()["kai"]["deployments"])  # KAI's Deployments, its operator's among them
-
-    def usage_db_url(self, record: LabRecord) -> str | None:
+    def prometheus_in_lab(self, record: LabRecord) -> str | None:
         return kind_metrics.IN_CLUSTER_URL if record.metrics else None
 
     def plan(self, spec: LabSpec) -> str:
@@ -619,7 +558,7 @@ class KindRuntime(Runtime):
         rec = LabRecord(name=spec.name, runtime=self.name, kai_version=version if spec.with_kai else "none",
                         fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total,
                         with_kai=spec.with_kai, kubeconfig=plan.kubeconfig,
-                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), stack=_addon(spec).record())
         rec.save()
         log = lab / "logs" / "kind-runtime.log"
         try:
@@ -638,20 +577,17 @@ class KindRuntime(Runtime):
                 kube = Kube(plan.kubeconfig)
                 try:
                     kind_metrics.install(kube, CONTROL_PLANE_SELECTOR,
-                                         pins()["kai"]["namespace"] if spec.with_kai else None, lab)
+                                         next(iter(rec.stack["namespaces"]), None), lab)
                 finally:
                     kube.close()
                 rec.metrics = True
                 rec.ports = {**rec.ports, f"{kind_metrics.PROMETHEUS}.web": plan.metrics_port}
                 rec.save()
-            if spec.with_kai:
-                progress("KAI must bind the probe pod")
-                kube = Kube(plan.kubeconfig)
-                try:
-                    probe(kube, hint="kubectl -n kai-scheduler logs deployment/kai-scheduler-default; "
-                                     "kubectl get nodes -o custom-columns=NAME:.metadata.name,GPU:.status.allocatable")
-                finally:
-                    kube.close()
+            kube = Kube(plan.kubeconfig)
+            try:
+                _addon(spec).await_ready(kube)
+            finally:
+                kube.close()
         except BaseException:
             # keep the cluster to look at (kubectl --kubeconfig ...); the next `up` starts clean
             rec.state = "failed"
@@ -764,10 +700,9 @@ class KindRuntime(Runtime):
 # ------------------------------------------------------------------ helpers
 def _components(rec: LabRecord) -> dict[str, list[str]]:
     """The lab's named components: Deployments by namespace."""
-    kai, kw, fgo = pins()["kai"], pins()["kwok"], pins()["fake_gpu_operator"]
+    kw, fgo = pins()["kwok"], pins()["fake_gpu_operator"]
     out = {kw["namespace"]: [kw["deployment"]]}
-    if rec.with_kai:
-        out[kai["namespace"]] = list(kai["deployments"])
+    out.update({ns: list(names) for ns, names in (rec.stack or {}).get("deployments", {}).items()})
     out[fgo["namespace"]] = list(fgo["deployments"])
     if rec.metrics:
         out[kind_metrics.NAMESPACE] = list(kind_metrics.DEPLOYMENTS)
@@ -816,77 +751,10 @@ def _port(server: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-# ------------------------------------------------------------------ the scheduler, through KAI's operator
-SHARD_API, SHARD_KIND, SHARD_NAME = "kai.scheduler/v1", "SchedulingShard", "default"  # the chart's default shard
-SCHEDULER_DEPLOYMENT = "kai-scheduler-default"  # the operator's <schedulerName>-<shard>, and its ConfigMap
-
-
-def _scheduler_rolled_out(kube: Kube, namespace: str, before: dict | None):
-    """The operator has rendered a new scheduler ConfigMap and the scheduler runs it: the
-    Deployment's pods carry the ConfigMap's resourceVersion (its `configMapVersion` annotation)
-    and the rollout is complete."""
-    cm = kube.get("v1", "ConfigMap", SCHEDULER_DEPLOYMENT, namespace)
-    if cm is None or (before is not None and cm.get("data") == before.get("data")):
-        return None
-    dep = kube.get("apps/v1", "Deployment", SCHEDULER_DEPLOYMENT, namespace)
-    if dep is None:
-        return None
-    annotations = dep["spec"]["template"]["metadata"].get("annotations") or {}
-    st, want = dep.get("status") or {}, dep["spec"].get("replicas", 1)
-    done = (annotations.get("configMapVersion") == cm["metadata"]["resourceVersion"]
-            and st.get("observedGeneration", 0) >= dep["metadata"]["generation"]
-            and st.get("updatedReplicas") == want == st.get("availableReplicas") == st.get("replicas"))
-    return done or None
-
-
-def _rollouts_complete(kube: Kube, namespace: str, names: list[str]):
-    """Every named Deployment runs its newest template on all its replicas, and no old pod is left."""
-    for name in names:
-        dep = kube.get("apps/v1", "Deployment", name, namespace)
-        if dep is None:
-            continue
-        st, want = dep.get("status") or {}, dep["spec"].get("replicas", 1)
-        if not (st.get("observedGeneration", 0) >= dep["metadata"]["generation"]
-                and st.get("updatedReplicas") == want == st.get("availableReplicas") == st.get("replicas")):
-            return None
-    return True
-
-
-def configure_through_shard(rec: LabRecord, setting) -> None:
-    """Change KAI's scheduler as a kind user would: patch the SchedulingShard and let KAI's operator
-    render the configuration and roll the scheduler out. None puts the chart's default back."""
-    from .waits import wait_until
-
-    ns = pins()["kai"]["namespace"]
-    fragment = None if setting is None else getattr(setting, "shard", None)
-    if setting is not None and fragment is None:
-        raise LabError("this scheduler configuration has no SchedulingShard field that says it, and on a kind "
-                       "lab KAI's operator renders the scheduler's configuration from the SchedulingShard: "
-                       "use a binary lab for it")
-    kube = Kube(rec.kubeconfig)
-    try:
-        shard = kube.get(SHARD_API, SHARD_KIND, SHARD_NAME)
-        if shard is None:
-            raise LabError(f"no SchedulingShard {SHARD_NAME!r} in lab {rec.name!r}: KAI's chart creates it; "
-                           "is KAI installed (`kailab status`)?")
-        saved = rec.dir / "schedulingshard-default.json"
-        if not saved.exists():  # the chart's spec, to put back after the run
-            saved.write_text(json.dumps(shard["spec"]))
-        default = json.loads(saved.read_text())
-        spec = default if fragment is None else kai.merged(default, fragment)
-        if spec == shard["spec"]:
-            return
-        before = kube.get("v1", "ConfigMap", SCHEDULER_DEPLOYMENT, ns)
-        shard["spec"] = spec
-        kube.dynamic.replace(kube.resource(SHARD_API, SHARD_KIND), body=shard)
-        wait_until("KAI's operator to roll the scheduler out with the new SchedulingShard",
-                   lambda: _scheduler_rolled_out(kube, ns, before), timeout="scheduler-reconfigured",
-                   hint=f"kubectl -n {ns} logs deployment/kai-operator; kubectl -n {ns} get configmap "
-                        f"{SCHEDULER_DEPLOYMENT} -o yaml")
-        # the operator rolls the binder too on a shard change: the next step starts on a settled KAI,
-        # not while an old binder pod is stopping beside a new one
-        wait_until("KAI's operator to finish rolling KAI's Deployments out",
-                   lambda: _rollouts_complete(kube, ns, list(pins()["kai"]["deployments"])),
-                   timeout="scheduler-reconfigured", hint=f"kubectl -n {ns} get deployments,pods")
-    finally:
-        kube.close()
+def _addon(spec: LabSpec) -> Addon:
+    if spec.addon is not None:
+        return spec.addon
+    if spec.with_kai:  # a caller that skipped kailab.lab would silently get a lab without its scheduler
+        raise LabError(f"lab {spec.name!r}: a scheduler was asked for but none was handed to the runtime; "
+                       "bring labs up through kailab.lab (lab(), get_runtime())")
+    return Addon()

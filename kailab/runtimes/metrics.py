@@ -1,6 +1,7 @@
 """A lab's metrics processes: Prometheus and kube-state-metrics, supervised like every other.
 
-Prometheus scrapes KAI's five processes (each on its own metrics port), kube-state-metrics
+Prometheus scrapes the scheduler's processes (each on its own metrics port: the lab's Addon says
+which), kube-state-metrics
 (which serves `kube_node_status_capacity{resource="nvidia_com_gpu"}`, KAI's default GPU capacity
 query for time-based fair share) and the API server, every SCRAPE_INTERVAL: a lab's runs last
 minutes, so figures need seconds of resolution. Everything listens on 127.0.0.1, ports per lab.
@@ -12,7 +13,6 @@ from pathlib import Path
 
 import yaml
 
-from .. import versions
 
 PROMETHEUS, KSM = "prometheus", "kube-state-metrics"
 COMPONENTS = (PROMETHEUS, KSM)
@@ -33,13 +33,10 @@ def url(ports: dict[str, int]) -> str:
     return f"http://127.0.0.1:{ports[PROMETHEUS + '.web']}"
 
 
-def scrape_config(ports: dict[str, int], pki_dir: Path, with_kai: bool) -> dict:
-    """Prometheus' configuration: one job per scraped process, static loopback targets."""
-    jobs = []
-    if with_kai:
-        for comp in versions.KAI_COMPONENTS:
-            jobs.append({"job_name": comp,
-                         "static_configs": [{"targets": [f"127.0.0.1:{ports[comp + '.metrics']}"]}]})
+def scrape_config(ports: dict[str, int], pki_dir: Path, scrape_jobs: list[dict]) -> dict:
+    """Prometheus' configuration: one job per scraped process, static loopback targets; the
+    scheduler's processes' jobs come from the lab's Addon."""
+    jobs = list(scrape_jobs)
     jobs.append({"job_name": KSM, "static_configs": [{"targets": [f"127.0.0.1:{ports[KSM + '.metrics']}"]}]})
     # the API server's /metrics is large: a longer interval, so its scrape never times out
     jobs.append({"job_name": "kube-apiserver", "scheme": "https", "scrape_interval": "5s", "scrape_timeout": "5s",
@@ -51,10 +48,11 @@ def scrape_config(ports: dict[str, int], pki_dir: Path, with_kai: bool) -> dict:
             "scrape_configs": jobs}
 
 
-def argv(name: str, binary: Path, lab: Path, ports: dict[str, int], pki_dir: Path, with_kai: bool) -> list[str]:
+def argv(name: str, binary: Path, lab: Path, ports: dict[str, int], pki_dir: Path,
+         scrape_jobs: list[dict] = ()) -> list[str]:
     if name == PROMETHEUS:
         config = lab / "prometheus.yaml"
-        config.write_text(yaml.safe_dump(scrape_config(ports, pki_dir, with_kai), sort_keys=False))
+        config.write_text(yaml.safe_dump(scrape_config(ports, pki_dir, scrape_jobs), sort_keys=False))
         return [str(binary), f"--config.file={config}", f"--storage.tsdb.path={lab / 'prometheus'}",
                 f"--web.listen-address=127.0.0.1:{ports[PROMETHEUS + '.web']}",
                 "--storage.tsdb.retention.time=1d", "--log.level=warn"]

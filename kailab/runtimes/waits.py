@@ -20,7 +20,7 @@ WAITS: dict[str, float] = {
     "controller-healthy": 60,
     "kwok-healthy": 60,
     "nodes-ready": 300,
-    "kai-component-healthy": 90,
+    "scheduler-component-healthy": 90,
     "metrics-healthy": 60,
     "crd-established": 60,
     "probe-pod-bound": 120,

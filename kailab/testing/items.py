@@ -13,7 +13,7 @@ from ..errors import KailabError
 from ..exercise.checks import Result
 from ..exercise.runner import ExerciseRun, Outcome
 from ..exercise.spec import load_exercise
-from ..runtimes import runtime_of
+from ..lab import runtime_of
 from .labs import lab_pool
 
 

@@ -10,7 +10,7 @@ import warnings
 
 from ..errors import KailabError, LabBusy
 from ..paths import state_dir
-from ..runtimes import LabRecord, LabSpec, get_runtime, runtime_of
+from ..lab import LabRecord, LabSpec, get_runtime, runtime_of
 from ..toolchain import kai_unavailable_reason
 
 LAB_PREFIX = "pytest-"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ..runtimes import LabRecord, get_runtime
+from ..lab import LabRecord, get_runtime
 from ..toolchain import kai_unavailable_reason
 from .items import ExerciseFile, ReplayFile, ReplayItem, outcome_of
 from .labs import kind_unavailable_reason, lab_pool

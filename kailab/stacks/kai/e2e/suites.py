@@ -9,7 +9,7 @@ from importlib import resources
 
 import yaml
 
-from ..errors import KailabError
+from ....errors import KailabError
 
 SUITES_DIR = "test/e2e/suites"
 

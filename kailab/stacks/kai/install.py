@@ -8,21 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import json
 import re
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
-from . import toolchain, versions
-from .errors import BuildError
+from ... import toolchain
+from ...errors import BuildError
+from ...workloads import SCHEDULER_NAME  # one name for workloads and KAI's flags
 
 KAI_NAMESPACE = "kai-scheduler"
 RESERVATION_NAMESPACE = "kai-resource-reservation"
-SCHEDULER_NAME = "kai-scheduler"
 # where KAI's podgroupcontroller really listens for metrics, whatever its flag says
 PODGROUPCONTROLLER_METRICS_PORT = 8080
 # ... and where it serves KAI's PodGroup validation webhook (controller-runtime's default port)
@@ -31,32 +28,6 @@ PODGROUPCONTROLLER_WEBHOOK_PORT = 9443
 SCHEDULE_PERIOD = "500ms"
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def source_dir(recipe: toolchain.Recipe) -> Path:
-    """The source tree KAI's cached binaries were built from (its manifest says), so the lab's
-    CRDs match its binaries; for a module-proxy build, the module cache's copy."""
-    if recipe.source is not None:
-        return recipe.source
-    tree = ((toolchain.manifest(recipe.component, recipe.version) or {}).get("source") or {}).get("tree")
-    if tree and Path(tree, "go.mod").is_file():
-        return Path(tree)
-    if tree:  # the exported tree was removed from the cache: export it again
-        from . import kai_source
-
-        return kai_source.export_tree(recipe.version)
-    release = versions.kai_release(recipe.version)
-    probe = toolchain.cache_dir() / "build" / "probe"
-    probe.mkdir(parents=True, exist_ok=True)
-    (probe / "go.mod").write_text("module kailab.local/probe\n\ngo 1.25\n")
-    out = subprocess.run([toolchain.go_binary(), "mod", "download", "-json",
-                          f"{release.module}@{release.version}"], cwd=probe, capture_output=True,
-                         text=True, env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"})
-    info = json.loads(out.stdout or "{}")
-    if out.returncode != 0 or "Dir" not in info:
-        raise BuildError(f"cannot fetch KAI {recipe.version} source ({info.get('Error', out.stderr.strip())}); "
-                         "register a KAI repository with `kailab tools kai-source PATH`")
-    return Path(info["Dir"])
 
 
 # The operator's own kinds: only the operator reads them (it is not run; its five components are),
@@ -310,7 +281,7 @@ def merged(base: dict, fragment: dict) -> dict:
 def scheduler_change(recipe: toolchain.Recipe, tree: Path, fragment: dict) -> SchedulerChange:
     """A SchedulingShard change, and the configuration KAI's operator renders from the chart's shard
     with that change over it (kai_render: KAI's own operator code, for the lab's KAI version)."""
-    from . import kai_render
+    from . import render as kai_render
 
     conf, args = kai_render.render(recipe, tree, merged(chart_shard_spec(tree), fragment))
     return SchedulerChange(conf, fragment, tuple(args))

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import yaml
 
-from . import toolchain
-from .errors import BuildError
-from .paths import cache_dir, cache_lock
+from ... import toolchain
+from ...errors import BuildError
+from ...paths import cache_dir, cache_lock
 
 PACKAGE = "pkg/operator/operands/scheduler"
 COMPONENT = "kai-render"

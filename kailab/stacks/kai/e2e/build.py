@@ -12,9 +12,9 @@ import os
 import re
 from pathlib import Path
 
-from .. import kai, toolchain, versions
-from ..errors import BuildError
-from ..paths import cache_dir, cache_lock
+from .... import toolchain, versions
+from ....errors import BuildError
+from ....paths import cache_dir, cache_lock
 from .suites import Suite
 
 COMPONENT = "kai-e2e"
@@ -34,7 +34,7 @@ def binary(recipe: toolchain.Recipe, suite: Suite) -> Path:
 def ensure(kai_version: str, suites: list[Suite], on_phase=lambda s: None) -> tuple[Path, dict[str, Path]]:
     """(KAI's source tree, {suite: test binary}); missing binaries are compiled first."""
     recipe = toolchain.kai_recipe(versions.kai_release(kai_version))
-    tree = kai.source_dir(recipe)
+    tree = toolchain.kai_tree(recipe)
     fresh = recipe.source is not None  # a work tree: its code may have changed since
     out: dict[str, Path] = {}
     work = cache_dir() / "build" / f"{COMPONENT}-{recipe.version}"

@@ -24,11 +24,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import versions
-from ..errors import KailabError
-from ..kube import Kube
-from ..paths import evidence_dir
-from ..runtimes import LabRecord, LabSpec, lab, runtime_of
+from .... import versions
+from ....errors import KailabError
+from ....kube import Kube
+from ....paths import evidence_dir
+from ....lab import LabRecord, LabSpec, lab, runtime_of
 from . import build, cluster, ginkgo, junit
 from .suites import Suite, registry
 
@@ -141,7 +141,7 @@ def _on_lab(rec: LabRecord, ln: Lane, tree: Path, binaries: dict[str, Path], ldi
     finally:
         logs = ldir / "kai-logs"
         logs.mkdir(exist_ok=True)
-        for fname, data in runtime.kai_logs(rec, mark).items():
+        for fname, data in runtime.scheduler_logs(rec, mark).items():
             (logs / fname).write_bytes(data)
         kube.close()
 
@@ -210,7 +210,7 @@ def write_summary(out: Path) -> dict:
     (out / "summary.md").write_text(markdown(summary) + "\n")
     if reports:
         junit.merge(reports, out / "junit.xml")
-    from ..report.page import write_report
+    from ....report.page import write_report
 
     write_report([out])
     return summary

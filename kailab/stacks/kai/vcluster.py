@@ -33,13 +33,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import versions
-from ..errors import KailabError, LabError
-from ..fleet import FLEET_LABEL, Fleet, load_fleet
-from ..kube import FIELD_MANAGER
-from . import kind
-from .shell import COMMAND_TIMEOUT, last_line, progress, run_logged, short
-from .base import LabSpec, docker_answers
+from ... import versions
+from ...errors import KailabError, LabError
+from ...fleet import FLEET_LABEL, Fleet, load_fleet
+from ...kube import FIELD_MANAGER
+from ...runtimes import kind
+from . import kind as kai_kind
+from ...runtimes.shell import COMMAND_TIMEOUT, last_line, progress, run_logged, short
+from ...runtimes.base import LabSpec, docker_answers
 
 TRIAL_LABEL = "kailab.io/trial"  # on a version's KWOK nodes and its kind worker; its node-sync selector
 INFRA_LABEL = "kailab.io/infra"  # on the kind workers: where a vCluster's own pods (and KAI's) run
@@ -117,8 +118,8 @@ def vcluster_values(version_slug: str, kubernetes: str) -> dict:
 
 
 def kai_values() -> dict:
-    """kind.kai_values() with the node selector KAI's pods need inside a vCluster (its kind worker)."""
-    values = copy.deepcopy(kind.kai_values())
+    """kai_kind.kai_values() with the node selector KAI's pods need inside a vCluster (its kind worker)."""
+    values = copy.deepcopy(kai_kind.kai_values())
     values["global"]["nodeSelector"] = {INFRA_LABEL: "true"}
     return values
 
@@ -197,7 +198,7 @@ def host_plan(version_list: list[str], fleet: Fleet, host_name: str, slugs: list
     ]
     images = list(base.preload_images)
     for v in version_list:
-        images += kind.kai_images(v)  # KAI's pods run on the host's workers
+        images += kai_kind.kai_images(v)  # KAI's pods run on the host's workers
     return kind.KindPlan(kind_config=config, commands=[a for _, a in steps], files=files, node_manifests=[],
                          descriptions=[w for w, _ in steps], preload_images=images, cluster=base.cluster,
                          lab_dir=base.lab_dir, kubeconfig=base.kubeconfig)
@@ -275,7 +276,7 @@ def version_plan(version: str, fleet: Fleet, host: kind.KindPlan, host_name: str
     stdout_files[len(steps)] = kubeconfig
     add("Its kubeconfig (stdout to a file; on Linux the CLI serves it through a background proxy container)",
         [*vcluster, "connect", name, "-n", ns, "--print"])
-    for what, argv in kind.kai_install_steps(release.version, kubeconfig, path("kai-values.yaml"),
+    for what, argv in kai_kind.kai_install_steps(release.version, kubeconfig, path("kai-values.yaml"),
                                              where=" INTO the vCluster"):
         add(what, argv)
     add("The vCluster sees this version's nodes, Ready",
@@ -291,7 +292,7 @@ def version_plan(version: str, fleet: Fleet, host: kind.KindPlan, host_name: str
     return VersionPlan(
         version=release.version, slug=s, vcluster_name=name, namespace=ns, lab_name=lab_name, values=values,
         node_manifests=nodes, commands=[a for _, a in steps], cleanup=[a for _, a in cleanup_steps],
-        kubeconfig=kubeconfig, kai_chart=kind.kai_chart_ref(release.version),
+        kubeconfig=kubeconfig, kai_chart=kai_kind.kai_chart_ref(release.version),
         descriptions=[w for w, _ in steps], cleanup_descriptions=[w for w, _ in cleanup_steps],
         stdout_files=stdout_files, run_step=run_step, files=files, worker=worker)
 

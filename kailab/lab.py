@@ -1,0 +1,156 @@
+"""A lab is a runtime (where it runs: kailab/runtimes) plus a stack (what schedules: kailab/stacks).
+
+    with lab(LabSpec(name="x", fleet="tiny")) as rec:   # up on entry, down on exit
+        ...
+
+`get_runtime(name)` / `runtime_of(record)` give a `Lab`: the runtime's own operations (up, down,
+status, faults) with the stack's addon handed to `up`, and the stack's operations (its scheduler's
+configuration, logs, snapshot, metrics) for the lab's record. What the exercise runner, replay,
+trials, the CLI and the tests hold; none of them asks which runtime or stack it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+from .errors import KailabError
+from .runtimes import LabRecord, LabSpec, resolve_runtime
+from .runtimes import get_runtime as _bare_runtime
+from .runtimes.base import Runtime
+from .stacks import Stack, get_stack, stack_name, stack_of
+
+
+def with_addon(spec: LabSpec) -> LabSpec:
+    """The spec with what its stack runs handed in (the runtime refuses a spec that asks for a
+    scheduler without one)."""
+    if spec.addon is not None:
+        return spec
+    return dataclasses.replace(spec, addon=get_stack(stack_name(spec)).addon(spec))
+
+
+class Lab:
+    """One runtime with whatever stack each lab of it runs."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    # ------------------------------------------------------------ the runtime's, with the addon handed in
+    @property
+    def name(self) -> str:
+        return self.runtime.name
+
+    @property
+    def repaired(self) -> list[str]:
+        return self.runtime.repaired
+
+    @property
+    def controls_processes(self) -> bool:
+        return self.runtime.controls_processes
+
+    @property
+    def makes_labs(self) -> bool:
+        return self.runtime.makes_labs
+
+    def up(self, spec: LabSpec) -> LabRecord:
+        return self.runtime.up(with_addon(spec))
+
+    def plan(self, spec: LabSpec) -> str:
+        return self.runtime.plan(with_addon(spec))
+
+    def down(self, name: str) -> list[str]:
+        return self.runtime.down(name)
+
+    def status(self, record: LabRecord) -> dict:
+        report = self.runtime.status(record)
+        report["stack"] = {k: v for k, v in (record.stack or {}).items() if k in ("name", "version")}
+        return report
+
+    def kill(self, record: LabRecord, component: str) -> None:
+        self.runtime.kill(record, component)
+
+    def restart(self, record: LabRecord, component: str) -> None:
+        self.runtime.restart(record, component)
+
+    def dead_components(self, record: LabRecord, ignore: set[str]) -> list[tuple[str, str]]:
+        return self.runtime.dead_components(record, ignore)
+
+    def log_mark(self, record: LabRecord) -> dict:
+        return self.runtime.log_mark(record)
+
+    def __getattr__(self, attr):  # runtime specifics a few callers use (problems, repair, _refresh_…)
+        return getattr(self.runtime, attr)
+
+    # ------------------------------------------------------------ the stack's
+    @staticmethod
+    def stack(record: LabRecord) -> Stack:
+        return stack_of(record)
+
+    def describe(self, record: LabRecord) -> dict:
+        return stack_of(record).describe(self.runtime, record)
+
+    def scheduler_config(self, record: LabRecord) -> dict | None:
+        return stack_of(record).scheduler_config(self.runtime, record)
+
+    def configures_scheduler(self, record: LabRecord) -> bool:
+        return stack_of(record).configures_scheduler(self.runtime)
+
+    def scheduler_setting(self, record: LabRecord, value, usage_url: str | None, where: str):
+        return stack_of(record).scheduler_setting(record, value, usage_url, where)
+
+    def configure_scheduler(self, record: LabRecord, setting) -> None:
+        stack_of(record).configure_scheduler(self.runtime, record, setting)
+
+    def scheduler_components(self, record: LabRecord) -> set[str]:
+        return stack_of(record).components(self.runtime, record)
+
+    def scheduler_logs(self, record: LabRecord, mark: dict) -> dict[str, bytes]:
+        return self.runtime.stack_logs(record, mark)
+
+    def scheduler_snapshot_url(self, record: LabRecord) -> str | None:
+        return stack_of(record).snapshot_url(self.runtime, record)
+
+    def usage_db_url(self, record: LabRecord) -> str | None:
+        """The lab's Prometheus as the scheduler reaches it (None: the lab runs none)."""
+        return self.runtime.prometheus_in_lab(record)
+
+
+def get_runtime(name: str) -> Lab:
+    return Lab(_bare_runtime(name))
+
+
+def runtime_of(record: LabRecord) -> Lab:
+    return get_runtime(record.runtime)
+
+
+@contextlib.contextmanager
+def lab(spec: LabSpec):
+    """A lab for the length of a `with` block: up on entry, down on exit (also on errors and Ctrl-C)."""
+    runtime = get_runtime(spec.runtime)
+    try:
+        yield runtime.up(spec)
+    finally:
+        runtime.down(spec.name)
+
+
+def require_kai_lab(name: str, purpose: str, fleet: str | None = None) -> LabRecord:
+    """The running lab `name`, if it can run `purpose` (exercises, lessons): up, with a scheduler,
+    and (when `fleet` is given) with that fleet's GPU count. Otherwise one clear error."""
+    up_cmd = f"kailab up --fleet {fleet}" if fleet else "kailab up"
+    rec = LabRecord.load(name)
+    if rec is None or rec.state != "up":
+        raise KailabError(f"no lab named {name!r} is up: bring one up with `{up_cmd}`")
+    if stack_of(rec).name == "none":
+        raise KailabError(f"lab {name!r} runs without KAI (--without-kai): {purpose} need KAI "
+                          f"(`kailab down --name {name}` then `kailab up --fleet {fleet or '...'}`)")
+    if fleet is not None:
+        from .fleet import load_fleet
+
+        need = load_fleet(fleet).gpus_total
+        if rec.gpus != need:
+            raise KailabError(f"this lesson is sized for fleet {fleet} ({need} GPUs) but lab {name!r} has "
+                              f"{rec.gpus} GPUs (fleet {rec.fleet}): use a `{up_cmd}` lab")
+    return rec
+
+
+__all__ = ["Lab", "with_addon", "LabRecord", "LabSpec", "get_runtime", "lab", "require_kai_lab", "resolve_runtime", "runtime_of"]

@@ -1,0 +1,78 @@
+"""What a scheduler stack is: what schedules in a lab, across every runtime.
+
+A stack says which components it adds to a lab (an `Addon` the runtime runs: processes with argv,
+ports and health checks on the binary runtime; chart and manifests on kind), how an exercise's
+scheduler vocabulary becomes its configuration (a `scheduler:` step), what it refuses by name,
+and what a run's evidence collects from it (logs, its own metrics, a snapshot). A stack installs
+itself *through* a runtime's primitives and never imports a runtime's internals; code above
+(kailab/lab.py, the exercise runner, replay, the CLI) holds a stack and never asks which one.
+
+A new stack is a package under kailab/stacks/ and one entry in kailab/stacks/__init__.py.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from ..errors import KailabError
+from ..runtimes.addon import Addon
+from ..runtimes.base import LabRecord, LabSpec, Runtime, Unsupported
+
+
+class Stack(ABC):
+    """One scheduler stack. Methods that take a runtime get the lab's, for its capabilities
+    (controls_processes, installs_charts) and primitives, never its name."""
+
+    name: str = ""
+    title: str = ""  # how messages name it
+
+    @abstractmethod
+    def addon(self, spec: LabSpec) -> Addon:
+        """What the runtime runs for a lab of this spec."""
+
+    # ------------------------------------------------------------ evidence
+    def describe(self, runtime: Runtime, record: LabRecord) -> dict:
+        """What ran, for a run's evidence: the stack, its version and how it was installed."""
+        return {"name": self.name, "version": (record.stack or {}).get("version", "none"),
+                "install": f"{self.title} {runtime.install_style}".strip()}
+
+    def scheduler_config(self, runtime: Runtime, record: LabRecord) -> dict | None:
+        """The configuration the scheduler runs now (None: nothing to tell)."""
+        return None
+
+    def components(self, runtime: Runtime, record: LabRecord) -> set[str]:
+        """The names under which the lab reports this stack's components (a death says whose)."""
+        stack = record.stack or {}
+        return set(stack.get("processes", [])) | {n for ns in stack.get("deployments", {}).values() for n in ns}
+
+    def snapshot_url(self, runtime: Runtime, record: LabRecord) -> str | None:
+        return None
+
+    def metric_panels(self, record: LabRecord, prometheus: str, start: float, end: float) -> list[dict]:
+        """The stack's own series for a run's window (its dashboards' queries); [] when it has none."""
+        return []
+
+    def evictions_by_action(self, prometheus: str, start: float, end: float) -> dict:
+        return {}
+
+    # ------------------------------------------------------------ what a run needs of the lab
+    def preflight(self, kube, record: LabRecord) -> None:
+        """Refuse, in one line, a lab where this stack cannot run an exercise."""
+
+    def side_namespaces(self) -> list[str]:
+        """Namespaces where the stack makes pods of its own for a run's workloads (evidence, clean-up)."""
+        return []
+
+    # ------------------------------------------------------------ the exercise's `scheduler:` step
+    def configures_scheduler(self, runtime: Runtime) -> bool:
+        return False
+
+    def scheduler_setting(self, record: LabRecord, value, usage_url: str | None, where: str):
+        """An exercise's scheduler step (placement, usage, shard) as this stack's setting; `where`
+        names the file and step for the one-line refusal."""
+        raise KailabError(f"{where}: the {self.title or self.name} stack has no scheduler configuration to change")
+
+    def configure_scheduler(self, runtime: Runtime, record: LabRecord, setting) -> None:
+        """Run the scheduler with `setting` (None: the lab's default)."""
+        raise Unsupported(f"lab {record.name!r}: the {self.title or self.name} stack on the {runtime.name} runtime "
+                          "cannot change its scheduler's configuration (step `scheduler:`)")

@@ -1,0 +1,212 @@
+"""The KAI stack: NVIDIA's KAI scheduler, the first implementation of the stack interface.
+
+  install.py   KAI's objects: CRDs, chart objects, webhook registrations, its processes' flags
+  render.py    the scheduler configuration KAI's operator renders (its own Go code, compiled here)
+  binary.py    KAI as local processes on the binary runtime
+  kind.py      KAI's chart and operator on a cluster kailab made (kind, vCluster trials)
+  metrics.py   KAI's own series (its dashboards' queries) from a lab's Prometheus
+  e2e/         KAI's own e2e suites on a lab
+  vcluster.py  KAI versions side by side in vClusters on one kind host (trial plans)
+
+Where KAI's source comes from stays with the other registered sources (kailab/kai_source.py,
+kailab/toolchain.py): building is below every stack.
+"""
+
+from __future__ import annotations
+
+from ... import toolchain, versions
+from ...errors import KailabError
+from ...runtimes.addon import Addon, ProcessHost
+from ...runtimes.base import LabRecord, LabSpec, Runtime, Unsupported
+from ...runtimes.labkit import PROBE_NAMESPACE, probe
+from ...runtimes.shell import progress
+from ..base import Stack
+from . import install
+
+
+class KaiAddon(Addon):
+    """KAI as a runtime runs it: five processes and its admission webhook server on the binary
+    runtime, its chart on kind."""
+
+    name = "kai"
+    start_title = "KAI serving, probe bound"
+    reservation_namespace = install.RESERVATION_NAMESPACE
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.recipe = toolchain.kai_recipe(versions.kai_release(version))
+
+    def processes(self) -> list[str]:
+        return list(versions.KAI_COMPONENTS)
+
+    def deployments(self) -> dict[str, list[str]]:
+        from . import kind
+
+        return {kind.namespace(): kind.deployments()}
+
+    def namespaces(self) -> list[str]:
+        return [install.KAI_NAMESPACE]
+
+    # ------------------------------------------------------------ binary
+    def recipes(self) -> list:
+        return [self.recipe]
+
+    def port_names(self) -> list[str]:
+        return [f"{c}.{p}" for c, ps in install.component_ports().items() for p in ps]
+
+    def health_url(self, name: str, ports: dict[str, int]) -> str:
+        return install.health_url(name, ports)
+
+    def seed_objects(self, built: dict) -> list[dict]:
+        """KAI's kinds, its chart's objects, the RuntimeClass fractional pods need and the probe's
+        namespace and queues (never the probe pod)."""
+        from ...workloads import probe_objects
+
+        tree = toolchain.kai_tree(self.recipe)
+        return (install.crd_documents(tree) + install.base_objects() + install.chart_objects(tree)
+                + install.fake_node_objects() + [o for o in probe_objects(PROBE_NAMESPACE) if o["kind"] != "Pod"])
+
+    def start(self, host: ProcessHost) -> None:
+        from . import binary
+
+        binary.start(host, self.recipe, toolchain.kai_tree(self.recipe))
+
+    def scrape_jobs(self, ports: dict[str, int]) -> list[dict]:
+        return [{"job_name": comp, "static_configs": [{"targets": [f"127.0.0.1:{ports[comp + '.metrics']}"]}]}
+                for comp in versions.KAI_COMPONENTS]
+
+    # ------------------------------------------------------------ a cluster adopted
+    def adopt_problems(self, kube, server: str) -> list[str]:
+        from . import existing
+
+        return existing.adopt_problems(kube, server)
+
+    def adopted_version(self, kube) -> str | None:
+        from . import existing
+
+        return existing.adopted_version(kube)
+
+    # ------------------------------------------------------------ clusters
+    def kind_files_and_steps(self, kubeconfig: str, path, local, node_selector: dict | None = None):
+        import yaml
+
+        from . import kind
+
+        files = {"kai-values.yaml": yaml.safe_dump(kind.kai_values(local, node_selector), sort_keys=False)}
+        steps = kind.kai_install_steps(self.version, kubeconfig, path("kai-values.yaml"),
+                                       chart=str(local.kai_chart) if local else None)
+        return files, steps
+
+    def images(self, local) -> list[str]:
+        from . import kind
+
+        return [] if local else kind.kai_images(self.version)
+
+    def plan_lines(self) -> list[str]:
+        from . import kind
+
+        return [f"KAI {self.version} (chart {kind.kai_chart_ref(self.version)})"]
+
+    def await_ready(self, kube) -> None:
+        from . import kind
+
+        progress("KAI must bind the probe pod")
+        probe(kube, hint=f"kubectl -n {kind.namespace()} logs deployment/{kind.SCHEDULER_DEPLOYMENT}; "
+                         "kubectl get nodes -o custom-columns=NAME:.metadata.name,GPU:.status.allocatable")
+
+
+class KaiStack(Stack):
+    name = "kai"
+    title = "KAI"
+
+    def addon(self, spec: LabSpec) -> Addon:
+        return KaiAddon(versions.kai_release(spec.kai_version or versions.DEFAULT_KAI).version)
+
+    def describe(self, runtime: Runtime, record: LabRecord) -> dict:
+        how = {True: "KAI's components as local processes (binaries built from its source, chart objects applied)"}
+        out = super().describe(runtime, record)
+        if runtime.controls_processes:
+            out["install"] = how[True]
+        elif runtime.installs_charts:
+            out["install"] = "KAI's helm chart (operator, admission webhook, SchedulingShard) on a kind cluster"
+        else:
+            out["install"] = "KAI as installed in an existing cluster (adopted)"
+        out["version"] = record.kai_version
+        return out
+
+    # ------------------------------------------------------------ evidence
+    def scheduler_config(self, runtime: Runtime, record: LabRecord) -> dict | None:
+        if runtime.controls_processes:
+            from . import binary
+
+            return binary.scheduler_config(record.dir)
+        if runtime.installs_charts:
+            from . import kind
+
+            return kind.scheduler_config(record)
+        return None
+
+    def snapshot_url(self, runtime: Runtime, record: LabRecord) -> str | None:
+        return install.snapshot_url(record.ports) if "scheduler.plugins" in record.ports else None
+
+    def metric_panels(self, record: LabRecord, prometheus: str, start: float, end: float) -> list[dict]:
+        from . import metrics
+
+        tree = toolchain.kai_tree(toolchain.kai_recipe(versions.kai_release(record.kai_version)))
+        return metrics.collect(prometheus, tree, start, end)
+
+    def evictions_by_action(self, prometheus: str, start: float, end: float) -> dict:
+        from . import metrics
+
+        return metrics.evictions_by_action(prometheus, start, end)
+
+    def preflight(self, kube, record: LabRecord) -> None:
+        from ...errors import LabError
+
+        if kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "queues.scheduling.run.ai") is None:
+            raise LabError(f"lab {record.name!r} has no KAI (CRD queues.scheduling.run.ai is missing): "
+                           "bring up a lab with KAI (`kailab up`)")
+
+    def side_namespaces(self) -> list[str]:
+        return [install.RESERVATION_NAMESPACE]  # the binder's GPU reservation pods (fractional GPUs)
+
+    # ------------------------------------------------------------ the `scheduler:` step
+    def configures_scheduler(self, runtime: Runtime) -> bool:
+        return runtime.controls_processes or runtime.installs_charts
+
+    def scheduler_setting(self, record: LabRecord, value, usage_url: str | None, where: str):
+        """A `scheduler:` step as one SchedulingShard change — placement, usage (read from `usage_url`)
+        and any shard fragment — rendered by the KAI operator code of the lab's KAI version; what it
+        refuses is one line naming the file, the step and the field."""
+        return rendered_setting(where, value, record.kai_version, usage_url)
+
+    def configure_scheduler(self, runtime: Runtime, record: LabRecord, setting) -> None:
+        if runtime.controls_processes:
+            from . import binary
+
+            argv, _ = binary.scheduler_argv(record.dir, runtime.process_command(record, "scheduler"), setting)
+            runtime.rerun(record, "scheduler", argv)
+        elif runtime.installs_charts:
+            from . import kind
+
+            kind.configure_through_shard(record, setting)
+        else:
+            raise Unsupported(f"the {runtime.name} runtime cannot reconfigure KAI's scheduler (step `scheduler:`): "
+                              "use the binary runtime, or configure the SchedulingShard yourself")
+
+
+def rendered_setting(where: str, value, kai_version: str, usage_url: str | None) -> install.SchedulerChange:
+    """An exercise's or a design's scheduler setting, rendered by KAI `kai_version`'s operator code."""
+    from ...errors import BuildError
+
+    recipe = toolchain.kai_recipe(versions.kai_release(kai_version))
+    fragment: dict = {"placementStrategy": {"gpu": value.placement, "cpu": value.placement}}
+    if value.usage is not None:
+        db, k_value = install.usage_db_config(usage_url or "", value.usage.model_dump(exclude_none=True))
+        fragment.update(usageDBConfig=db, kValue=float(k_value))
+    if value.shard:
+        fragment = install.merged(fragment, value.shard)
+    try:
+        return install.scheduler_change(recipe, toolchain.kai_tree(recipe), fragment)
+    except BuildError as err:
+        raise KailabError(f"{where} scheduler{'.shard' if value.shard else ''}: {err}") from None
