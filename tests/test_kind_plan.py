@@ -451,7 +451,7 @@ def test_prometheus_scrapes_every_kai_service_with_a_metrics_port_and_kube_state
         {"metadata": {"name": "admission", "namespace": "kai-scheduler"},
          "spec": {"ports": [{"name": "webhook", "port": 443}]}},
     ]
-    kai = kind_metrics.kai_targets(services)
+    kai = kind_metrics.service_targets(services)
     assert kai == {"kai-scheduler-default": "kai-scheduler-default.kai-scheduler.svc:8080",
                    "queue-controller": "queue-controller.kai-scheduler.svc:8080"}
     jobs = {j["job_name"]: j["static_configs"][0]["targets"] for j in kind_metrics.scrape_config(kai)["scrape_configs"]}

@@ -97,7 +97,7 @@ class ExerciseRun:
         self.applied: dict[str, str] = {}  # workload -> kind
         self.manifests_applied: dict[str, dict] = {}  # raw manifests by workload name (to delete them)
         self.step_started: dict[str, float] = {}  # step name -> when it began (observer time)
-        self.kai_figures: dict = {}  # figures from KAI's own metrics (labs with Prometheus)
+        self.stack_figures: dict = {}  # figures from the scheduler's own metrics (labs with Prometheus)
         self.killed: set[str] = set()  # processes the exercise's faults stopped on purpose
         self.downed: set[str] = set()  # fleet nodes the exercise's faults took away
         self.scheduler_changed = False  # a step reconfigured KAI's scheduler: put the default back
@@ -259,7 +259,7 @@ class ExerciseRun:
         if url:
             self.evidence.scheduler_snapshot(url)
 
-    def _kai_metrics(self) -> None:
+    def _stack_metrics(self) -> None:
         """KAI's own series for the run's window (its dashboards' queries), this run's queues only."""
         if not getattr(self.lab, "metrics", False):
             return
@@ -275,7 +275,7 @@ class ExerciseRun:
         panels.append(evicted)
         for action, n in (evicted.get("by_action") or {}).items():
             if n:
-                self.kai_figures[f"evicted_by_action.{action}"] = n
+                self.stack_figures[f"evicted_by_action.{action}"] = n
         for panel in panels:
             series = panel.get("series") or []
             if any("queue_name" in s["labels"] for s in series):
@@ -298,7 +298,7 @@ class ExerciseRun:
              and self.evidence.dump_namespace(self.kube, self.names.namespace)),
             ("KAI logs", self._copy_logs),
             ("scheduler snapshot", self._scheduler_snapshot),
-            ("KAI metrics", self._kai_metrics),
+            ("KAI metrics", self._stack_metrics),
         ]
         parts.append(("restore what faults took away", self.restore_faults))
         notes = []
@@ -313,7 +313,7 @@ class ExerciseRun:
             self.evidence.timeline(list(self.observer.state.timeline))
             self.outcome.figures = {**figures(self.observer.state, self.ex),
                                     **operations.queue_figures(self.observer.state.timeline, self.names.logical_queue),
-                                    **self.kai_figures,
+                                    **self.stack_figures,
                                     **settle_times(self.outcome.results, self.step_started)}
         self._write_verdict(notes)  # before clean-up: a run killed there still has its verdict
         try:

@@ -28,7 +28,7 @@ DEPLOYMENTS = [PROMETHEUS, KSM]
 LABELS = {"app.kubernetes.io/managed-by": "kailab"}
 
 
-def kai_targets(services: list[dict]) -> dict[str, str]:
+def service_targets(services: list[dict]) -> dict[str, str]:
     """job name -> `service.namespace.svc:port` for every Service with a port named for metrics."""
     out = {}
     for svc in services:
@@ -40,8 +40,8 @@ def kai_targets(services: list[dict]) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def scrape_config(kai: dict[str, str]) -> dict:
-    jobs = [{"job_name": job, "static_configs": [{"targets": [target]}]} for job, target in kai.items()]
+def scrape_config(targets: dict[str, str]) -> dict:
+    jobs = [{"job_name": job, "static_configs": [{"targets": [target]}]} for job, target in targets.items()]
     jobs.append({"job_name": KSM, "static_configs": [{"targets": [f"{KSM}.{NAMESPACE}.svc:{KSM_PORT}"]}]})
     return {"global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL,
                        "scrape_timeout": SCRAPE_INTERVAL},
@@ -82,7 +82,7 @@ def _service(name: str, port: int, node_port: int | None = None) -> dict:
     return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, labels=labels), "spec": spec}
 
 
-def manifests(kai: dict[str, str], selector: dict[str, str]) -> list[dict]:
+def manifests(targets: dict[str, str], selector: dict[str, str]) -> list[dict]:
     """Everything `install` applies, in order: namespace, kube-state-metrics (with the read access
     it needs), Prometheus' configuration, Deployment and NodePort Service."""
     img = versions.metrics_images()
@@ -102,7 +102,7 @@ def manifests(kai: dict[str, str], selector: dict[str, str]) -> list[dict]:
                     ready="/healthz"),
         _service(KSM, KSM_PORT),
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(PROMETHEUS),
-         "data": {"prometheus.yaml": yaml.safe_dump(scrape_config(kai), sort_keys=False)}},
+         "data": {"prometheus.yaml": yaml.safe_dump(scrape_config(targets), sort_keys=False)}},
         _deployment(PROMETHEUS, img[PROMETHEUS],
                     ["--config.file=/etc/prometheus/prometheus.yaml", "--storage.tsdb.path=/prometheus",
                      f"--web.listen-address=:{PROMETHEUS_PORT}", "--storage.tsdb.retention.time=1d",
@@ -116,14 +116,14 @@ def manifests(kai: dict[str, str], selector: dict[str, str]) -> list[dict]:
     ]
 
 
-def install(kube, selector: dict[str, str], kai_namespace: str | None, lab_dir) -> dict[str, str]:
-    """Apply the manifests (KAI's metrics Services read from `kai_namespace`; None: no KAI) and wait
+def install(kube, selector: dict[str, str], namespace: str | None, lab_dir) -> dict[str, str]:
+    """Apply the manifests (the scheduler's metrics Services read from `namespace`; None: none) and wait
     for both Deployments; returns the scrape targets. The applied manifests go to the lab dir."""
     from .clusterinfo import deployment_states
     from .waits import wait_until
 
-    kai = kai_targets(kube.list("v1", "Service", kai_namespace)) if kai_namespace else {}
-    docs = manifests(kai, selector)
+    targets = service_targets(kube.list("v1", "Service", namespace)) if namespace else {}
+    docs = manifests(targets, selector)
     (lab_dir / "metrics.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
     for doc in docs:
         kube.apply(doc)
@@ -134,4 +134,4 @@ def install(kube, selector: dict[str, str], kai_namespace: str | None, lab_dir) 
 
     wait_until(f"the lab's {PROMETHEUS} and {KSM} to be ready", ready, timeout="metrics-healthy",
                hint=f"kubectl -n {NAMESPACE} get pods; kubectl -n {NAMESPACE} describe pods")
-    return kai
+    return targets

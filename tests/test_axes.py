@@ -1,0 +1,87 @@
+"""The two axes hold in the code: nothing in kailab/runtimes or kailab/exercise names KAI except the
+lab's own knobs, and a stack is found by name in one registry (README: Architecture)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from kailab.lab import get_runtime, with_addon
+from kailab.runtimes.addon import Addon
+from kailab.runtimes.base import LabSpec
+from kailab.stacks import STACKS, get_stack
+
+ROOT = Path(__file__).resolve().parent.parent / "kailab"
+# the lab's knobs (--kai-version names the release line whose Kubernetes the lab runs; --without-kai
+# is the "none" stack), the evidence file of a stack's own metrics, the kind image set's chart field
+ALLOWED = {"kai_version", "with_kai", "DEFAULT_KAI", "kai_release", "KailabError", "KAI_METRICS", "kai_chart"}
+
+
+def kai_names(path: Path) -> set[str]:
+    """Identifiers, attributes, arguments, definitions and imports that name KAI (code, not prose)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, ast.arg):
+            names = [node.arg]
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] + [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        found |= {n for n in names if re.search(r"kai(?!lab)", n, re.I) and n not in ALLOWED}
+    return found
+
+
+@pytest.mark.parametrize("folder", ["runtimes", "exercise"])
+def test_no_kai_name_in_runtimes_or_the_exercise_layer(folder):
+    offenders = {str(p.relative_to(ROOT)): sorted(kai_names(p)) for p in sorted((ROOT / folder).glob("*.py"))}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_check_can_fail(tmp_path):
+    bad = tmp_path / "m.py"
+    bad.write_text("from ..stacks.kai import install\nx = install.KAI_NAMESPACE\n")
+    assert kai_names(bad) == {"stacks.kai", "KAI_NAMESPACE"}
+
+
+def test_every_registered_stack_loads_and_hands_the_runtime_an_addon():
+    assert {"kai", "none"} <= set(STACKS)
+    for name in STACKS:
+        stack = get_stack(name)
+        assert stack.name == name
+        assert isinstance(stack.addon(LabSpec(kai_version="v0.17.0")), Addon)
+
+
+def test_without_kai_is_the_none_stack_and_kai_its_own():
+    assert with_addon(LabSpec(with_kai=False)).addon.record()["name"] == "none"
+    kai = with_addon(LabSpec(kai_version="v0.17.0")).addon
+    assert kai.record()["name"] == "kai" and kai.version == "v0.17.0" and "scheduler" in kai.processes()
+
+
+def test_a_runtime_used_bare_refuses_a_lab_that_asks_for_a_scheduler(tmp_path, monkeypatch):
+    """A caller that skips kailab.lab must not get a lab with nothing scheduling, silently."""
+    from kailab.errors import LabError
+    from kailab.runtimes import get_runtime as bare
+
+    monkeypatch.setenv("KAILAB_STATE", str(tmp_path))
+    monkeypatch.setenv("KAILAB_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(LabError, match="kailab.lab"):
+        bare("binary").up(LabSpec(name="bare", runtime="binary", fleet="tiny", kai_version="v0.17.0"))
+    assert not (tmp_path / "bare").exists()
+
+
+def test_an_unknown_stack_is_one_line_naming_the_choices():
+    from kailab.errors import KailabError
+
+    with pytest.raises(KailabError, match="choose one of kai, none"):
+        get_stack("volcanoo")
+    assert get_runtime("binary").name == "binary"
