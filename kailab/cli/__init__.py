@@ -1,0 +1,38 @@
+"""The `kailab` command line: one module per verb group, registered on the group in base.py."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import click
+
+from ..errors import KailabError
+from . import bench, course, e2e, exercises, labs, tools, trials  # noqa: F401 - each registers its verbs
+from .base import cli, console
+
+
+def _terminate(signum, frame):  # noqa: ARG001
+    # SIGTERM takes the same clean path as Ctrl-C: nothing half-made is left behind
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
+    # a shell starting us in the background may have set SIGINT to 'ignore'; Ctrl-C must still
+    # take the clean path (interrupt, stop what started, keep evidence)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        console.print("interrupted")
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except KailabError as err:
+        click.echo(f"kailab: error: {err}", err=True)
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        sys.exit(130)

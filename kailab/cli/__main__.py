@@ -1,0 +1,5 @@
+"""`python -m kailab.cli`."""
+
+from . import main
+
+main()

@@ -1,0 +1,98 @@
+"""`kailab bench`: figures, recorded under bench/results/, never asserted."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import KailabError
+from .base import cli, console, out
+
+
+@cli.command()
+@click.option("--quick", is_flag=True, help="tiny fleet, one run (for CI).")
+@click.option("--repeats", type=int, default=None, help="runs per measurement (default 3, quick 1).")
+@click.option("--repeat-exercises", "repeat_exercises", type=click.IntRange(1, 100), default=None,
+              help="Instead: run every exercise N times in a row on one lab; passes per exercise.")
+@click.option("--exercises", "exercise_names", default=None, help="With --repeat-exercises: comma-separated names.")
+@click.option("--lab", "lab_name", default=None,
+              help="With --repeat-exercises: a running lab to use (default: one brought up and down for it).")
+@click.option("--soak", type=click.IntRange(1, 1000), default=None,
+              help="Instead: N up/down cycles of a KAI lab; checks nothing is left after each down.")
+@click.option("--scale", "scale_shapes", default=None,
+              help="Instead: KAI's throughput at scale, shapes 'jobs', 'pods' or 'jobs,pods' (each on a "
+                   "fresh lab of --scale-fleet).")
+@click.option("--scale-count", type=click.IntRange(1, 100000), default=None,
+              help="With --scale: objects per shape (default: the fleet's GPUs / 2 Jobs, its GPUs in pods).")
+@click.option("--scale-fleet", default="large", show_default=True, help="With --scale: the fleet.")
+@click.option("--peer", "peer_only", is_flag=True,
+              help="Instead: only the side-by-side with kwokctl (5 alternating runs).")
+@click.option("--replay-scale", "replay_scale", is_flag=True,
+              help="Instead: a 2-hour, 2,000-job generated trace on the large fleet, two designs side by side, "
+                   "compressed 15x, the scheduler's client at qps 500: wall time per design, submission lag, CPU per party.")
+@click.option("--exercises-side-by-side", "side_by_side", default=None,
+              help="Instead: `make exercises` (pytest exercises/ -n N) for each N of a list, e.g. 0,2,3 (0 = one "
+                   "lab): wall, verdicts, item times, the machine's CPU and memory; --repeats runs of each.")
+@click.option("--compare-labs", "compare_labs", default=None,
+              help="Instead: LAB,LAB — the same exercises on two running labs of one fleet and KAI version "
+                   "(e.g. binary and kind): verdicts side by side.")
+def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, scale_shapes, scale_count,
+          scale_fleet, peer_only, replay_scale, side_by_side, compare_labs) -> None:
+    """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
+    from .. import bench as bench_mod
+
+    if side_by_side:
+        try:
+            workers = [int(n) for n in side_by_side.split(",") if n.strip()]
+        except ValueError:
+            raise KailabError(f"--exercises-side-by-side {side_by_side}: write worker counts, e.g. 0,2,3") from None
+        if not workers or any(n < 0 or n > 8 for n in workers):
+            raise KailabError(f"--exercises-side-by-side {side_by_side}: each count is 0 (one lab, no workers) to 8")
+        results = bench_mod.exercises_side_by_side(workers, repeats or 1, echo=console.print)
+        out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
+        return
+
+    if replay_scale:
+        results = bench_mod.replay_scale(echo=lambda text: console.print(text, markup=False, highlight=False))
+        out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
+        return
+
+    if compare_labs:
+        names = [n.strip() for n in compare_labs.split(",") if n.strip()]
+        if len(names) != 2:
+            raise KailabError(f"--compare-labs {compare_labs}: name two running labs, e.g. --compare-labs binlab,kindlab")
+        picked = [n.strip() for n in exercise_names.split(",")] if exercise_names else None
+        results = bench_mod.compare_labs(names, picked, echo=console.print)
+        out.print(bench_mod.compare_markdown(results), markup=False, highlight=False)
+        sys.exit(0 if results["agree"] == results["total"] else 1)
+
+    if scale_shapes:
+        from ..scale import SHAPES
+
+        shapes = [x.strip() for x in scale_shapes.split(",") if x.strip()]
+        bad = [x for x in shapes if x not in SHAPES]
+        if bad:
+            raise KailabError(f"--scale {scale_shapes}: unknown shape {bad[0]!r}; use jobs, pods or jobs,pods")
+        results = bench_mod.scale(shapes, scale_count, scale_fleet, echo=console.print)
+        out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
+        return
+    if peer_only:
+        peer = bench_mod.record_peer(bench_mod.peer_comparison(runs=repeats or 5, echo=console.print))
+        out.print(Path(peer["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
+        return
+
+    if soak:
+        results = bench_mod.soak(soak, echo=console.print)
+        out.print((Path(results["written"]).with_suffix(".md")).read_text(), markup=False, highlight=False)
+        sys.exit(0 if results["clean_cycles"] == results["cycles"] else 1)
+    if repeat_exercises:
+        names = [n.strip() for n in exercise_names.split(",")] if exercise_names else None
+        results = bench_mod.repeatability(repeat_exercises, names, lab_name, echo=console.print)
+        out.print(bench_mod.repeatability_markdown(results), markup=False, highlight=False)
+        out.print(f"written: {results['written']}")
+        sys.exit(0 if results["passed"] == results["total"] else 1)
+    results = bench_mod.run(quick=quick, repeats=repeats)
+    out.print(bench_mod.markdown(results), markup=False, highlight=False)
+    out.print(f"written: {results['written']}")

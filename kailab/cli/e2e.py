@@ -1,0 +1,83 @@
+"""`kailab e2e`: KAI's own e2e suites on labs."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..errors import KailabError
+from .base import cli, console, out
+
+
+@cli.command()
+@click.argument("suite_names", nargs=-1, metavar="[SUITE]...")
+@click.option("--kai-versions", "version_text", default="",
+              help="Comma-separated KAI versions, one lab each side by side (default: the default KAI).")
+@click.option("--labs", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="Labs per KAI version, side by side; the suites are split over them.")
+@click.option("--ci", "ci_set", is_flag=True, help="Only the suites CI runs (quota, reclaim, preempt).")
+@click.option("--fleet", default="kai-e2e", show_default=True, help="The fleet of the labs it brings up.")
+@click.option("--lab", "lab_name", default=None,
+              help="A running lab to use instead (it must have no queues of its own: KAI's clean-up deletes every queue).")
+@click.option("--focus", multiple=True, help="Only specs matching this regular expression (Ginkgo --focus); repeatable.")
+@click.option("--list", "list_only", is_flag=True, help="List the suites a lab can run, and those it cannot, with why.")
+@click.option("--dra", "dra_set", is_flag=True,
+              help="KAI's DRA specs (resources, preempt, reclaim) on fleet kai-e2e-dra, which has DRA devices.")
+@click.option("--build-only", is_flag=True, help="Only compile the suites (into kailab's cache) and exit.")
+def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_only, dra_set, build_only) -> None:
+    """Run KAI's own e2e suites (Ginkgo, from the KAI version's source) against labs; report ran /
+    passed / failed / skipped per suite in the terminal, JUnit and report.html. Exit 1 on a failure."""
+    from ..stacks.kai.e2e import session
+    from ..stacks.kai.e2e.suites import registry
+    from ..fleet import load_fleet
+
+    reg = registry()
+    if list_only:
+        for s in reg.run.values():
+            extra = f"; leaves out: {'; '.join(f'{t} ({w})' for t, w in s.skip.items())}" if s.skip else ""
+            out.print(f"{s.name:20} {s.path}{' [ci]' if s.ci else ''}{extra}", markup=False, highlight=False)
+        for n, (pkg, why) in reg.not_run.items():
+            out.print(f"{n:20} cannot run on a lab: {why}", markup=False, highlight=False)
+        out.print(f"label filter: {reg.label_filter()}", markup=False, highlight=False)
+        return
+    if dra_set:
+        if suite_names or focus or ci_set or fleet != "kai-e2e":
+            raise KailabError("--dra picks its own suites, focus and fleet (data/kai-e2e.yaml): leave out SUITE, "
+                              "--focus, --ci and --fleet")
+        suite_names, focus, fleet = tuple(reg.dra["suites"]), tuple(reg.dra["focus"]), reg.dra["fleet"]
+    suites = reg.select(list(suite_names), ci=ci_set)
+    if build_only:
+        from ..stacks.kai.e2e import build
+
+        for v in session.check_versions(version_text, None):
+            _, binaries = build.ensure(v, suites, out.print)
+            for name, path in binaries.items():
+                out.print(f"{v} {name}: {path}", markup=False, highlight=False)
+        return
+    lab_version = None
+    if lab_name:
+        from ..lab import require_kai_lab
+
+        if version_text or labs != 1:
+            raise KailabError("--lab runs on that one lab: leave out --kai-versions and --labs")
+        from ..stacks.kai.e2e import cluster
+        from ..kube import Kube
+
+        rec = require_kai_lab(lab_name, "KAI's e2e suites")
+        kube = Kube(rec.kubeconfig)
+        try:
+            cluster.preflight(kube, lab_name)  # refused before anything is built or written
+        finally:
+            kube.close()
+        lab_version = rec.kai_version
+    else:
+        load_fleet(fleet)  # a bad fleet is one line before anything is built
+    plan = session.Plan(suites=suites, kai_versions=session.check_versions(version_text, lab_version), labs=labs,
+                        fleet=fleet, lab_name=lab_name, focus=list(focus))
+    out_dir = session.run_e2e(plan, echo=lambda text: console.print(text, markup=False, highlight=False))
+    summary = json.loads((out_dir / session.SUMMARY).read_text())
+    out.print(session.markdown(summary), markup=False, highlight=False)
+    out.print(f"e2e evidence: {out_dir} (report: {out_dir / 'report.html'}, JUnit: {out_dir / 'junit.xml'})")
+    sys.exit(0 if summary["ok"] else 1)

@@ -1,0 +1,92 @@
+"""`kailab run`, `report`, `validate`, `schema`: exercises and their evidence."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .. import versions
+from ..lab import require_kai_lab
+from .base import cli, console, name_option, out
+
+
+@cli.command()
+@click.argument("exercises", nargs=-1, required=True)
+@click.option("--evidence", "evidence_root", type=click.Path(file_okay=False), default=None,
+              help="Where run directories go (default: evidence/).")
+@click.option("--labs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Labs side by side: the named lab and N-1 of its runtime and KAI version, brought down at the end.")
+@name_option
+def run(exercises, evidence_root, labs, name) -> None:
+    """Run exercises (names from exercises/ or paths) against a running lab."""
+    from ..exercise.runner import resolve_exercise, run_exercise
+    from ..exercise.spec import load_exercise
+
+    rec = require_kai_lab(name, "exercises")  # each exercise's fleet size is checked by its preflight
+    paths = [resolve_exercise(e) for e in exercises]
+    for p in paths:  # every file is validated before anything is applied
+        load_exercise(p)
+    if labs > 1:  # the same machinery as `make exercises`: pytest-xdist, a lab per worker
+        import pytest
+
+        args = [*map(str, paths), "-n", str(labs), "--dist", "worksteal", "--kailab-lab", name,
+                "-p", "no:cacheprovider", "-o", "addopts=", "-q"]
+        if evidence_root:
+            args += ["--kailab-evidence", str(evidence_root)]
+        sys.exit(int(pytest.main(args)))
+    outcomes = []
+    for p in paths:
+        console.print(f"[bold]running[/] {p.stem} on lab {name!r} ...")
+        outcome = run_exercise(p, rec, Path(evidence_root) if evidence_root else None)
+        outcomes.append(outcome)
+        out.print(outcome.report(), markup=False, highlight=False)
+    from ..exercise.summary import print_summary
+
+    print_summary(out, outcomes)
+    sys.exit(0 if all(o.verdict == "passed" for o in outcomes) else 1)
+
+
+@cli.command()
+@click.argument("evidence_dirs", nargs=-1, type=click.Path(exists=True, file_okay=False), metavar="[EVIDENCE_DIR]...")
+def report(evidence_dirs) -> None:
+    """Write report.html (one self-contained page) for run or trial directories (default: the newest run)."""
+    from ..paths import evidence_dir
+    from ..report import newest_run, write_report
+
+    dirs = [Path(d) for d in evidence_dirs] or [newest_run(evidence_dir())]
+    click.echo(str(write_report(dirs)))
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+def validate(paths) -> None:
+    """Validate exercise files (default: every file in exercises/) without touching a cluster."""
+    from ..exercise.spec import load_exercise
+    from ..paths import exercises_dir
+
+    files = [Path(p) for p in paths] or sorted(exercises_dir().glob("*.yaml"))
+    unchecked = None
+    for f in files:
+        ex = load_exercise(f)
+        shards = [(i, s.scheduler) for i, s in enumerate(ex.steps) if s.scheduler is not None and s.scheduler.shard]
+        if shards:  # a SchedulingShard fragment is KAI's to accept: its operator code renders it
+            from .. import toolchain
+            from ..stacks.kai import rendered_setting
+
+            unchecked = toolchain.kai_unavailable_reason()
+            for i, value in shards if not unchecked else []:
+                rendered_setting(f"{f}: step {i + 1}", value, versions.DEFAULT_KAI, "http://prometheus.invalid:9090")
+        out.print(f"{f}: ok ({len(ex.steps)} steps, fleet {ex.fleet})")
+    if unchecked:
+        out.print(f"scheduler.shard fragments not checked against KAI (its source is not here: {unchecked})")
+
+
+@cli.command()
+def schema() -> None:
+    """Print the JSON Schema of the exercise format."""
+    from ..exercise.spec import json_schema
+
+    click.echo(json.dumps(json_schema(), indent=2))

@@ -1,0 +1,118 @@
+"""`kailab up`, `down`, `status`, `env`: a lab's life."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+from rich.table import Table
+
+from .. import versions
+from ..errors import KailabError
+from ..lab import LabRecord, LabSpec, get_runtime, resolve_runtime
+from ..runtimes import metrics
+from .base import cli, console, name_option, out
+
+
+@cli.command()
+@click.option("--runtime", default=lambda: os.environ.get("RUNTIME", "auto"), show_default="auto",
+              type=click.Choice(["auto", "binary", "kind", "existing"]))
+@click.option("--fleet", default=lambda: os.environ.get("FLEET") or "small", show_default="small",
+              help="Fleet name (fleets/NAME.yaml) or path to a fleet file.")
+@click.option("--kai-version", default=lambda: os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI,
+              show_default=versions.DEFAULT_KAI)
+@click.option("--api-port", type=int, default=None, help="kube-apiserver port (default: a free one).")
+@click.option("--without-kai", is_flag=True,
+              help="Bring up Kubernetes and the fleet only (infrastructure checks; exercises need KAI).")
+@click.option("--without-metrics", is_flag=True,
+              help="No Prometheus or kube-state-metrics (binary and kind runtimes; on by default).")
+@click.option("--kubeconfig", default=None, help="With --runtime existing: the cluster to adopt.")
+@click.option("--dry-run", is_flag=True, help="Print the plan (commands and manifests) without running it.")
+@click.option("--images", default=lambda: os.environ.get("IMAGES", "auto"), show_default="auto",
+              type=click.Choice(["auto", "local", "published"]),
+              help="kind: images built here by `kailab tools images` (local), the published ones, or "
+                   "auto: local when the whole set is built here.")
+@name_option
+def up(runtime, fleet, kai_version, api_port, without_kai, without_metrics, kubeconfig, dry_run, images,
+       name) -> None:
+    """Bring a lab up (a fast no-op when it is already up and healthy)."""
+    from ..fleet import load_fleet
+
+    chosen = resolve_runtime(runtime)
+    if chosen != "existing":
+        load_fleet(fleet)  # bad input fails here, before anything is printed or started
+        if not without_kai:
+            versions.kai_release(kai_version)
+    spec = LabSpec(name=name, runtime=chosen, fleet=fleet, kai_version=kai_version,
+                   with_kai=not without_kai, metrics=not without_metrics, api_port=api_port,
+                   kubeconfig=kubeconfig, dry_run=dry_run, images=images)
+    rt = get_runtime(chosen)
+    if dry_run:
+        out.print(rt.plan(spec), markup=False, highlight=False)
+        return
+    console.print(f"[bold]kailab up[/]: lab {name!r}, runtime {chosen}, fleet {fleet}, "
+                  f"KAI {kai_version if not without_kai else '(not installed)'}")
+    rec = rt.up(spec)
+    if rt.repaired:
+        console.print(f"[yellow]lab {rec.name!r} was broken: restarted {', '.join(rt.repaired)}[/]")
+    console.print(f"[green]lab {rec.name!r} is up[/]: {rec.nodes} nodes, {rec.gpus} GPUs, "
+                  f"KAI {rec.kai_version}. Use it with: export KUBECONFIG={rec.kubeconfig}")
+
+
+@cli.command()
+@name_option
+def down(name) -> None:
+    """Stop every process of the lab, free its ports and remove its state."""
+    rec = LabRecord.load(name)
+    rt = get_runtime(rec.runtime if rec else "binary")
+    stopped = rt.down(name)
+    console.print(f"lab {name!r} is down" + (f" (stopped: {', '.join(stopped)})" if stopped else ""))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@name_option
+def status(as_json, name) -> None:
+    """Show the lab's components, nodes and GPUs."""
+    rec = LabRecord.load(name)
+    if rec is None:
+        if as_json:
+            out.print_json(json.dumps({"name": name, "state": "absent"}))
+        else:
+            console.print(f"no lab named {name!r}: bring one up with `kailab up`")
+        sys.exit(1)
+    info = get_runtime(rec.runtime).status(rec)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+    else:
+        table = Table(title=f"lab {name!r} ({info['runtime']}): {info['state']}")
+        table.add_column("component")
+        table.add_column("state")
+        table.add_column("pid")
+        table.add_column("ports")
+        for comp, c in info["components"].items():
+            failing = c.get("scrape_failures")  # Prometheus running but failing to scrape
+            state = "cannot scrape: " + "; ".join(failing) if failing else c["state"]
+            colour = "green" if state == "running" else "red"
+            table.add_row(comp, f"[{colour}]{state}[/]", str(c.get("pid") or ""),
+                          ", ".join(f"{k}={v}" for k, v in (c.get("ports") or {}).items()))
+        out.print(table)
+        out.print(f"KAI {info['kai_version']}, fleet {info['fleet']}: {info['nodes']}/{info['expected_nodes']} "
+                  f"nodes Ready, {info['gpus']}/{info['expected_gpus']} GPUs; kubeconfig {info['kubeconfig']}")
+        if info.get("prometheus"):
+            out.print(f"Prometheus {info['prometheus']}")
+    sys.exit(0 if info["state"] == "up" else 1)
+
+
+@cli.command()
+@name_option
+def env(name) -> None:
+    """Print `export KUBECONFIG=...` for the lab (use: eval "$(kailab env)")."""
+    rec = LabRecord.load(name)
+    if rec is None:
+        raise KailabError(f"no lab named {name!r}: bring one up with `kailab up`")
+    click.echo(f"export KUBECONFIG={rec.kubeconfig}")
+    if rec.metrics:  # the lab's Prometheus (HTTP API), for curl/promtool or a Grafana data source
+        click.echo(f"export KAILAB_PROMETHEUS_URL={metrics.url(rec.ports)}")

@@ -1,0 +1,136 @@
+"""`kailab tools …`: building the lab's binaries and images, registering sources."""
+
+from __future__ import annotations
+
+import os
+
+import click
+from rich.table import Table
+
+from .. import toolchain, versions
+from ..errors import KailabError
+from .base import cli, console, out
+
+
+@cli.group()
+def tools() -> None:
+    """Build and list the lab's binaries (cached by component and version)."""
+
+
+@tools.command("build")
+@click.option("--kai-version", default=lambda: os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI,
+              show_default=versions.DEFAULT_KAI)
+@click.option("--without-kai", is_flag=True, help="Build only etcd, Kubernetes and kwok.")
+def tools_build(kai_version, without_kai) -> None:
+    """Build whatever is missing from the cache (never rebuilds a cached binary).
+
+    KAI's source, first that applies: KAILAB_KAI_SOURCE (a work tree, e.g. a patched KAI: cached
+    apart), the Go module proxy where it serves KAI, else the repository registered with
+    `kailab tools kai-source PATH` (exactly the tag --kai-version names).
+    """
+    recipes = toolchain.recipes_for(versions.normalise(kai_version)) + toolchain.metrics_recipes()
+    if without_kai:
+        recipes = [r for r in recipes if r.component != "kai"]
+    built = toolchain.build_all(recipes, console)
+    for key, path in built.items():
+        out.print(f"{key}: {path}")
+    if not without_kai:  # KAI's operator rendering of the scheduler configuration (kai_render)
+        from ..stacks.kai import render as kai_render
+
+        recipe = next(r for r in recipes if r.component == "kai")
+        out.print(f"kai-render: {kai_render.ensure(recipe, toolchain.kai_tree(recipe), out.print)}")
+
+
+@tools.command("images")
+@click.option("--kai-version", default=lambda: os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI,
+              show_default=versions.DEFAULT_KAI)
+def tools_images(kai_version) -> None:
+    """Build every image a kind lab needs from source, for hosts that reach no registry.
+
+    The node image (Debian rootfs by mmdebstrap, kind's base files, Kubernetes, containerd, runc,
+    CNI plugins and crictl built from source, the control-plane images preloaded), KWOK's, KAI's and
+    fake-gpu-operator's images under their upstream names, and the charts. Needs a Docker engine,
+    Go, gcc, mmdebstrap, the registered KAI repository and `kailab tools source` for
+    fake-gpu-operator and cri-tools. Cached: nothing made from the same inputs is made again.
+    `kailab up --runtime kind --images local` uses them.
+    """
+    from ..images.build import build_images
+
+    def phase(text: str) -> None:
+        console.print(f"[kailab images] {text}", markup=False, highlight=False)
+
+    s = build_images(versions.normalise(kai_version), console, phase)
+    for ref in s.built_images:
+        out.print(ref, markup=False, highlight=False)
+    out.print(f"charts: {s.kai_chart}, {s.fgo_chart}; KWOK manifest: {s.kwok_manifest}", markup=False,
+              highlight=False)
+
+
+@tools.command("kai-source")
+@click.argument("path", required=False)
+def tools_kai_source(path) -> None:
+    """Register a KAI git repository (a clone or bare mirror) to build KAI from.
+
+    It is copied into kailab's cache as a bare mirror, so it outlives PATH; every release tag it
+    holds can then be built (`kailab tools build --kai-version vX.Y.Z`). Without PATH: show the
+    registered one. Use this where the Go module proxy does not serve KAI's module.
+    """
+    from .. import kai_source
+
+    record = kai_source.register(path) if path else kai_source.registered()
+    if record is None:
+        raise KailabError("no KAI repository is registered: `kailab tools kai-source PATH`")
+    out.print(f"KAI repository: {record['origin']} ({record['tags']} release tags, {record['oldest']} … "
+              f"{record['newest']}), mirrored at {kai_source.mirror()}", markup=False, highlight=False)
+
+
+@tools.command("source")
+@click.argument("project")
+@click.argument("path", required=False)
+def tools_source(project, path) -> None:
+    """Register a git repository of PROJECT to build from where the Go module proxy refuses it.
+
+    PROJECT: kai, fake-gpu-operator, cri-tools, kube-state-metrics. The repository is copied into
+    kailab's cache as a bare mirror (it outlives PATH); its release tags can then be built. Without
+    PATH: show the registered one.
+    """
+    from .. import sources
+
+    record = sources.register(project, path) if path else sources.registered(project)
+    if record is None:
+        raise KailabError(f"no {project} repository is registered: "
+                          f"`{sources.register_command(sources.project(project).name)} PATH`")
+    out.print(f"{sources.project(project).title} repository: {record['origin']} ({record['tags']} release "
+              f"tags, {record['oldest']} … {record['newest']}), mirrored at {sources.mirror(project)}",
+              markup=False, highlight=False)
+
+
+def _source_text(entry: dict) -> str:
+    src = entry.get("source") or {"kind": "module-proxy"}
+    if src["kind"] == "repository":
+        return f"repository {src['origin']} @ {src['commit'][:12]}"
+    if src["kind"] == "work-tree":
+        return f"work tree {src['tree']}"
+    return "module proxy"
+
+
+@tools.command("list")
+def tools_list() -> None:
+    """Show what the binary cache holds, and where each build's source came from."""
+    entries = toolchain.cached()
+    table = Table(title=f"binary cache {toolchain.cache_dir() / 'bin'}")
+    for col in ("component", "version", "binaries", "source", "built", "seconds"):
+        table.add_column(col)
+    for e in entries:
+        table.add_row(e["component"], e["version"], ", ".join(e["binaries"]), _source_text(e),
+                      e["built_at"], str(e.get("build_seconds", "")))
+    out.print(table if entries else "the binary cache is empty: run `kailab tools build`")
+
+
+@tools.command("clean-seeds")
+def tools_clean_seeds() -> None:
+    """Forget the baked etcd seeds labs start from (the next `up` bakes a fresh one, ~5 s)."""
+    from ..runtimes import seed
+
+    n = seed.remove_all()
+    console.print(f"removed {n} seed(s) from {seed.seeds_dir()}")

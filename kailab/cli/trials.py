@@ -1,0 +1,156 @@
+"""`kailab trial`, `replay`, `trace …`: versions and queue designs compared on labs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .. import versions
+from ..errors import KailabError
+from .base import cli, console, out
+
+
+@cli.command()
+@click.option("--versions", "version_text", required=True, help="Comma-separated KAI versions, e.g. v0.16.8,v0.17.0")
+@click.option("--exercises", default="quota,borrow,reclaim,gang", show_default=True,
+              help="Comma-separated exercise names or paths.")
+@click.option("--fleet", default="small", show_default=True)
+@click.option("--parallel", type=int, default=None, help="Labs at once (default: cores/2, at least 1).")
+@click.option("--runtime", type=click.Choice(["binary", "kind"]), default="binary", show_default=True,
+              help="binary: one local lab per version; kind: one vCluster per version on one kind host (Docker).")
+@click.option("--dry-run", is_flag=True, help="With --runtime kind: print every command and file, run nothing.")
+@click.option("--repeat", type=click.IntRange(1, 20), default=2, show_default=True,
+              help="Runs of each exercise per version: a difference must hold over repeats, not be a flake.")
+def trial(version_text, exercises, fleet, parallel, runtime, dry_run, repeat) -> None:
+    """Run the same exercises against several KAI versions side by side; write a matrix."""
+    from .. import trial as trial_mod
+
+    version_list = trial_mod.parse_versions(version_text)  # fails before any lab starts
+    names = [e.strip() for e in exercises.split(",") if e.strip()]
+    if dry_run:
+        if runtime != "kind":
+            raise KailabError("--dry-run needs --runtime kind (the binary runtime has no plan to print)")
+        out.print(trial_mod.dry_run_kind(version_list, names, fleet), markup=False, highlight=False)
+        return
+    trial_dir = trial_mod.run_trial(version_list, names, fleet, parallel, console=console, repeat=repeat,
+                                    runtime=runtime)
+    from .. import evidence
+
+    matrix = json.loads((trial_dir / evidence.MATRIX).read_text())
+    out.print(trial_mod.matrix_markdown(matrix), markup=False, highlight=False)
+    out.print(f"trial evidence: {trial_dir}")
+    ok = all(c["runs"] and c["passed"] == c["runs"] for row in matrix["exercises"].values() for c in row.values())
+    sys.exit(0 if ok else 1)
+
+
+@cli.command()
+@click.argument("trace_file", metavar="TRACE")
+@click.option("--designs", "design_text", required=True,
+              help="Comma-separated queue design files (one lab each, side by side); one file with --kai-versions.")
+@click.option("--kai-versions", "version_text", default="", help="Comma-separated KAI versions to compare one design on.")
+@click.option("--fleet", default="small", show_default=True)
+@click.option("--compress", type=float, default=12.0, show_default=True,
+              help="Trace seconds per wall second (12: an hour of trace in 5 minutes).")
+@click.option("--repeat", type=click.IntRange(1, 20), default=2, show_default=True,
+              help="Runs per design: a figure moved only if its ranges over the runs do not overlap.")
+@click.option("--expect", "expectations", multiple=True,
+              help="e.g. 'team-a.wait_p99 <= 60s' or 'big/team-a.wait_p95 < small/team-a.wait_p95'; repeatable.")
+@click.option("--timeout", type=float, default=None, help="Wall seconds a run may take (default: twice the compressed span + 2 min).")
+@click.option("--runtime", type=click.Choice(["binary", "kind"]), default="binary", show_default=True)
+@click.option("--labs", "labs_at_once", type=click.IntRange(1, 8), default=None,
+              help="Labs at once (default: every design side by side); 1 plays the designs one after another, "
+                   "each alone on the machine (large fleets on few cores).")
+def replay(trace_file, design_text, version_text, fleet, compress, repeat, expectations, timeout, runtime,
+           labs_at_once) -> None:
+    """Replay a workload trace against queue designs (or KAI versions) side by side and compare
+    waits, completions, GPU-hours, utilisation and evictions. Exit 1 when an expectation fails."""
+    from ..replay import session
+    from ..replay.design import load_designs
+    from ..replay.trace import load_trace
+
+    trace = load_trace(trace_file)
+    designs = load_designs(design_text)
+    kai_versions = [versions.kai_release(v).version for v in version_text.split(",") if v.strip()]
+    plan = session.Plan(trace=trace, variants=session.variants_for(designs, kai_versions), fleet=fleet,
+                        compress=compress, repeat=repeat, runtime=runtime, timeout_s=timeout,
+                        expectations=list(expectations), labs=labs_at_once)
+    try:
+        session.check(plan)
+    except ValueError as err:
+        raise KailabError(str(err)) from None
+    out_dir = session.run_replay(plan, echo=lambda text: console.print(text, markup=False, highlight=False))
+    comparison = json.loads((out_dir / session.COMPARISON).read_text())
+    out.print(session.markdown(comparison), markup=False, highlight=False)
+    out.print(f"replay evidence: {out_dir} (report: {out_dir / 'report.html'})")
+    sys.exit(0 if comparison["ok"] else 1)
+
+
+@cli.group()
+def trace() -> None:
+    """Workload traces for `kailab replay`: generate one, or check one."""
+
+
+@trace.command("generate")
+@click.argument("output", type=click.Path(dir_okay=False))
+@click.option("--jobs", type=click.IntRange(1, 1_000_000), default=200, show_default=True)
+@click.option("--hours", type=float, default=1.0, show_default=True, help="Arrival span of the trace.")
+@click.option("--queues", "queue_text", default="team-a,team-b", show_default=True,
+              help="Leaf queues with relative arrival rates, e.g. team-a=2,team-b=1.")
+@click.option("--fleet", default="small", show_default=True, help="Sizes and load are chosen for this fleet.")
+@click.option("--load", type=float, default=1.0, show_default=True,
+              help="Offered GPU work as a fraction of the fleet (durations are scaled to it).")
+@click.option("--burst", default="", help="QUEUE:AT_S:JOBS[:WITHIN_S], e.g. team-b:1200:40:60 (default: none).")
+@click.option("--seed", type=int, default=1, show_default=True)
+def trace_generate(output, jobs, hours, queue_text, fleet, load, burst, seed) -> None:
+    """Write a seeded synthetic trace (CSV or YAML, by OUTPUT's suffix): Poisson arrivals per queue,
+    a mix of sizes (gangs, GPU fractions) and lognormal durations."""
+    from ..fleet import load_fleet
+    from ..replay import generate as gen
+    from ..replay.trace import load_trace, write_trace
+
+    path = Path(output)
+    if path.suffix.lower() not in (".csv", ".yaml", ".yml"):
+        raise KailabError(f"{output}: name the trace .csv or .yaml")
+    try:
+        queues = gen.parse_queues(queue_text)
+        b = None
+        if burst:
+            parts = burst.split(":")
+            if len(parts) not in (3, 4):
+                raise ValueError(f"--burst {burst!r}: write QUEUE:AT_S:JOBS[:WITHIN_S]")
+            b = gen.Burst(parts[0], float(parts[1]), int(parts[2]), float(parts[3]) if len(parts) == 4 else 60.0)
+            if b.queue not in queues:
+                raise ValueError(f"--burst queue {b.queue!r} is not in --queues ({', '.join(queues)})")
+        fleet_gpus = load_fleet(fleet).gpus_total
+        jobs_out = gen.generate(gen.Profile(jobs=jobs, span_s=hours * 3600, queues=queues, fleet_gpus=fleet_gpus,
+                                            load=load, seed=seed, burst=b))
+    except ValueError as err:
+        raise KailabError(str(err)) from None
+    write_trace(path, jobs_out, name=path.stem,
+                description=f"kailab trace generate --jobs {jobs} --hours {hours:g} --queues {queue_text} "
+                            f"--fleet {fleet} --load {load:g}" + (f" --burst {burst}" if burst else "") + f" --seed {seed}")
+    t = load_trace(path)  # what was written reads back
+    out.print(f"{path}: {len(t.jobs)} jobs over {hours:g} h, queues {', '.join(t.queues())}, offered load "
+              f"{gen.offered_load(t.jobs, fleet_gpus):.2f} of fleet {fleet} ({fleet_gpus} GPUs)", markup=False)
+
+
+@trace.command("check")
+@click.argument("trace_file", metavar="TRACE")
+@click.option("--designs", "design_text", default="", help="Also check its queues against these designs.")
+@click.option("--fleet", default="small", show_default=True)
+def trace_check(trace_file, design_text, fleet) -> None:
+    """Check a trace (and, with --designs, that its queues are theirs); one line per problem found first."""
+    from ..fleet import load_fleet
+    from ..replay.design import load_designs
+    from ..replay.generate import offered_load
+    from ..replay.trace import check_against, load_trace
+
+    t = load_trace(trace_file)
+    gpus = load_fleet(fleet).gpus_total
+    for d in (load_designs(design_text) if design_text else []):
+        check_against(t, d.leaf_queues(), f"design {d.path}", gpus)
+    out.print(f"{trace_file}: {len(t.jobs)} jobs, queues {', '.join(t.queues())}, span {t.span_s / 3600:.2f} h, "
+              f"offered load {offered_load(t.jobs, gpus):.2f} of fleet {fleet}", markup=False)
