@@ -18,7 +18,7 @@ from . import evidence, toolchain, versions
 from .errors import InputError, KailabError
 from .fleet import load_fleet
 from .exercise.runner import ExerciseRun, resolve_exercise
-from .exercise.spec import load_exercise
+from .exercise.load import load_exercise
 from .paths import evidence_dir
 from .lab import LabSpec, lab
 

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kailab.errors import InputError
-from kailab.exercise.spec import Exercise, load_exercise
+from kailab.exercise.load import load_exercise
+from kailab.exercise.spec import Exercise
 from kailab.fleet import Fleet, load_fleet
 from kailab.paths import PROJECT_ROOT
 

@@ -21,7 +21,7 @@ from kailab import course
 from kailab.errors import InputError
 from kailab.exercise.checks import Result
 from kailab.exercise.runner import Outcome
-from kailab.exercise.spec import load_exercise
+from kailab.exercise.load import load_exercise
 from kailab.paths import PROJECT_ROOT
 
 DOCS = PROJECT_ROOT / "docs" / "course"

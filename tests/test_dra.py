@@ -107,7 +107,7 @@ def test_kai_schedules_resource_claims_on_dra_devices(kailab_labs):
 def test_a_claim_template_for_an_unknown_class_is_one_line(tmp_path, fleet, klass, fragments):
     import yaml
 
-    from kailab.exercise.spec import load_exercise
+    from kailab.exercise.load import load_exercise
     from kailab.inputs import read_yaml
     from kailab.paths import exercises_dir
 
@@ -130,7 +130,7 @@ def test_claims_are_in_the_evidence_and_the_report(kailab_labs, tmp_path):
     import yaml
 
     from kailab.exercise.runner import ExerciseRun
-    from kailab.exercise.spec import load_exercise
+    from kailab.exercise.load import load_exercise
     from kailab.paths import exercises_dir
     from kailab.report import write_report
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from kailab.exercise.runner import ExerciseRun
-from kailab.exercise.spec import load_exercise
+from kailab.exercise.load import load_exercise
 from kailab.inputs import read_yaml
 from kailab.paths import exercises_dir
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from kailab.exercise.runner import ExerciseRun
-from kailab.exercise.spec import load_exercise
+from kailab.exercise.load import load_exercise
 from kailab.fleet import fleet_difference, load_fleet
 from kailab.kube import Kube
 from kailab.paths import PROJECT_ROOT, exercises_dir

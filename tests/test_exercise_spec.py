@@ -12,7 +12,8 @@ from helpers import assert_one_line_input_error
 import yaml
 
 from kailab import workloads
-from kailab.exercise.spec import Exercise, json_schema, load_exercise
+from kailab.exercise.load import load_exercise
+from kailab.exercise.spec import Exercise, json_schema
 from kailab.inputs import read_yaml
 from kailab.paths import PROJECT_ROOT
 

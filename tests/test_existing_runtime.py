@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kailab.exercise.spec import load_exercise
+from kailab.exercise.load import load_exercise
 from kailab.paths import exercises_dir, lab_dir
 from kailab.runtimes.base import LabRecord
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from kailab.exercise.runner import ExerciseRun
-from kailab.exercise.spec import load_exercise
+from kailab.exercise.load import load_exercise
 from kailab.runtimes import processes
 
 pytestmark = [pytest.mark.lab, pytest.mark.kai]

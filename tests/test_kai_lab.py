@@ -151,7 +151,7 @@ def test_a_raw_manifest_runs_as_a_workload_of_an_exercise(kai_lab, tmp_path):
     """The escape hatch end to end: a pod the format does not model, applied from its manifest,
     is scheduled by KAI in its queue and counted like any workload."""
     from kailab.exercise.runner import ExerciseRun
-    from kailab.exercise.spec import load_exercise
+    from kailab.exercise.load import load_exercise
 
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "raw", "annotations": {"team": "x"}},
            "spec": {"schedulerName": "kai-scheduler", "terminationGracePeriodSeconds": 0,

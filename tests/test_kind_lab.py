@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kailab.exercise.runner import run_exercise
-from kailab.exercise.spec import load_exercise
+from kailab.exercise.load import load_exercise
 from kailab.kube import Kube
 from kailab.paths import exercises_dir, lab_dir
 from kailab.lab import runtime_of

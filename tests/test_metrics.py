@@ -17,7 +17,7 @@ import yaml
 
 from kailab import versions
 from kailab.exercise.runner import ExerciseRun
-from kailab.exercise.spec import load_exercise
+from kailab.exercise.load import load_exercise
 from kailab.runtimes import metrics, processes
 from kailab.runtimes.waits import wait_until
 

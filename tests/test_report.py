@@ -311,7 +311,7 @@ def test_report_renders_in_a_real_browser(tmp_path):
 @pytest.mark.lab
 def test_report_from_a_real_run_that_ended_in_error(infra_lab, tmp_path):
     from kailab.exercise.runner import ExerciseRun
-    from kailab.exercise.spec import load_exercise
+    from kailab.exercise.load import load_exercise
     from kailab.paths import exercises_dir
 
     path = exercises_dir() / "reclaim.yaml"

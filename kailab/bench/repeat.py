@@ -19,7 +19,7 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
     """Every exercise `runs` times in a row against one lab: passes per exercise, wall time per
     run, and the failing checks of any run that did not pass (a flake is a bug to find)."""
     from ..exercise.runner import resolve_exercise
-    from ..exercise.spec import load_exercise
+    from ..exercise.load import load_exercise
     from ..paths import exercises_dir
     from ..lab import require_kai_lab
 
@@ -108,7 +108,7 @@ def compare_labs(names: list[str], exercise_names: list[str] | None = None, out_
     """The same exercises on two running labs of one fleet and KAI version (e.g. a binary and a kind
     lab): verdicts and figures side by side. A disagreement is a finding naming what differs."""
     from ..exercise.runner import resolve_exercise, run_exercise
-    from ..exercise.spec import load_exercise
+    from ..exercise.load import load_exercise
     from ..paths import exercises_dir
     from ..lab import require_kai_lab
 

@@ -23,7 +23,7 @@ from .base import cli, console, name_option, out
 def run(exercises, evidence_root, labs, name) -> None:
     """Run exercises (names from exercises/ or paths) against a running lab."""
     from ..exercise.runner import resolve_exercise, run_exercise
-    from ..exercise.spec import load_exercise
+    from ..exercise.load import load_exercise
 
     rec = require_kai_lab(name, "exercises")  # each exercise's fleet size is checked by its preflight
     paths = [resolve_exercise(e) for e in exercises]
@@ -64,7 +64,7 @@ def report(evidence_dirs) -> None:
 @click.argument("paths", nargs=-1, type=click.Path())
 def validate(paths) -> None:
     """Validate exercise files (default: every file in exercises/) without touching a cluster."""
-    from ..exercise.spec import load_exercise
+    from ..exercise.load import load_exercise
     from ..paths import exercises_dir
 
     files = [Path(p) for p in paths] or sorted(exercises_dir().glob("*.yaml"))

@@ -12,7 +12,8 @@ import yaml
 from pydantic import Field
 
 from ..errors import InputError
-from ..exercise.spec import GpuShare, QueueNode, Strict, _name, load_exercise
+from ..exercise.load import load_exercise
+from ..exercise.spec import GpuShare, QueueNode, Strict, _name
 from ..fleet import load_fleet
 from ..lab import require_kai_lab
 from ..inputs import read_yaml, validate

@@ -11,7 +11,8 @@ from pydantic import Field
 
 from .. import evidence
 from ..errors import InputError, KailabError
-from ..exercise.spec import Exercise, Strict, load_exercise
+from ..exercise.load import load_exercise
+from ..exercise.spec import Exercise, Strict
 from ..fleet import load_fleet
 from ..paths import exercises_dir
 from ..inputs import read_yaml, validate

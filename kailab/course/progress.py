@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from ..exercise.spec import load_exercise
+from ..exercise.load import load_exercise
 from ..paths import state_dir
 from .model import CourseSpec, lesson_source, load_course
 

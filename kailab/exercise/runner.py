@@ -23,7 +23,8 @@ from ..runtimes.waits import wait_until
 from .actions import ACTIONS, StepContext
 from .checks import Names, Result
 from .observer import Observer
-from .spec import Exercise, Step, load_exercise, seconds
+from .load import load_exercise
+from .spec import Exercise, Step, seconds
 
 
 @dataclass

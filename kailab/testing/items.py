@@ -12,7 +12,7 @@ from .. import evidence
 from ..errors import KailabError
 from ..exercise.checks import Result
 from ..exercise.runner import ExerciseRun, Outcome
-from ..exercise.spec import load_exercise
+from ..exercise.load import load_exercise
 from ..lab import runtime_of
 from .labs import lab_pool
 
