@@ -140,8 +140,10 @@ def require_kai_lab(name: str, purpose: str, fleet: str | None = None) -> LabRec
     rec = LabRecord.load(name)
     if rec is None or rec.state != "up":
         raise KailabError(f"no lab named {name!r} is up: bring one up with `{up_cmd}`")
-    if stack_of(rec).name == "none":
-        raise KailabError(f"lab {name!r} runs without KAI (--without-kai): {purpose} need KAI "
+    stack = stack_of(rec)
+    if stack.name != "kai":  # exercises and lessons are written in KAI's vocabulary (issue #41: translated by a stack)
+        runs = "without KAI (--without-kai)" if stack.name == "none" else f"{stack.title}, not KAI"
+        raise KailabError(f"lab {name!r} runs {runs}: {purpose} need KAI "
                           f"(`kailab down --name {name}` then `kailab up --fleet {fleet or '...'}`)")
     if fleet is not None:
         from .fleet import load_fleet

@@ -54,6 +54,9 @@ PROJECTS: dict[str, Project] = {p.name: p for p in [
     Project("kube-state-metrics", "kube-state-metrics", "github.com/kubernetes/kube-state-metrics",
             _module(r"k8s\.io/kube-state-metrics(/v\d+)?"), re.compile(r"^v\d+\.\d+\.\d+$"),
             "kube-state-metrics for a lab's metrics"),
+    Project("kueue", "Kueue", "github.com/kubernetes-sigs/kueue",
+            _module(r"sigs\.k8s\.io/kueue"), re.compile(r"^v\d+\.\d+\.\d+$"),
+            "Kueue's controller manager, CRDs and webhooks (the kueue stack)"),
 ]}
 
 

@@ -66,6 +66,9 @@ def _k8s_staging_version(_module: str, version: str) -> str:
     return "v0" + version[2:]
 
 
+k8s_staging_version = _k8s_staging_version  # for recipes of other Kubernetes binaries (a stack's kube-scheduler)
+
+
 def recipes_for(kai_version: str) -> list[Recipe]:
     """Everything a binary-runtime lab with KAI `kai_version` needs."""
     return cluster_recipes(kai_version) + [kai_recipe(versions.kai_release(kai_version))]

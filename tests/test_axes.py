@@ -85,3 +85,22 @@ def test_an_unknown_stack_is_one_line_naming_the_choices():
     with pytest.raises(KailabError, match="choose one of kai, none"):
         get_stack("volcanoo")
     assert get_runtime("binary").name == "binary"
+
+
+def test_a_stack_refuses_a_runtime_it_cannot_run_on_in_one_line(tmp_path, monkeypatch):
+    """Kueue installs as local processes only (for now): a kind lab of it is refused before anything runs."""
+    from kailab.errors import LabError
+
+    monkeypatch.setenv("KAILAB_STATE", str(tmp_path))
+    with pytest.raises(LabError) as err:
+        get_runtime("kind").plan(LabSpec(name="k", runtime="kind", fleet="tiny", with_kai=False, stack="kueue"))
+    assert "kueue scheduler stack cannot run on the kind runtime" in str(err.value) and "\n" not in str(err.value)
+    assert not any(tmp_path.iterdir())
+
+
+def test_kueue_is_a_stack_of_its_own_package():
+    """The kueue stack: its processes, ports and webhooks named by its package, nothing in a runtime."""
+    addon = with_addon(LabSpec(with_kai=False, stack="kueue", kai_version="v0.17.0")).addon
+    assert addon.name == "kueue" and addon.processes() == ["kube-scheduler", "kueue"]
+    assert {r.component for r in addon.recipes()} == {"kueue", "kube-scheduler"}
+    assert all(p.split(".")[0] in addon.processes() for p in addon.port_names())

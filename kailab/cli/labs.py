@@ -25,7 +25,10 @@ from .base import cli, console, name_option, out
               show_default=versions.DEFAULT_KAI)
 @click.option("--api-port", type=int, default=None, help="kube-apiserver port (default: a free one).")
 @click.option("--without-kai", is_flag=True,
-              help="Bring up Kubernetes and the fleet only (infrastructure checks; exercises need KAI).")
+              help="Bring up Kubernetes and the fleet only (infrastructure checks; exercises need KAI): "
+                   "the same as --scheduler none.")
+@click.option("--scheduler", "stack", default="kai", show_default=True,
+              help="What schedules in the lab, a scheduler stack: kai, none, kueue (kueue: binary runtime).")
 @click.option("--without-metrics", is_flag=True,
               help="No Prometheus or kube-state-metrics (binary and kind runtimes; on by default).")
 @click.option("--kubeconfig", default=None, help="With --runtime existing: the cluster to adopt.")
@@ -35,30 +38,36 @@ from .base import cli, console, name_option, out
               help="kind: images built here by `kailab tools images` (local), the published ones, or "
                    "auto: local when the whole set is built here.")
 @name_option
-def up(runtime, fleet, kai_version, api_port, without_kai, without_metrics, kubeconfig, dry_run, images,
+def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metrics, kubeconfig, dry_run, images,
        name) -> None:
     """Bring a lab up (a fast no-op when it is already up and healthy)."""
     from ..fleet import load_fleet
 
+    from ..stacks import get_stack
+
     chosen = resolve_runtime(runtime)
+    stack = "none" if without_kai else stack
+    get_stack(stack)  # an unknown name: one line naming the choices
+    without_kai = stack != "kai"
     if chosen != "existing":
         load_fleet(fleet)  # bad input fails here, before anything is printed or started
         if not without_kai:
             versions.kai_release(kai_version)
     spec = LabSpec(name=name, runtime=chosen, fleet=fleet, kai_version=kai_version,
-                   with_kai=not without_kai, metrics=not without_metrics, api_port=api_port,
+                   with_kai=not without_kai, stack=stack, metrics=not without_metrics, api_port=api_port,
                    kubeconfig=kubeconfig, dry_run=dry_run, images=images)
     rt = get_runtime(chosen)
     if dry_run:
         out.print(rt.plan(spec), markup=False, highlight=False)
         return
     console.print(f"[bold]kailab up[/]: lab {name!r}, runtime {chosen}, fleet {fleet}, "
-                  f"KAI {kai_version if not without_kai else '(not installed)'}")
+                  + (f"KAI {kai_version}" if stack == "kai" else f"scheduler: {stack}"))
     rec = rt.up(spec)
     if rt.repaired:
         console.print(f"[yellow]lab {rec.name!r} was broken: restarted {', '.join(rt.repaired)}[/]")
+    what = f"KAI {rec.kai_version}" if stack == "kai" else f"{(rec.stack or {}).get('name', stack)} {(rec.stack or {}).get('version', '')}"
     console.print(f"[green]lab {rec.name!r} is up[/]: {rec.nodes} nodes, {rec.gpus} GPUs, "
-                  f"KAI {rec.kai_version}. Use it with: export KUBECONFIG={rec.kubeconfig}")
+                  f"{what.strip()}. Use it with: export KUBECONFIG={rec.kubeconfig}")
 
 
 @cli.command()

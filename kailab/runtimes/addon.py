@@ -60,6 +60,16 @@ class Addon:
     # where the scheduler keeps pods that hold GPUs for shared (fractional) ones; fake-gpu-operator's
     # status updater must see them there (kind)
     reservation_namespace: str | None = None
+    # how it can be installed: as local processes, from its charts into a cluster kailab made, or
+    # found in a cluster kailab adopts; a runtime refuses, in one line, an addon it cannot run
+    installs = frozenset({"processes", "charts", "adopted"})
+
+    def require(self, how: str, runtime: str) -> None:
+        from ..errors import LabError
+
+        if how not in self.installs:
+            raise LabError(f"the {self.name} scheduler stack cannot run on the {runtime} runtime yet "
+                           f"(it installs {' / '.join(sorted(self.installs))}): use --runtime binary")
 
     # ------------------------------------------------------------ every runtime
     def record(self) -> dict:

@@ -25,6 +25,7 @@ class LabSpec:
     fleet: str = "small"
     kai_version: str = ""
     with_kai: bool = True
+    stack: str = ""  # what schedules, by stack name ("" = "kai", or "none" with_kai False); read by kailab.lab
     metrics: bool = True  # Prometheus and kube-state-metrics (runtimes that run processes)
     api_port: int | None = None
     kubeconfig: str | None = None  # only for the 'existing' runtime

@@ -90,6 +90,7 @@ class BinaryRuntime(Runtime):
             if lab_dir(spec.name).exists():  # a failed or half-made lab: start clean
                 self._teardown(spec.name)
             addon = _addon(spec)
+            addon.require("processes", self.name)
             recipes = toolchain.cluster_recipes(release.version) + addon.recipes()
             if spec.metrics:
                 recipes += toolchain.metrics_recipes()

@@ -72,6 +72,7 @@ class ExistingRuntime(Runtime):
                 raise LabError(f"the API server at {server} does not answer /readyz: is the cluster running "
                                "and the kubeconfig's current context the right one?")
             addon = _addon(spec)
+            addon.require("adopted", self.name)
             missing = addon.adopt_problems(kube, server)
             if missing:
                 raise LabError(f"cluster at {server} is not ready for kailab: {'; '.join(missing)}")

@@ -495,6 +495,7 @@ class KindRuntime(Runtime):
         return kind_metrics.IN_CLUSTER_URL if record.metrics else None
 
     def plan(self, spec: LabSpec) -> str:
+        _addon(spec).require("charts", self.name)
         fleet, version = self._inputs(spec)
         local, said = self._images(spec, version)
         plan = build_plan(spec, fleet, version, HostFacts.detect(), local, metrics_port=free_port())
@@ -516,6 +517,7 @@ class KindRuntime(Runtime):
 
     # ---------------------------------------------------------------- up
     def up(self, spec: LabSpec) -> LabRecord:
+        _addon(spec).require("charts", self.name)
         fleet, version = self._inputs(spec)
         tools = find_tools(["kind", "kubectl", "helm"])
         check_kubectl(tools["kubectl"])

@@ -17,6 +17,7 @@ from .base import Stack
 STACKS = {
     "kai": "kailab.stacks.kai:KaiStack",
     "none": "kailab.stacks.none:NoStack",
+    "kueue": "kailab.stacks.kueue:KueueStack",
 }
 
 
@@ -30,7 +31,7 @@ def get_stack(name: str) -> Stack:
 
 def stack_name(spec: LabSpec) -> str:
     """The stack a spec asks for (`--without-kai` is the "none" stack)."""
-    return "kai" if spec.with_kai else "none"
+    return spec.stack or ("kai" if spec.with_kai else "none")
 
 
 def stack_of(record: LabRecord) -> Stack:

@@ -1,0 +1,119 @@
+"""Kueue's pieces for a lab, read from its own source tree at the pinned release: CRDs, webhook
+registrations (for the integrations a lab turns on), its Configuration, and the flags of its
+controller manager and of kube-scheduler (which places the pods Kueue admits)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from ... import toolchain, versions
+from ...errors import BuildError
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+API = "kueue.x-k8s.io/v1beta2"
+
+
+@lru_cache(maxsize=1)
+def pins() -> dict:
+    return yaml.safe_load(resources.files("kailab").joinpath("data/kueue.yaml").read_text())
+
+
+def kueue_recipe(version: str | None = None) -> toolchain.Recipe:
+    v = version or pins()["version"]
+    return toolchain.Recipe("kueue", v, "sigs.k8s.io/kueue", {"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
+                            repository="kueue")
+
+
+def scheduler_recipe(kubernetes: str) -> toolchain.Recipe:
+    """kube-scheduler at the lab's own Kubernetes version (the control plane's)."""
+    return toolchain.Recipe("kube-scheduler", kubernetes, "k8s.io/kubernetes",
+                            {"kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler"},
+                            toolchain.k8s_staging_version)
+
+
+def tree(recipe: toolchain.Recipe) -> Path:
+    """The source tree the cached kueue binary was built in (its manifest says)."""
+    info = (toolchain.manifest(recipe.component, recipe.version) or {}).get("source") or {}
+    if info.get("tree") and Path(info["tree"], "go.mod").is_file():
+        return Path(info["tree"])
+    from ... import sources
+
+    return sources.export_tree("kueue", recipe.version)
+
+
+def crd_documents(src: Path) -> list[dict]:
+    folder = src / "config" / "components" / "crd" / "bases"
+    docs = [d for f in sorted(folder.glob("*.yaml")) for d in yaml.load_all(f.read_text(), Loader=_YAML_LOADER) if d]
+    if not docs:
+        raise BuildError(f"no CRDs in {folder}: is this a Kueue source tree?")
+    return docs
+
+
+def _wanted(path: str, integrations: list[str]) -> bool:
+    """Kueue's own kinds' webhooks, and those of the integrations turned on."""
+    if "kueue-x-k8s-io" in path:
+        return True
+    slugs = {"batch/job": "-batch-v1-job", "pod": "--v1-pod", "deployment": "-apps-v1-deployment",
+             "statefulset": "-apps-v1-statefulset"}
+    return any(path.endswith(slugs.get(i, "\0")) for i in integrations)
+
+
+def webhook_configurations(src: Path, port: int, ca_bundle_b64: str, integrations: list[str]) -> list[dict]:
+    """Kueue's webhook registrations (config/components/webhook/manifests.yaml) reaching the lab's
+    process by `url` on loopback instead of its Service, with the lab's CA."""
+    docs = [d for d in yaml.safe_load_all((src / "config/components/webhook/manifests.yaml").read_text()) if d]
+    out = []
+    for doc in docs:
+        hooks = []
+        for hook in doc.get("webhooks") or []:
+            path = hook["clientConfig"]["service"]["path"]
+            if _wanted(path, integrations):
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle_b64}
+                hooks.append(hook)
+        if hooks:
+            doc["metadata"] = {"name": f"kailab-kueue-{doc['metadata']['name']}",
+                               "labels": {"app.kubernetes.io/managed-by": "kailab"}}
+            doc["webhooks"] = hooks
+            out.append(doc)
+    return out
+
+
+def configuration(ports: dict[str, int], cert_dir: Path) -> dict:
+    """Kueue's Configuration as a lab runs it: loopback ports, no leader election, no internal
+    certificate management (the lab's CA signs the webhook certificate), the pinned integrations."""
+    p = pins()
+    return {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": p["namespace"],
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{ports['kueue.probe']}"},
+            "metrics": {"bindAddress": f"127.0.0.1:{ports['kueue.metrics']}"},
+            "webhook": {"port": ports["kueue.webhook"], "host": "127.0.0.1", "certDir": str(cert_dir)},
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "clientConnection": {"qps": 300, "burst": 500},
+            "integrations": {"frameworks": list(p["integrations"])}}
+
+
+def argv(name: str, binary: Path, ports: dict[str, int], lab: Path) -> list[str]:
+    kubeconfig = lab / "kubeconfig"
+    if name == "kube-scheduler":
+        return [str(binary), f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}", "--bind-address=127.0.0.1",
+                f"--secure-port={ports['kube-scheduler.secure']}", f"--cert-dir={lab / 'kube-scheduler-certs'}",
+                "--leader-elect=false", "--kube-api-qps=200", "--kube-api-burst=400", "--v=1"]
+    if name == "kueue":
+        return [str(binary), f"--config={lab / 'kueue-config.yaml'}", "--zap-log-level=2"]
+    raise ValueError(name)
+
+
+def health_url(name: str, ports: dict[str, int]) -> str:
+    if name == "kube-scheduler":
+        return f"https://127.0.0.1:{ports['kube-scheduler.secure']}/healthz"
+    return f"http://127.0.0.1:{ports['kueue.probe']}/readyz"
+
+
+def kubernetes_of(kai_version: str) -> str:
+    """The lab's Kubernetes: the version its control plane runs (pinned per release line in versions.yaml)."""
+    return versions.kai_release(kai_version or versions.DEFAULT_KAI).kubernetes

@@ -1,0 +1,115 @@
+"""The kueue stack on a real binary lab: Kueue's controller manager and kube-scheduler as lab
+components, what Kueue does with a ClusterQueue's quota (measured here, never assumed from its
+docs), and a lab that leaves nothing behind. Kueue is built from its registered repository."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kailab.kube import Kube
+from kailab.lab import LabRecord, LabSpec, get_runtime
+from kailab.runtimes import processes
+
+pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("own_labs")]  # a lab of its own, one such test at a time
+
+API = "kueue.x-k8s.io/v1beta2"
+NS = "kueue-quota"
+
+
+@pytest.fixture(scope="module")
+def kueue_lab():
+    name = f"kueue-{os.getpid()}"
+    rt = get_runtime("binary")
+    rec = rt.up(LabSpec(name=name, runtime="binary", fleet="tiny", with_kai=False, stack="kueue", metrics=False))
+    try:
+        yield rec
+    finally:
+        rt.down(name)
+
+
+def _job(name: str, gpus: int) -> dict:
+    container = {"name": "main", "image": "kailab.io/never-pulled",
+                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                               "limits": {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": str(gpus)}}}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "team"}},
+            "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [container],
+                                                            "terminationGracePeriodSeconds": 0}}}}
+
+
+def test_the_lab_runs_kueue_and_kube_scheduler_as_named_components(kueue_lab):
+    assert kueue_lab.stack["name"] == "kueue" and kueue_lab.stack["version"] == "v0.19.2"
+    report = get_runtime("binary").status(kueue_lab)
+    assert report["state"] == "up", report
+    for name in ("kueue", "kube-scheduler"):
+        assert report["components"][name]["state"] == "running"
+    assert report["stack"] == {"name": "kueue", "version": "v0.19.2"}
+    assert not any(n in report["components"] for n in ("scheduler", "binder", "admission"))  # no KAI in it
+
+
+def test_kueue_admits_within_a_clusterqueues_gpu_quota_and_holds_the_rest(kueue_lab):
+    """Quota 2 GPUs, three 1-GPU Jobs: two admitted and bound, the third held suspended (a window)."""
+    kube = Kube(kueue_lab.kubeconfig)
+    try:
+        res = [{"name": "cpu", "nominalQuota": "10"}, {"name": "memory", "nominalQuota": "10Gi"},
+               {"name": "nvidia.com/gpu", "nominalQuota": "2"}]
+        for obj in [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
+                    {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "gpus"}},
+                    {"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": "team"},
+                     "spec": {"namespaceSelector": {}, "resourceGroups": [
+                         {"coveredResources": [r["name"] for r in res], "flavors": [{"name": "gpus", "resources": res}]}]}},
+                    {"apiVersion": API, "kind": "LocalQueue", "metadata": {"name": "team", "namespace": NS},
+                     "spec": {"clusterQueue": "team"}}]:
+            kube.apply(obj)
+        for i in range(3):
+            kube.apply(_job(f"j{i}", 1))
+
+        def bound() -> list[str]:
+            return sorted(p["metadata"]["labels"]["job-name"] for p in kube.list("v1", "Pod", NS)
+                          if (p.get("spec") or {}).get("nodeName"))
+
+        deadline = time.monotonic() + 60
+        while len(bound()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert len(bound()) == 2, bound()
+        window = time.monotonic() + 10  # the third stays held for a window, not just at one moment
+        while time.monotonic() < window:
+            assert len(bound()) == 2
+            time.sleep(0.5)
+        held = [j["metadata"]["name"] for j in kube.list("batch/v1", "Job", NS) if j["spec"].get("suspend")]
+        assert len(held) == 1 and held[0] not in bound()
+        cq = kube.get(API, "ClusterQueue", "team")
+        assert cq["status"]["admittedWorkloads"] == 2 and cq["status"]["pendingWorkloads"] == 1
+    finally:
+        kube.close()
+
+
+def test_an_exercise_on_a_kueue_lab_is_refused_by_name(kueue_lab):
+    """Exercises speak KAI's vocabulary; until the kueue stack translates it they are refused, not run."""
+    out = subprocess.run([sys.executable, "-m", "kailab.cli", "run", "quota", "--name", kueue_lab.name],
+                         capture_output=True, text=True)
+    assert out.returncode != 0
+    assert "runs Kueue, not KAI" in out.stdout + out.stderr, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def test_a_kueue_lab_on_kind_is_refused_in_one_line():
+    out = subprocess.run([sys.executable, "-m", "kailab.cli", "up", "--runtime", "kind", "--scheduler", "kueue",
+                          "--name", "kueue-kind", "--dry-run", "--fleet", "tiny"], capture_output=True, text=True)
+    assert out.returncode != 0 and "cannot run on the kind runtime" in out.stderr
+
+
+def test_a_dead_kueue_is_named_and_down_leaves_nothing(kueue_lab):
+    rt = get_runtime("binary")
+    pid = processes.records(kueue_lab.dir)["kueue"].pid
+    rt.kill(kueue_lab, "kueue")
+    dead = dict(rt.dead_components(kueue_lab, ignore=set()))
+    assert "kueue" in dead and "kube-scheduler" not in dead
+    assert rt.scheduler_components(kueue_lab) == {"kueue", "kube-scheduler"}
+    rt.down(kueue_lab.name)
+    assert LabRecord.load(kueue_lab.name) is None
+    assert subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0
