@@ -5,7 +5,7 @@ comparison (medians, spreads, what moved beyond the spread, expectations) and it
 On disk (evidence/replay-<stamp>/):
   plan.json                 what was asked (trace, variants, fleet, compression, repeat)
   trace.<csv|yaml>          the trace as given;  designs/<name>.yaml  each design as given
-  <variant>/lab.json        the lab's KAI version and runtime
+  <variant>/lab.json        the lab's KAI version, runtime and stack (what schedules, how installed)
   <variant>/run-<i>/records.json, figures.json   per run;  error.txt when a run could not finish
   comparison.json, comparison.md, report.html
 """
@@ -136,11 +136,12 @@ def _variant(plan: Plan, v: Variant, out: Path, stamp: str, say) -> None:
                    fleet=plan.fleet, kai_version=v.kai_version)
     try:
         with lab(spec) as rec:
+            runtime = runtime_of(rec)
             (vdir / "lab.json").write_text(json.dumps({"lab": rec.name, "runtime": rec.runtime,
                                                         "kai_version": rec.kai_version, "fleet": rec.fleet,
-                                                        "gpus": rec.gpus, "nodes": rec.nodes}, indent=2))
+                                                        "gpus": rec.gpus, "nodes": rec.nodes,
+                                                        "stack": runtime.describe(rec)}, indent=2))
             say(v.label, f"lab {rec.name} up ({rec.nodes} nodes, {rec.gpus} GPUs, KAI {rec.kai_version})")
-            runtime = runtime_of(rec)
             kube = Kube(rec.kubeconfig)
             try:
                 _apply_design(kube, rec, runtime, v.design, vdir)
