@@ -66,7 +66,23 @@ def _k8s_staging_version(_module: str, version: str) -> str:
     return "v0" + version[2:]
 
 
-k8s_staging_version = _k8s_staging_version  # for recipes of other Kubernetes binaries (a stack's kube-scheduler)
+def kubernetes_stamp(kubernetes: str) -> tuple[tuple[str, str], ...]:
+    """The version variables Kubernetes' hack/lib/version.sh stamps into every binary."""
+    major, minor = kubernetes.lstrip("v").split(".")[:2]
+    values = {"gitVersion": kubernetes, "gitMajor": major, "gitMinor": minor, "gitTreeState": "clean"}
+    return tuple((f"{pkg}.{var}", value) for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+                 for var, value in values.items())
+
+
+def kubernetes_recipe(kubernetes: str) -> Recipe:
+    """Kubernetes' binaries at one version, stamped as its own build stamps them (an API server that
+    says `v0.0.0-master` is refused by clients that check the server's version, Kueue's among them):
+    the binary runtime's control plane (and a stack's kube-scheduler) and the kind node image's."""
+    k8s = "k8s.io/kubernetes/cmd/"
+    return Recipe("kubernetes-node", kubernetes, "k8s.io/kubernetes",
+                  {n: k8s + n for n in ("kubeadm", "kubelet", "kubectl", "kube-scheduler", "kube-proxy",
+                                        "kube-apiserver", "kube-controller-manager")},
+                  _k8s_staging_version, stamp=kubernetes_stamp(kubernetes))
 
 
 def recipes_for(kai_version: str) -> list[Recipe]:
@@ -82,10 +98,7 @@ def cluster_recipes(kai_version: str) -> list[Recipe]:
     return [
         Recipe("etcd", versions.ETCD_VERSION, "go.etcd.io/etcd/server/v3",
                {"etcd": "go.etcd.io/etcd/server/v3"}),
-        Recipe("kubernetes", k8s, "k8s.io/kubernetes",
-               {"kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
-                "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager"},
-               _k8s_staging_version),
+        kubernetes_recipe(k8s),
         Recipe("kwok", versions.KWOK_VERSION, "sigs.k8s.io/kwok",
                {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
     ]

@@ -295,7 +295,7 @@ def test_up_fails_first_on_a_missing_tool(no_tools):
     fake_tool(no_tools, "kubectl")
     spec = LabSpec(name="t", runtime="kind", fleet="tiny", kai_version=versions.DEFAULT_KAI)
     with pytest.raises(LabError, match="^helm not found: .* set KAILAB_HELM, or build it with `kailab tools images`$"):
-        KindRuntime().up(spec)
+        KindRuntime().up(with_addon(spec))
 
 
 def test_tools_from_env_vars_or_path(no_tools, tmp_path, monkeypatch):

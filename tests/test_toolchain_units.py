@@ -17,7 +17,7 @@ def test_wrapper_gomod_repeats_replaces_and_pins_local_ones():
         {"Old": {"Path": "golang.org/x/oauth2"}, "New": {"Path": "golang.org/x/oauth2", "Version": "v0.28.0"}},
         {"Old": {"Path": "example.com/x", "Version": "v1.0.0"}, "New": {"Path": "example.com/y", "Version": "v1.2.0"}},
     ]}
-    k8s = next(r for r in toolchain.recipes_for("v0.17.0") if r.component == "kubernetes")
+    k8s = next(r for r in toolchain.recipes_for("v0.17.0") if r.component == "kubernetes-node")
     text = toolchain.wrapper_gomod(k8s, upstream)
     lines = text.splitlines()
     assert "go 1.25.0" in lines
@@ -38,7 +38,7 @@ def test_etcd_local_replaces_take_the_same_version():
 def test_recipes_pin_kubernetes_by_kai_release_and_key_local_kai_builds_apart(monkeypatch, tmp_path):
     monkeypatch.delenv("KAILAB_KAI_SOURCE", raising=False)  # the user's own setting must not leak in
     keys = {r.component: r.version for r in toolchain.recipes_for("v0.15.2")}
-    assert keys == {"etcd": versions.ETCD_VERSION, "kubernetes": "v1.36.3", "kwok": versions.KWOK_VERSION,
+    assert keys == {"etcd": versions.ETCD_VERSION, "kubernetes-node": "v1.36.3", "kwok": versions.KWOK_VERSION,
                     "kai": "v0.15.2"}
     kai_recipe = toolchain.kai_recipe(versions.kai_release("v0.17.0"))
     assert kai_recipe.module == "github.com/kai-scheduler/KAI-scheduler"

@@ -9,7 +9,7 @@ from importlib import resources
 import yaml
 
 from .. import versions
-from ..toolchain import Recipe, _k8s_staging_version, kai_recipe, metrics_recipes
+from ..toolchain import Recipe, kai_recipe, kubernetes_recipe, metrics_recipes
 
 # KAI's binaries a chart install runs beyond the five a binary lab runs
 KAI_INSTALL_BINARIES = ("operator", "admission")
@@ -30,26 +30,14 @@ def host_tools() -> list[Recipe]:
             Recipe("helm", p["helm"], "helm.sh/helm/v3", {"helm": "helm.sh/helm/v3/cmd/helm"})]
 
 
-def kubernetes_stamp(kubernetes: str) -> tuple[tuple[str, str], ...]:
-    """The version variables Kubernetes' hack/lib/version.sh stamps into every binary."""
-    major, minor = kubernetes.lstrip("v").split(".")[:2]
-    values = {"gitVersion": kubernetes, "gitMajor": major, "gitMinor": minor, "gitTreeState": "clean"}
-    return tuple((f"{pkg}.{var}", value) for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
-                 for var, value in values.items())
-
-
 def node_recipes(kubernetes: str) -> list[Recipe]:
     """What the node image runs: Kubernetes' node binaries and control plane, the container
     runtime, CNI plugins and crictl."""
     p = pins()
-    k8s = "k8s.io/kubernetes/cmd/"
     containerd = "github.com/containerd/containerd/v2"
     cni = "github.com/containernetworking/plugins/plugins/"
     return [
-        Recipe("kubernetes-node", kubernetes, "k8s.io/kubernetes",
-               {n: k8s + n for n in ("kubeadm", "kubelet", "kubectl", "kube-scheduler", "kube-proxy",
-                                     "kube-apiserver", "kube-controller-manager")},
-               _k8s_staging_version, stamp=kubernetes_stamp(kubernetes)),
+        kubernetes_recipe(kubernetes),
         # kind's own build tags for containerd; cgo as kind builds it
         Recipe("containerd", p["containerd"], containerd,
                {"containerd": f"{containerd}/cmd/containerd", "ctr": f"{containerd}/cmd/ctr",

@@ -91,7 +91,8 @@ class BinaryRuntime(Runtime):
                 self._teardown(spec.name)
             addon = _addon(spec)
             addon.require("processes", self.name)
-            recipes = toolchain.cluster_recipes(release.version) + addon.recipes()
+            # by cache key: an addon may need a build the control plane has too (kube-scheduler)
+            recipes = list({r.key: r for r in toolchain.cluster_recipes(release.version) + addon.recipes()}.values())
             if spec.metrics:
                 recipes += toolchain.metrics_recipes()
             built = toolchain.build_all(recipes)

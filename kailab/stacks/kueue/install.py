@@ -29,10 +29,8 @@ def kueue_recipe(version: str | None = None) -> toolchain.Recipe:
 
 
 def scheduler_recipe(kubernetes: str) -> toolchain.Recipe:
-    """kube-scheduler at the lab's own Kubernetes version (the control plane's)."""
-    return toolchain.Recipe("kube-scheduler", kubernetes, "k8s.io/kubernetes",
-                            {"kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler"},
-                            toolchain.k8s_staging_version)
+    """kube-scheduler at the lab's own Kubernetes version: the build the control plane comes from."""
+    return toolchain.kubernetes_recipe(kubernetes)
 
 
 def tree(recipe: toolchain.Recipe) -> Path:
@@ -104,8 +102,28 @@ def argv(name: str, binary: Path, ports: dict[str, int], lab: Path) -> list[str]
                 f"--secure-port={ports['kube-scheduler.secure']}", f"--cert-dir={lab / 'kube-scheduler-certs'}",
                 "--leader-elect=false", "--kube-api-qps=200", "--kube-api-burst=400", "--v=1"]
     if name == "kueue":
-        return [str(binary), f"--config={lab / 'kueue-config.yaml'}", "--zap-log-level=2"]
+        # Kueue reads its metrics serving certificate from the fixed path /etc/kueue/metrics/certs when
+        # its internal certificate management is off (cmd/kueue/main.go): it runs in a mount namespace
+        # of its own where an overlay over /etc holds the lab CA's certificate there; the host's /etc
+        # never changes, and the namespace goes with the process
+        etc = lab / "kueue-etc"
+        mount = (f"mount -t overlay overlay -o lowerdir=/etc,upperdir={etc / 'upper'},workdir={etc / 'work'} /etc"
+                 ' && exec "$@"')
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, "kueue",
+                str(binary), f"--config={lab / 'kueue-config.yaml'}", "--zap-log-level=2",
+                # its on-demand visibility API server listens on every interface (port 8082) and reads
+                # its certificate from /visibility: a lab needs neither
+                "--feature-gates=VisibilityOnDemand=false"]
     raise ValueError(name)
+
+
+def prepare_etc(lab: Path, cert: Path, key: Path) -> None:
+    """The overlay's upper layer: kueue/metrics/certs/tls.{crt,key} (see argv)."""
+    certs = lab / "kueue-etc" / "upper" / "kueue" / "metrics" / "certs"
+    certs.mkdir(parents=True, exist_ok=True)
+    (lab / "kueue-etc" / "work").mkdir(exist_ok=True)
+    (certs / "tls.crt").write_bytes(cert.read_bytes())
+    (certs / "tls.key").write_bytes(key.read_bytes())
 
 
 def health_url(name: str, ports: dict[str, int]) -> str:
