@@ -55,6 +55,9 @@ def tools_images(kai_version) -> None:
     `kailab up --runtime kind --images local` uses them.
     """
     from ..images.build import build_images
+    from ..runtimes.kind_host import require_host_packages
+
+    require_host_packages("`kailab tools images`")  # before anything is built: runc needs libseccomp, the node mmdebstrap
 
     def phase(text: str) -> None:
         console.print(f"[kailab images] {text}", markup=False, highlight=False)
@@ -125,6 +128,12 @@ def tools_list() -> None:
         table.add_row(e["component"], e["version"], ", ".join(e["binaries"]), _source_text(e),
                       e["built_at"], str(e.get("build_seconds", "")))
     out.print(table if entries else "the binary cache is empty: run `kailab tools build`")
+    from ..runtimes.kind_host import install_line, missing_host_packages
+
+    lacking = missing_host_packages()
+    out.print("kind labs (images built here): " + (f"this host lacks {', '.join(p['name'] for p in lacking)}: "
+                                                   f"`{install_line(lacking)}`" if lacking
+                                                   else "every host package is here"), markup=False, highlight=False)
 
 
 @tools.command("clean-seeds")

@@ -69,8 +69,11 @@ PY
 
 start() {
   if ! command -v dockerd >/dev/null; then
-    echo "installing docker.io (Debian package)" >&2
-    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io iptables >&2
+    # the host packages a kind lab needs, from the one list (kailab/data/kind-host.yaml)
+    local pkgs
+    pkgs=$(awk '/^  - name:/{print $3}' "$(dirname "$0")/kind-host.yaml")
+    echo "installing $(echo $pkgs) (Debian packages)" >&2
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >&2
   fi
   mkdir -p "$run" "$data"
   if [ -S "$sock" ] && DOCKER_HOST=unix://$sock docker info >/dev/null 2>&1; then

@@ -9,7 +9,10 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
+
+import yaml
 
 
 from ..errors import LabError
@@ -122,3 +125,42 @@ def docker_facts(docker: str) -> tuple[str, float | None, str]:
     root = info.get("DockerRootDir") or ""
     free = shutil.disk_usage(root).free / 2**30 if root and os.path.isdir(root) else None
     return info.get("DefaultRuntime") or "", free, root
+
+
+# ------------------------------------------------------------------ host packages (kailab/data/kind-host.yaml)
+def host_packages() -> list[dict]:
+    return yaml.safe_load(resources.files("kailab").joinpath("data/kind-host.yaml").read_text())["packages"]
+
+
+def _has_command(name: str) -> bool:
+    # sbin too: iptables and dockerd live there, and a non-login PATH may lack it
+    path = os.environ.get("PATH", "") + os.pathsep + os.pathsep.join(["/usr/sbin", "/sbin"])
+    return shutil.which(name, path=path) is not None
+
+
+def _has_pkg_config(module: str) -> bool:
+    tool = shutil.which("pkg-config")
+    if not tool:
+        return False
+    return subprocess.run([tool, "--exists", module], capture_output=True, timeout=30).returncode == 0
+
+
+def missing_host_packages() -> list[dict]:
+    """The packages a kind lab built here needs and this host lacks (by the commands and the
+    pkg-config module each provides, so a host that has them some other way passes)."""
+    return [p for p in host_packages()
+            if not all(_has_command(c) for c in p.get("commands", []))
+            or (p.get("pkg_config") and not _has_pkg_config(p["pkg_config"]))]
+
+
+def install_line(packages: list[dict]) -> str:
+    return "apt-get install -y " + " ".join(p["name"] for p in packages)
+
+
+def require_host_packages(what: str) -> None:
+    """One LabError naming every missing package and the line that installs them all."""
+    missing = missing_host_packages()
+    if missing:
+        named = "; ".join(f"{p['name']} ({p['why']})" for p in missing)
+        raise LabError(f"{what} needs host packages this machine lacks: {named}. Install them with "
+                       f"`{install_line(missing)}` (Debian), then run it again")

@@ -1,0 +1,63 @@
+"""A kind lab's host packages: one list (kailab/data/kind-host.yaml), checked before anything is
+built, named with the line that installs them; .ci/run and docker-host.sh read the same list."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kailab.runtimes.kind_host import host_packages, install_line, missing_host_packages
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _shell_list() -> list[str]:
+    """The list as .ci/run and docker-host.sh read it."""
+    out = subprocess.run(["awk", "/^  - name:/{print $3}", str(ROOT / "kailab/data/kind-host.yaml")],
+                         capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_the_shell_readers_and_kailab_read_one_list():
+    assert _shell_list() == [p["name"] for p in host_packages()]
+    assert {"docker.io", "iptables", "mmdebstrap", "libseccomp-dev"} <= set(_shell_list())
+    for reader in (ROOT / ".ci/run", ROOT / "kailab/data/docker-host.sh"):
+        text = reader.read_text()
+        assert "kind-host.yaml" in text, reader
+        assert "mmdebstrap" not in text.replace("kind-host.yaml", ""), f"{reader} names a package itself"
+
+
+def test_a_host_without_them_is_refused_in_seconds_naming_each_and_nothing_is_built(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    env = {**os.environ, "PATH": str(empty), "PKG_CONFIG_PATH": "", "KAILAB_CACHE": str(tmp_path / "cache"),
+           "KAILAB_STATE": str(tmp_path / "state")}
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "kailab.cli", "tools", "images"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    took = time.monotonic() - start
+    assert out.returncode != 0
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kailab: error: `kailab tools images` needs host packages"), out.stderr
+    for name in ("docker.io", "mmdebstrap", "libseccomp-dev", "pkg-config"):  # iptables may be in /usr/sbin, which is always searched
+        assert name in err[0]
+    assert "apt-get install -y " in err[0]
+    assert not (tmp_path / "cache" / "bin").exists()  # nothing compiled
+    assert took < 30, took  # refused before any build (a build takes minutes)
+
+
+def test_the_check_follows_the_host(tmp_path, monkeypatch):
+    """Missing exactly what the PATH lacks: with a fake mmdebstrap on it, mmdebstrap is not named."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake = tools / "mmdebstrap"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))
+    names = [p["name"] for p in missing_host_packages()]
+    assert "mmdebstrap" not in names and "libseccomp-dev" in names and "docker.io" in names
+    assert install_line([p for p in host_packages() if p["name"] in ("iptables", "mmdebstrap")]) == \
+        "apt-get install -y iptables mmdebstrap"
