@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from kailab.paths import lab_dir
+from kailab.paths import evidence_dir, lab_dir
 from kailab.runtimes import processes
 from kailab.runtimes.base import LabRecord
 
@@ -92,8 +92,9 @@ def test_interrupted_up_leaves_nothing_behind(sig):
         assert "interrupted" in err
         assert_nothing_left(name)
     finally:
-        run("down", "--name", name)  # also removes the logs a failed `up` keeps
-    assert not (lab_dir(name).parent / f"{name}.failed-logs").exists()
+        run("down", "--name", name)
+    # an interrupted start is not a failed one: it keeps no logs
+    assert not list(evidence_dir().glob(f"failed-starts/*-{name}"))
 
 
 def test_down_after_a_crashed_up_reaps_its_processes():
@@ -178,3 +179,36 @@ def test_up_repairs_a_lab_whose_apiserver_and_kwok_died():
     finally:
         run("down", "--name", name)
     assert_nothing_left(name)
+
+
+@pytest.mark.kai
+def test_a_component_that_dies_during_up_keeps_every_whole_log_past_down(tmp_path):
+    """A KAI process dies while the lab starts (as the scheduler did in CI): the error says how, in one
+    line above the log tail, and names a folder that still holds every component's whole log after
+    the `down` a replay's clean-up runs (the CI run had lost them)."""
+    name = unique("dies")
+    env = {**os.environ, "KAILAB_EVIDENCE": str(tmp_path / "evidence")}
+    proc = subprocess.Popen([*KAILAB, "up", "--runtime", "binary", "--fleet", "tiny", "--without-metrics",
+                             "--name", name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        _wait_for_process(name, "scheduler", proc)
+        log = lab_dir(name) / "logs" / "scheduler.log"
+        deadline = time.time() + 60
+        while time.time() < deadline and not (log.exists() and log.stat().st_size):  # its Go runtime is up
+            time.sleep(0.02)
+        pid = processes.records(lab_dir(name))["scheduler"].pid
+        os.kill(pid, signal.SIGQUIT)  # a Go process prints its goroutines and exits: a crash report
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert "scheduler exited while waiting for" in err and "— signal: SIGQUIT: quit (exited with status 2)" in err, err
+    kept = next((tmp_path / "evidence" / "failed-starts").glob(f"*-{name}"))
+    assert f"every component's whole log is kept in {kept}" in err.replace("\n", " ")
+    assert run("down", "--name", name, env={"KAILAB_EVIDENCE": str(tmp_path / "evidence")}).returncode == 0
+    assert_nothing_left(name)
+    log = (kept / "scheduler.log").read_text()
+    assert "SIGQUIT: quit" in log and len(log.splitlines()) > 15  # the whole log, not the error's tail
+    assert {"etcd.log", "kube-apiserver.log", "binder.log"} <= {p.name for p in kept.iterdir()}
+    assert "scheduler: signal: SIGQUIT: quit" in (kept / "deaths.txt").read_text()

@@ -102,4 +102,22 @@ def test_how_a_child_process_ended_is_told():
     time.sleep(0.5)
     assert how_it_ended(killed.pid) == "was killed by SIGKILL"
     assert how_it_ended(failed.pid) == "exited with status 3"
-    assert how_it_ended(failed.pid) == "ended"  # reaped already
+    assert how_it_ended(failed.pid) == "exited with status 3"  # reaped already: remembered, not lost
+    assert how_it_ended(1) == "ended"  # not this process's child: not known
+
+
+def test_a_started_process_keeps_its_exit_status_past_other_starts(tmp_path):
+    """A dropped Popen is reaped by the next Popen (subprocess' clean-up) and its status lost; the
+    lab's own starts keep theirs, so a death at start can say how it ended."""
+    import subprocess
+    import time
+
+    from kailab.runtimes import processes
+
+    rec = processes.start(tmp_path, "dies", ["sh", "-c", "exit 7"])
+    time.sleep(0.3)
+    for _ in range(3):
+        subprocess.run(["true"])  # other children come and go
+    processes.start(tmp_path, "other", ["sleep", "5"])
+    assert processes.how_it_ended(rec.pid) == "exited with status 7"
+    processes.stop_all(tmp_path)

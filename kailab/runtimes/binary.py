@@ -24,8 +24,8 @@ from ..errors import KailabError, LabError
 from ..kube import Kube
 from ..node_labels import FLEET_LABEL
 from ..workloads import service_account
-from ..paths import lab_dir, state_dir
-from .waits import wait_until
+from ..paths import evidence_dir, lab_dir, state_dir
+from .waits import wait_until, why_it_died
 from . import clusterinfo, metrics, processes, seed
 from .addon import Addon, ProcessHost
 from .base import LabRecord, LabSpec, Runtime, status_report
@@ -99,10 +99,13 @@ class BinaryRuntime(Runtime):
             try:
                 return self._start(spec, fleet, release, recipes, built, addon)
             except BaseException as err:
-                # no half-started lab: stop what started, keep the logs for the error report
-                kept = self._teardown(spec.name, keep_logs=True)
-                if isinstance(err, LabError):
-                    raise LabError(f"{err}\n(lab stopped and removed; its logs are kept in {kept})") from None
+                # no half-started lab: stop what started; a failed start (not an interrupted one)
+                # keeps every component's whole log where no later up/down removes it
+                failed = isinstance(err, LabError)
+                kept = self._teardown(spec.name, keep_logs=failed)
+                if failed:
+                    raise LabError(f"{err}\n(lab stopped and removed; every component's whole log is kept in "
+                                   f"{kept}, until you remove it)") from None
                 raise
 
     def _reuse(self, rec: LabRecord, spec: LabSpec, fleet: Fleet, kai_version: str) -> LabRecord:
@@ -346,8 +349,8 @@ class BinaryRuntime(Runtime):
     def dead_components(self, rec: LabRecord, ignore: set[str]) -> list[tuple[str, str]]:
         recs = processes.records(rec.dir)
         watched = _stack_processes(rec) + (list(metrics.COMPONENTS) if rec.metrics else [])
-        return [(c, f"its last log lines: {processes.recent_log(rec.dir, c, 10)}") for c in watched
-                if c in recs and not recs[c].alive() and c not in ignore]
+        return [(c, f"{why_it_died(rec.dir, c)}; its last log lines: {processes.recent_log(rec.dir, c, 10)}")
+                for c in watched if c in recs and not recs[c].alive() and c not in ignore]
 
     def log_mark(self, rec: LabRecord) -> dict:
         mark = super().log_mark(rec)
@@ -473,14 +476,17 @@ class BinaryRuntime(Runtime):
     def _teardown(self, name: str, keep_logs: bool = False):
         """Stop and remove lab `name`. With keep_logs, returns where its logs were saved."""
         lab = lab_dir(name)
-        failed = failed_logs_dir(name)
-        _rmtree(failed)
+        if keep_logs and lab.exists():  # before stopping: how each died, while its exit status is ours to read
+            causes = {c: why_it_died(lab, c) for c, r in processes.records(lab).items() if not r.alive()}
         stopped = processes.stop_all(lab, STOP_ORDER, kill_tail=not keep_logs) if lab.exists() else []
+        kept = failed_start_dir(name)
         if lab.exists():
             if keep_logs and processes.logs_dir(lab).exists():
-                shutil.copytree(processes.logs_dir(lab), failed)
+                shutil.copytree(processes.logs_dir(lab), kept, dirs_exist_ok=True)
+                (kept / "deaths.txt").write_text("".join(f"{c}: {why}\n" for c, why in sorted(causes.items()))
+                                                 or "no component had died: the start timed out\n")
             _rmtree(lab)
-        return failed if keep_logs else stopped
+        return kept if keep_logs else stopped
 
 
 def _expected(rec: LabRecord) -> list[str]:
@@ -530,9 +536,10 @@ class _Host(ProcessHost):
         await_probe(self.kube, pod, self.lab)
 
 
-def failed_logs_dir(name: str) -> Path:
-    """Where a failed `up` leaves the logs of what it started (removed by the next up/down)."""
-    return state_dir() / f"{name}.failed-logs"
+def failed_start_dir(name: str) -> Path:
+    """Where a failed `up` keeps every component's whole log and how each died: under evidence/
+    (failed-starts/<UTC time>-<lab>), which no later up or down removes."""
+    return evidence_dir() / "failed-starts" / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{name}"
 
 
 def _rmtree(path: Path) -> None:

@@ -63,9 +63,11 @@ def start(lab: Path, name: str, argv: list[str], ports: dict[str, int] | None = 
     logs_dir(lab).mkdir(parents=True, exist_ok=True)
     log_path = logs_dir(lab) / f"{name}.log"
     full_env = {**os.environ, **(env or {}), MARKER: str(lab.resolve())}
+    _reap()
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=full_env, cwd=cwd or lab, start_new_session=True)
+    _CHILDREN[proc.pid] = proc
     ticks = None
     for _ in range(50):  # /proc entry appears immediately, but be safe
         ticks = _start_ticks(proc.pid)
@@ -80,15 +82,46 @@ def start(lab: Path, name: str, argv: list[str], ports: dict[str, int] | None = 
 def how_it_ended(pid: int) -> str:
     """'exited with status N' / 'was killed by SIGNAME' for a child of this process that has ended
     (reaped here), else 'ended' (not our child, or already reaped)."""
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        if child.poll() is None:
+            return "ended"  # not yet, as far as its parent knows
+        _ENDINGS[pid] = _ending(child.returncode)
+        del _CHILDREN[pid]
+    if pid in _ENDINGS:
+        return _ENDINGS[pid]
     try:
         done, status = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
-        return "ended"
+        return "ended"  # not this process's child
     if done != pid:
         return "ended"
     if os.WIFSIGNALED(status):
-        return f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
-    return f"exited with status {os.WEXITSTATUS(status)}"
+        _ENDINGS[pid] = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    else:
+        _ENDINGS[pid] = f"exited with status {os.WEXITSTATUS(status)}"
+    return _ENDINGS[pid]
+
+
+_ENDINGS: dict[int, str] = {}  # how reaped children ended: a wait's error and the kept logs both say it
+# The Popen of every process started here, kept: a dropped Popen is reaped by the next Popen anywhere
+# in this process (subprocess' own clean-up), and its exit status is lost — which is why CI's start
+# deaths said "ended" with nothing more
+_CHILDREN: dict[int, subprocess.Popen] = {}
+
+
+def _ending(returncode: int) -> str:
+    if returncode < 0:
+        return f"was killed by {signal.Signals(-returncode).name}"
+    return f"exited with status {returncode}"
+
+
+def _reap() -> None:
+    """Reap children that ended, keeping how (no zombies pile up in a long pytest session)."""
+    for pid, child in list(_CHILDREN.items()):
+        if child.poll() is not None:
+            _ENDINGS[pid] = _ending(child.returncode)
+            del _CHILDREN[pid]
 
 
 def restart(lab: Path, rec: ProcessRecord) -> ProcessRecord:

@@ -93,6 +93,8 @@ def wait_until(what: str, check: Callable[[], object], *, timeout: str | float,
         raise LabError(f"stopped waiting for {what}: another part of the lab's start failed") from None
     parts = [f"{component} exited while waiting for {what}" if died
              else f"timed out after {seconds:.0f}s waiting for {what}"]
+    if died:  # why, in one line, above the log tail: from its whole last run's log and its exit
+        parts[0] += f" — {why_it_died(lab, component)}"
     if last_error:
         parts.append(f"last error: {last_error[0]}")
     if hint:
@@ -104,3 +106,16 @@ def wait_until(what: str, check: Callable[[], object], *, timeout: str | float,
         message += (f"\n--- {component} ({state}), last log lines ---\n"
                     + processes.recent_log(lab, component, 15))
     raise LabError(message)
+
+
+def why_it_died(lab: Path, component: str) -> str:
+    """The class of a lab process's death (deaths.classify) from its whole log and its exit status."""
+    from .deaths import classify
+
+    rec = processes.records(lab).get(component)
+    ended = processes.how_it_ended(rec.pid) if rec else ""
+    try:
+        log = (processes.logs_dir(lab) / f"{component}.log").read_text(errors="replace")
+    except OSError:
+        log = ""
+    return classify(log, ended)
