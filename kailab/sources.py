@@ -195,3 +195,68 @@ def _export(name: str, version: str, commit: str, dest: Path) -> Path:
     shutil.rmtree(dest, ignore_errors=True)
     partial.rename(dest)
     return dest
+
+
+# ------------------------------------------------------------------ a folder of repositories
+def _git_dirs(root: Path, depth: int = 3):
+    """Git directories under `root` (bare mirrors and work trees), `depth` levels down at most."""
+    if (root / "HEAD").is_file() and (root / "objects").is_dir():
+        yield root
+        return
+    if (root / ".git").exists():
+        yield root / ".git"
+        return
+    if depth == 0:
+        return
+    try:
+        children = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return
+    for child in children:
+        yield from _git_dirs(child, depth - 1)
+
+
+def identify(git_dir: Path) -> str | None:
+    """Which known project a repository is, by the module line of its go.mod (newest release tag, else HEAD)."""
+    for p in PROJECTS.values():
+        tags = [t for t in git(git_dir, "tag", "--list", check=False).split() if p.tag.match(t)]
+        ref = max(tags, key=p.tag_key) if tags else "HEAD"
+        if p.module.search(git(git_dir, "show", f"{ref}:go.mod", check=False)):
+            return p.name
+    return None
+
+
+def register_from(folder: str) -> tuple[dict[str, dict], list[str]]:
+    """Register every known project found under `folder`; returns what was registered and what
+    under it is no known project (paths)."""
+    root = Path(folder).expanduser()
+    if not root.is_dir():
+        raise KailabError(f"{folder}: no such directory (give a folder holding clones or bare mirrors)")
+    done: dict[str, dict] = {}
+    unknown: list[str] = []
+    for git_dir in _git_dirs(root.resolve()):
+        name = identify(git_dir)
+        if name is None:
+            unknown.append(str(git_dir))
+        elif name not in done:
+            done[name] = register(name, str(git_dir.parent if git_dir.name == ".git" else git_dir))
+    return done, unknown
+
+
+def missing_for(recipes) -> list[tuple[str, str]]:
+    """(project, version) of every recipe that must be built from a registered repository that is
+    not registered (a cached build needs none); KAI also counts when the module proxy serves it
+    (toolchain.kai_origin asks the proxy)."""
+    out: list[tuple[str, str]] = []
+    for r in recipes:
+        if r.repository and r.repository != "kai" and registered(r.repository) is None:
+            out.append((r.repository, r.version))
+    return out
+
+
+def missing_message(missing: list[tuple[str, str]], what: str) -> str:
+    named = "; ".join(f"{project(n).title} {v} (`{register_command(n)} PATH`, a clone of {project(n).repository})"
+                      for n, v in missing)
+    return (f"{what} needs sources the Go module proxy does not serve and no repository is registered for: "
+            f"{named}. Register them one by one, or all at once from a folder holding them: "
+            "`kailab tools source --from DIR`")

@@ -414,6 +414,7 @@ def build_all(recipes: list[Recipe], console=None) -> dict[str, Path]:
     console = console or Console(stderr=True)
     missing = [r for r in recipes if not is_cached(r)]
     if missing:
+        require_sources(missing)  # every missing source named at once, before anything compiles
         go_binary()  # fail fast, before any progress display
     done: dict[str, Path] = {r.key: cache_dir() / "bin" / r.component / r.version
                              for r in recipes if r not in missing}
@@ -496,3 +497,20 @@ def kai_tree(recipe: Recipe) -> Path:
         raise BuildError(f"cannot fetch KAI {recipe.version} source ({info.get('Error', out.stderr.strip())}); "
                          "register a KAI repository with `kailab tools kai-source PATH`")
     return Path(info["Dir"])
+
+
+def require_sources(recipes: list[Recipe], what: str = "this build") -> None:
+    """One BuildError naming every source these uncached recipes lack (KAI: neither the module proxy
+    nor a registered repository), so a fresh machine learns them all at once, not one per build."""
+    from . import sources
+
+    missing = sources.missing_for([r for r in recipes if r.repository != "kai"])
+    for r in recipes:
+        if r.repository == "kai" and not is_cached(r):
+            try:
+                kai_origin(r)
+            except BuildError:
+                missing.insert(0, ("kai", r.version))
+    missing = list(dict.fromkeys(missing))
+    if missing:
+        raise BuildError(sources.missing_message(missing, what))

@@ -88,16 +88,33 @@ def tools_kai_source(path) -> None:
 
 
 @tools.command("source")
-@click.argument("project")
+@click.argument("project", required=False)
 @click.argument("path", required=False)
-def tools_source(project, path) -> None:
+@click.option("--from", "folder", default=None, metavar="DIR",
+              help="Register every known project found under DIR (clones or bare mirrors, up to 3 levels down).")
+def tools_source(project, path, folder) -> None:
     """Register a git repository of PROJECT to build from where the Go module proxy refuses it.
 
-    PROJECT: kai, fake-gpu-operator, cri-tools, kube-state-metrics. The repository is copied into
-    kailab's cache as a bare mirror (it outlives PATH); its release tags can then be built. Without
-    PATH: show the registered one.
+    PROJECT: kai, fake-gpu-operator, cri-tools, kube-state-metrics, kueue. The repository is copied
+    into kailab's cache as a bare mirror (it outlives PATH); its release tags can then be built.
+    Without PATH: show the registered one. With --from DIR: every project found under DIR, known by
+    its go.mod's module, and what is still missing.
     """
     from .. import sources
+
+    if folder:
+        done, unknown = sources.register_from(folder)
+        for name, record in done.items():
+            out.print(f"registered {sources.project(name).title}: {record['origin']} ({record['tags']} release tags, "
+                      f"{record['oldest']} … {record['newest']})", markup=False, highlight=False)
+        if unknown:
+            out.print(f"not a project kailab builds (left alone): {', '.join(unknown)}", markup=False, highlight=False)
+        still = [n for n in sources.PROJECTS if sources.registered(n) is None]
+        out.print("still not registered: " + (", ".join(f"{n} ({sources.project(n).needed_for})" for n in still)
+                                              if still else "none"), markup=False, highlight=False)
+        return
+    if not project:
+        raise KailabError("name a PROJECT (and its PATH), or give --from DIR")
 
     record = sources.register(project, path) if path else sources.registered(project)
     if record is None:
