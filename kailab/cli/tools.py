@@ -145,7 +145,15 @@ def tools_list() -> None:
         table.add_row(e["component"], e["version"], ", ".join(e["binaries"]), _source_text(e),
                       e["built_at"], str(e.get("build_seconds", "")))
     out.print(table if entries else "the binary cache is empty: run `kailab tools build`")
+    from .. import sources
     from ..runtimes.kind_host import install_line, missing_host_packages
+
+    for name, proj in sources.PROJECTS.items():
+        rec = sources.registered(name)
+        out.print(f"source {name}: " + (f"registered from {rec['origin']} ({rec['oldest']} … {rec['newest']})" if rec
+                                        else f"not registered (needed for {proj.needed_for}: "
+                                             f"`{sources.register_command(name)} PATH`)"),
+                  markup=False, highlight=False)
 
     lacking = missing_host_packages()
     out.print("kind labs (images built here): " + (f"this host lacks {', '.join(p['name'] for p in lacking)}: "
