@@ -182,6 +182,15 @@ def test_report_page_from_synthetic_evidence(tmp_path):
     # raw files linked relatively
     assert 'href="steps/02-research-comes-back/podgroups.yaml"' in page
     assert 'href="timeline.jsonl"' in page and 'href="verdict.json"' in page
+    # the summary's key figures in words and units; the machine keys only on hover (title)
+    summary = page[page.index('<section class="summary">'):]
+    summary = summary[:summary.index("</section>")]
+    shown = re.sub(r'title="[^"]*"', "", summary)
+    assert "gang bind spread" in shown and "research-train 0.012 s" in shown
+    assert '<span class="fig-label">binds</span> 10<' in shown and "evictions</span> 4<" in shown
+    assert "gang_bind_spread_s." not in shown and "gang_bind_spread_s.research-train=0.012" in summary
+    assert "1 exercise run (1 passed)." in page
+
     # header
     for text in ("v0.17.0", "pytest-1-tiny", "binary", "tiny"):
         assert f"<dd>{text}</dd>" in page

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from ..report.figure_names import text
+
 COLOURS = {"passed": "green", "failed": "red", "error": "red", "interrupted": "yellow"}
 
 
 def _figures(o) -> str:
-    return ", ".join(f"{k}={v}" for k, v in o.figures.items()) or "-"
+    """In words and units, as the report names them (report/figure_names.py)."""
+    return text(o.figures, getattr(o, "step_titles", None))
 
 
 def summary_table(outcomes) -> Table:

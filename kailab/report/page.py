@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import evidence
 from ..errors import KailabError
 from .operations import QUEUE_FIGURES
+from . import figure_names
 from .e2e import e2e_html, is_e2e
 from .replay import is_replay, replay_html
 from .read import SNAPSHOT_FILE, Run, expand, load_run, snapshot_files, subdir_files, top_files
@@ -116,7 +117,7 @@ def _matrix_cell(trial_dir: Path, c, base: Path) -> str:
     body = verdict_badge(fmt(c.get("verdict", "not run")))
     figs = figures_text(c.get("figures"))
     if figs != "-":
-        body += f'<div class="figs">{esc(figs)}</div>'
+        body += f'<div class="figs" title="{esc(figs)}">{esc(figure_names.text(c.get("figures")))}</div>'
     if c.get("error"):
         body += f'<div class="err small">{esc(fmt(c["error"]))}</div>'
     if isinstance(c.get("runs"), int) and c.get("runs", 0) > 1:
@@ -127,13 +128,24 @@ def _matrix_cell(trial_dir: Path, c, base: Path) -> str:
 
 
 # ------------------------------------------------------------------------------ tables
+def _people_figures(figs, titles: dict[int, str]) -> str:
+    """Labelled figures with units, one chip each; the machine keys on hover (title)."""
+    pairs = figure_names.described(figs, titles)
+    if not pairs:
+        return "-"
+    return "".join(f'<span class="fig"><span class="fig-label">{esc(label)}</span> {esc(value)}</span>'
+                   for label, value in pairs)
+
+
 def summary_html(runs: list[Run], base: Path) -> str:
     out = ['<section class="summary"><h2>Exercises</h2><table><thead><tr><th>exercise</th><th>verdict</th>'
            '<th>key figures</th><th>KAI</th><th>evidence</th></tr></thead><tbody>']
     for i, r in enumerate(runs):
         figs = (r.verdict or {}).get("figures")
+        titles = figure_names.step_titles(r.exercise)
         out.append(f'<tr><td><a href="#run-{i + 1}">{esc(r.name)}</a></td><td>{verdict_badge(r.verdict_text)}</td>'
-                   f'<td class="figs">{esc(figures_text(figs))}</td><td>{esc(fmt(r.info("kai_version") or "-"))}</td>'
+                   f'<td class="figs" title="{esc(figures_text(figs))}">{_people_figures(figs, titles)}</td>'
+                   f'<td>{esc(fmt(r.info("kai_version") or "-"))}</td>'
                    f'<td>{link(r.path, base, _shown_path(r.path, base))}</td></tr>')
     out.append("</tbody></table></section>")
     return "".join(out)
@@ -432,7 +444,7 @@ svg .node-bar{fill:#eef0f3;stroke:#c3c8cf}svg .nodelabel,svg .nodevalue{font-siz
 .swatch.dashed{background:none;border-top:2px dashed #667;height:0}.swatch.dotted{background:none;border-top:2px dotted #667;height:0;margin-left:8px}
 .nodegrid{display:flex;flex-wrap:wrap;gap:10px 26px}figure{margin:0}figcaption{font-size:12px;font-weight:600;margin-bottom:2px}
 .reason{color:#8a1c1c}td.differs{background:#fff4d6;outline:2px solid #e0a800}.neq{color:#c77c00;font-weight:700}
-.figs{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12px}
+.figs{font-size:12px}.fig{display:inline-block;margin:1px 4px 1px 0;padding:0 5px;border:1px solid #dde;border-radius:3px;background:#f7f8fb;white-space:nowrap}.fig-label{color:#667}
 table.figures{width:auto;min-width:420px}ul.files{font-size:12px;margin:0;padding-left:18px}ul.files li{margin:2px 0}
 a{color:#1f5fa8}
 """
@@ -460,8 +472,14 @@ def render_report(evidence_dirs: list[Path], base: Path | None = None) -> str:
         runs += [load_run(r) for r in run_dirs]
     generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
     verdicts = [r.verdict_text for r in runs]
-    tally = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)) or "no runs"
-    body = [f'<header><h1>kailab evidence report</h1><p class="muted">{len(runs)} run(s): {esc(tally)}. '
+    tally = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
+    replays = sum(1 for d in evidence_dirs if is_replay(d))
+    e2es = sum(1 for d in evidence_dirs if is_e2e(d))
+    held = [f"{n} {what}{'s' if n != 1 else ''}" + (f" ({tally})" if what == "exercise run" else "")
+            for n, what in ((len(runs), "exercise run"), (replays, "replay"), (e2es, "e2e session"),
+                            (len(matrices) - replays - e2es, "trial")) if n]
+    said = "; ".join(held) or "nothing: no exercise runs, replays, trials or e2e sessions"
+    body = [f'<header><h1>kailab evidence report</h1><p class="muted">{esc(said)}. '
             f'Generated {esc(generated)} from the evidence files; nothing here is fetched from anywhere.</p></header>']
     body += matrices
     if runs:

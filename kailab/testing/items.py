@@ -14,6 +14,7 @@ from ..exercise.checks import Result
 from ..exercise.runner import ExerciseRun, Outcome
 from ..exercise.load import load_exercise
 from ..lab import runtime_of
+from ..report.figure_names import text as figure_text
 from .labs import lab_pool
 
 
@@ -54,6 +55,9 @@ class ExerciseItem(pytest.Item):
         # the outcome travels in the test report: with labs side by side (pytest -n) the summary and
         # report.html are written by the controlling process, which ran no exercise itself
         self.user_properties.append((OUTCOME_PROPERTY, json.dumps(asdict(self.outcome))))
+        # the figures as the report and the terminal summary name them (JUnit property; allure label below)
+        self.user_properties.append(("key figures", figure_text(self.outcome.figures,
+                                                                 {i: s.name for i, s in enumerate(ex.steps, 1)})))
         _attach(self.outcome)
         for w in self.outcome.warnings:  # shown in pytest's warnings summary, even on a pass
             self.warn(pytest.PytestWarning(f"{ex.exercise}: {w}"))
