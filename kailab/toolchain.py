@@ -406,6 +406,18 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _require_go_and_sources(missing: list[Recipe]) -> None:
+    """Everything a build lacks, in one refusal, before anything compiles: Go first, then sources."""
+    problems: list[str] = []
+    for check in (go_binary, lambda: require_sources(missing)):
+        try:
+            check()
+        except BuildError as e:
+            problems.append(str(e))
+    if problems:
+        raise BuildError(" Also: ".join(problems))
+
+
 def build_all(recipes: list[Recipe], console=None) -> dict[str, Path]:
     """Build what is missing, with a progress display; cached recipes are not touched."""
     from rich.console import Console
@@ -414,8 +426,7 @@ def build_all(recipes: list[Recipe], console=None) -> dict[str, Path]:
     console = console or Console(stderr=True)
     missing = [r for r in recipes if not is_cached(r)]
     if missing:
-        require_sources(missing)  # every missing source named at once, before anything compiles
-        go_binary()  # fail fast, before any progress display
+        _require_go_and_sources(missing)
     done: dict[str, Path] = {r.key: cache_dir() / "bin" / r.component / r.version
                              for r in recipes if r not in missing}
     if not missing:

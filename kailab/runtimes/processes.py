@@ -206,6 +206,7 @@ def stop(rec: ProcessRecord, grace: float = 10.0) -> None:
             if not rec.alive():
                 break
             time.sleep(0.1)
+    _reap()
 
 
 def kill(rec: ProcessRecord) -> None:
@@ -213,8 +214,9 @@ def kill(rec: ProcessRecord) -> None:
     _signal_group(rec.pid, signal.SIGKILL)
     for _ in range(50):
         if not rec.alive():
-            return
+            break
         time.sleep(0.1)
+    _reap()  # a child of this process stays a zombie (kill -0 still finds it) until waited for
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -249,6 +251,7 @@ def stop_all(lab: Path, order: list[str] | None = None, grace: float = 10.0,
     deadline = time.time() + 5
     while time.time() < deadline and marked_pids(lab):
         time.sleep(0.05)
+    _reap()
     return stopped
 
 
