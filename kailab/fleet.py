@@ -140,6 +140,11 @@ class Fleet(BaseModel):
         return sum(p.count * p.gpus for p in self.pools)
 
     @property
+    def products(self) -> set[str]:
+        """The GPU products its nodes carry (nvidia.com/gpu.product)."""
+        return {p.product for p in self.pools if p.gpus}
+
+    @property
     def max_gpus_per_node(self) -> int:
         return max(p.gpus for p in self.pools)
 

@@ -16,6 +16,7 @@ RUN_DURATION_ANNOTATION = "kailab.io/run-duration"
 PODGROUP_ANNOTATION = "pod-group-name"  # the PodGroup a pod belongs to (set by KAI's podgrouper, or by us)
 # a part of one GPU (KAI's GPU sharing): a fraction of its memory, or MiB of it
 GPU_FRACTION, GPU_MEMORY = "gpu-fraction", "gpu-memory"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # set on every fleet node (kailab/fleet.py)
 GPU_GROUP_LABEL = "runai-gpu-group"  # KAI's binder: the shared device a fractional pod is on
 # KAI's admission webhook names the config maps its binder writes for a fractional pod (this
 # annotation). kailab then creates those maps right after each fractional pod, only to work around a
@@ -58,10 +59,10 @@ def queue(name: str, gpu: dict, parent: str | None = None, labels: dict | None =
             "spec": spec}
 
 
-def _pod_spec(gpus: int, priority_class: str | None, node_selector: dict | None = None) -> dict:
-    container = {"name": "main", "image": IMAGE,
-                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
-                               "limits": {"cpu": "100m", "memory": "128Mi"}}}
+def _pod_spec(gpus: int, priority_class: str | None, node_selector: dict | None = None,
+              cpu_milli: int = 100, memory_mib: int = 128, gpu_models: list[str] | None = None) -> dict:
+    size = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi"}
+    container = {"name": "main", "image": IMAGE, "resources": {"requests": dict(size), "limits": dict(size)}}
     if gpus:
         container["resources"]["limits"]["nvidia.com/gpu"] = str(gpus)
     spec: dict = {"schedulerName": SCHEDULER_NAME, "containers": [container],
@@ -70,6 +71,9 @@ def _pod_spec(gpus: int, priority_class: str | None, node_selector: dict | None 
         spec["priorityClassName"] = priority_class
     if node_selector:
         spec["nodeSelector"] = node_selector
+    if gpu_models:  # any of these products (a trace's GPU-model constraint)
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": GPU_PRODUCT_LABEL, "operator": "In", "values": list(gpu_models)}]}]}}}
     return spec
 
 
@@ -83,7 +87,7 @@ def _labels(queue_name: str, workload: str, preemptible: bool | None, extra: dic
 def pods(name: str, namespace: str, queue_name: str, count: int, gpus: int = 1,
          priority_class: str | None = "train", preemptible: bool | None = None,
          run_duration: str | None = None, labels: dict | None = None,
-         node_selector: dict | None = None, share: dict | None = None) -> list[dict]:
+         node_selector: dict | None = None, share: dict | None = None, size: dict | None = None) -> list[dict]:
     """`count` bare pods named <name>-<i>; KAI's podgrouper gives each its own PodGroup.
     `share` ({GPU_FRACTION: "0.5"} or {GPU_MEMORY: "20000"}): a part of one GPU instead of `gpus`."""
     out = []
@@ -94,7 +98,7 @@ def pods(name: str, namespace: str, queue_name: str, count: int, gpus: int = 1,
         if annotations:
             meta["annotations"] = annotations
         out.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-                    "spec": _pod_spec(gpus, priority_class, node_selector)})
+                    "spec": _pod_spec(gpus, priority_class, node_selector, **(size or {}))})
     return out
 
 
@@ -114,7 +118,8 @@ def sharing_config_maps(pod: dict) -> list[dict]:
 def job(name: str, namespace: str, queue_name: str, parallelism: int, gpus: int = 1,
         gang: int | None = None, priority_class: str | None = "train",
         preemptible: bool | None = None, run_duration: str | None = None,
-        labels: dict | None = None) -> dict:
+        labels: dict | None = None, size: dict | None = None) -> dict:
+    """`size`: cpu_milli, memory_mib and gpu_models of each pod (default 100m, 128Mi, any GPU)."""
     meta: dict = {"name": name, "namespace": namespace,
                   "labels": _labels(queue_name, name, preemptible, labels)}
     if gang:
@@ -122,7 +127,7 @@ def job(name: str, namespace: str, queue_name: str, parallelism: int, gpus: int 
     template_meta: dict = {"labels": _labels(queue_name, name, preemptible, labels)}
     if run_duration:
         template_meta["annotations"] = {RUN_DURATION_ANNOTATION: run_duration}
-    pod_spec = _pod_spec(gpus, priority_class)
+    pod_spec = _pod_spec(gpus, priority_class, **(size or {}))
     pod_spec["restartPolicy"] = "Never"
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
             "spec": {"parallelism": parallelism, "completions": parallelism, "backoffLimit": 0,

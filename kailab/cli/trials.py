@@ -137,6 +137,67 @@ def trace_generate(output, jobs, hours, queue_text, fleet, load, burst, seed) ->
               f"{gen.offered_load(t.jobs, fleet_gpus):.2f} of fleet {fleet} ({fleet_gpus} GPUs)", markup=False)
 
 
+@cli.command("fill")
+@click.argument("trace_file", metavar="TRACE")
+@click.option("--designs", "design_text", required=True,
+              help="Comma-separated designs of one leaf queue each (e.g. binpack and spread placement), one lab each.")
+@click.option("--fleet", required=True, help="The fleet to fill (a name in fleets/ or a file, e.g. an imported one).")
+@click.option("--seeds", default="1", show_default=True, help="Comma-separated seeds: one fill per seed per design.")
+@click.option("--target", type=float, default=1.3, show_default=True, help="GPU workload to submit, x the fleet's GPUs.")
+@click.option("--step", type=float, default=0.01, show_default=True, help="Most GPU workload per step, x the fleet's GPUs.")
+@click.option("--settle", "settle_s", type=float, default=3.0, show_default=True,
+              help="Seconds without a bind after which a step's pending pods count as unplaced.")
+@click.option("--kai-version", default=None, help="KAI version (default: the lab default).")
+@click.option("--labs", type=click.IntRange(1, 8), default=None,
+              help="Labs at once (default: every design side by side); 1 for large fleets on few cores.")
+def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_version, labs) -> None:
+    """Fill a fleet with a trace's tasks, no departures, and measure how much GPU KAI allocates against
+    what arrived, per placement design (the "Beware of Fragmentation" procedure, on real KAI)."""
+    from ..replay.design import load_designs
+    from ..replay.fill import FillPlan, run_fill
+    from ..replay.trace import load_trace
+
+    try:
+        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        raise KailabError(f"--seeds {seeds!r}: write whole numbers separated by commas, e.g. 1,2,3") from None
+    plan = FillPlan(trace=load_trace(trace_file), designs=load_designs(design_text), fleet=fleet, seeds=seed_list,
+                    target=target, step=step, settle_s=settle_s, labs=labs,
+                    kai_version=kai_version or versions.DEFAULT_KAI)
+    out_dir = run_fill(plan, echo=lambda text: out.print(text, markup=False))
+    out.print((out_dir / "fill.md").read_text(), markup=False)
+    summary = json.loads((out_dir / "fill.json").read_text())
+    if not summary["ok"]:
+        raise SystemExit(1)
+
+
+@trace.command("import")
+@click.argument("trace_format", metavar="FORMAT", type=click.Choice(["alibaba-gpu-2023"]))
+@click.argument("source", metavar="PATH")
+@click.option("--out", "out_dir", required=True, help="Folder for fleet.yaml, trace.csv, the designs and import.json.")
+@click.option("--tasks", default="default", show_default=True,
+              help="Which task list (openb_pod_list_<TASKS>.csv): default, gpushare100, gpuspec33, multigpu50, …")
+@click.option("--sample", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="Keep 1/N of each node pool and a seeded 1/N of the tasks (same model mix, minutes not hours).")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--queue", default="openb", show_default=True, help="The one leaf queue every task goes to.")
+def trace_import(trace_format, source, out_dir, tasks, sample, seed, queue) -> None:
+    """Turn a public trace into a kailab fleet, trace and designs (binpack, spread). PATH is your clone
+    of alibaba/clusterdata (or its cluster-trace-gpu-v2023 folder, or a bare mirror): the data is read
+    there and never copied into kailab."""
+    from ..replay.alibaba import import_trace
+
+    s = import_trace(Path(source), Path(out_dir), tasks=tasks, sample=sample, seed=seed, queue=queue)
+    out.print(f"{out_dir}: fleet of {s['nodes']} nodes / {s['gpus']} GPUs, {s['counts']['pods']} pods asking "
+              f"{s['gpus_requested']:g} GPUs in all ({tasks}" + (f", 1/{sample}, seed {seed}" if sample > 1 else "")
+              + ")", markup=False)
+    for what, n in s["counts"].items():
+        if what != "pods":
+            out.print(f"  {n:6d}  {what}", markup=False)
+    out.print(f"replay: kailab replay {s['files']['trace']} --fleet {s['files']['fleet']} "
+              f"--designs {s['files']['binpack']},{s['files']['spread']}", markup=False)
+
+
 @trace.command("check")
 @click.argument("trace_file", metavar="TRACE")
 @click.option("--designs", "design_text", default="", help="Also check its queues against these designs.")
@@ -149,8 +210,9 @@ def trace_check(trace_file, design_text, fleet) -> None:
     from ..replay.trace import check_against, load_trace
 
     t = load_trace(trace_file)
-    gpus = load_fleet(fleet).gpus_total
+    the_fleet = load_fleet(fleet)
+    gpus = the_fleet.gpus_total
     for d in (load_designs(design_text) if design_text else []):
-        check_against(t, d.leaf_queues(), f"design {d.path}", gpus)
+        check_against(t, d.leaf_queues(), f"design {d.path}", gpus, products=the_fleet.products)
     out.print(f"{trace_file}: {len(t.jobs)} jobs, queues {', '.join(t.queues())}, span {t.span_s / 3600:.2f} h, "
               f"offered load {offered_load(t.jobs, gpus):.2f} of fleet {fleet}", markup=False)

@@ -84,12 +84,14 @@ class PodWatch(threading.Thread):
 def job_objects(job: TraceJob, namespace: str, compress: float) -> list[dict]:
     """The objects one trace job is made of."""
     run = f"{max(job.duration_s / compress, 0.001):.3f}s"
+    size = {"cpu_milli": job.cpu_milli, "memory_mib": job.memory_mib,
+            "gpu_models": job.gpu_models.split("|") if job.gpu_models else None}
     if job.fractional:
         return workloads.pods(job.name, namespace, job.queue, job.pods, gpus=0, priority_class=job.priority,
-                              run_duration=run, share={workloads.GPU_FRACTION: f"{job.gpus:g}"})
+                              run_duration=run, share={workloads.GPU_FRACTION: f"{job.gpus:g}"}, size=size)
     obj = workloads.job(job.name, namespace, job.queue, job.pods, gpus=int(job.gpus),
                         gang=job.min_members if job.min_members > 1 else None,
-                        priority_class=job.priority, run_duration=run)
+                        priority_class=job.priority, run_duration=run, size=size)
     annotations = {}
     if job.topology_required:
         annotations[workloads.TOPOLOGY_REQUIRED] = job.topology_required

@@ -91,7 +91,8 @@ def check(plan: Plan) -> None:
         raise KailabError("--repeat: at least 1")
     fleet = load_fleet(plan.fleet)
     for v in plan.variants:
-        check_against(plan.trace, v.design.leaf_queues(), f"design {v.design.path}", fleet.gpus_total)
+        check_against(plan.trace, v.design.leaf_queues(), f"design {v.design.path}", fleet.gpus_total,
+                      products=fleet.products)
     for text in plan.expectations:
         figs.Expectation(text)  # syntax: a ValueError names the fix
 
@@ -137,14 +138,11 @@ def _variant(plan: Plan, v: Variant, out: Path, stamp: str, say) -> None:
     try:
         with lab(spec) as rec:
             runtime = runtime_of(rec)
-            (vdir / "lab.json").write_text(json.dumps({"lab": rec.name, "runtime": rec.runtime,
-                                                        "kai_version": rec.kai_version, "fleet": rec.fleet,
-                                                        "gpus": rec.gpus, "nodes": rec.nodes,
-                                                        "stack": runtime.describe(rec)}, indent=2))
+            write_lab_json(vdir, rec, runtime)
             say(v.label, f"lab {rec.name} up ({rec.nodes} nodes, {rec.gpus} GPUs, KAI {rec.kai_version})")
             kube = Kube(rec.kubeconfig)
             try:
-                _apply_design(kube, rec, runtime, v.design, vdir)
+                apply_design(kube, rec, runtime, v.design, vdir)
                 for i in range(1, plan.repeat + 1):
                     _one_run(plan, v, rec, runtime, kube, vdir / f"run-{i}", i, say)
             finally:
@@ -154,7 +152,14 @@ def _variant(plan: Plan, v: Variant, out: Path, stamp: str, say) -> None:
         say(v.label, f"error: {err}")
 
 
-def _apply_design(kube: Kube, rec, runtime, design: Design, vdir: Path) -> None:
+def write_lab_json(vdir: Path, rec, runtime) -> None:
+    """What the variant ran on: the lab, its KAI version, fleet size and stack."""
+    (vdir / "lab.json").write_text(json.dumps({"lab": rec.name, "runtime": rec.runtime, "kai_version": rec.kai_version,
+                                                "fleet": rec.fleet, "gpus": rec.gpus, "nodes": rec.nodes,
+                                                "stack": runtime.describe(rec)}, indent=2))
+
+
+def apply_design(kube: Kube, rec, runtime, design: Design, vdir: Path) -> None:
     for obj in design.queue_objects():
         kube.apply(obj)
     if design.spec.scheduler is not None:
@@ -213,10 +218,10 @@ def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: in
                  + (f"; {rec_data['error']}" if dead else "") + (" (timed out)" if clock["timed_out"] else ""))
     if i < plan.repeat:  # the next run starts on an empty fleet; after the last, the lab goes down
         kube.delete("v1", "Namespace", ns)
-        _wait_gone(kube, ns)
+        wait_gone(kube, ns)
 
 
-def _wait_gone(kube: Kube, ns: str, timeout: float = 180) -> None:
+def wait_gone(kube: Kube, ns: str, timeout: float = 180) -> None:
     """The next run starts on an empty fleet: wait until the namespace (and its pods) are gone."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and kube.get("v1", "Namespace", ns) is not None:

@@ -12,6 +12,10 @@ optional:
   min_members  gang size: KAI starts the job only with this many pods at once (default 1 = no gang)
   topology_required / topology_preferred   a topology level label (KAI's topology annotations; the
                lab's fleet must have a topology)
+  cpu_milli    CPU each pod requests, in milli-CPU (default 100)
+  memory_mib   memory each pod requests, in MiB (default 128)
+  gpu_models   GPU products a pod may run on, '|'-separated (node affinity on the node's
+               nvidia.com/gpu.product label; at least one must be a product of the lab's fleet)
 
 A bad row is one line naming the file, the row and the field, and how to fix it.
 """
@@ -29,12 +33,15 @@ from ..errors import InputError
 from ..inputs import is_file, one_line, read_yaml
 
 REQUIRED = ("arrival_s", "queue", "pods", "gpus", "duration_s")
-OPTIONAL = ("name", "priority", "min_members", "topology_required", "topology_preferred")
+OPTIONAL = ("name", "priority", "min_members", "topology_required", "topology_preferred",
+            "cpu_milli", "memory_mib", "gpu_models")
 COLUMNS = REQUIRED + OPTIONAL
 # KAI's chart's priority classes (the lab creates them): the only ones a trace may name
 PRIORITY_CLASSES = ("train", "build-preemptible", "build", "inference")
 MAX_TRACE_BYTES = 64 << 20
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
+LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+DEFAULT_CPU_MILLI, DEFAULT_MEMORY_MIB = 100, 128
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,9 @@ class TraceJob:
     min_members: int = 1
     topology_required: str = ""
     topology_preferred: str = ""
+    cpu_milli: int = DEFAULT_CPU_MILLI
+    memory_mib: int = DEFAULT_MEMORY_MIB
+    gpu_models: str = ""  # '|'-separated products; "" = any
     row: int = 0  # the row in the file it came from (1 = first job), for messages
 
     @property
@@ -200,8 +210,22 @@ def _job(path: Path, n: int, row: dict) -> TraceJob:
         raise InputError(path, f"{where} min_members", "a gang of GPU-fraction pods",
                          "fractional jobs run as separate pods: set min_members 1 or whole GPUs")
     topo = {k: str(row.get(k, "")).strip() for k in ("topology_required", "topology_preferred")}
+    cpu = int(_number(path, f"{where} cpu_milli", row.get("cpu_milli", DEFAULT_CPU_MILLI), integer=True))
+    memory = int(_number(path, f"{where} memory_mib", row.get("memory_mib", DEFAULT_MEMORY_MIB), integer=True))
+    for key, v in (("cpu_milli", cpu), ("memory_mib", memory)):
+        if v < 0:
+            raise InputError(path, f"{where} {key}", f"{v} is negative", "a whole number >= 0")
+    models = [m.strip() for m in str(row.get("gpu_models", "")).split("|") if m.strip()]
+    for m in models:
+        if not LABEL_VALUE.match(m):
+            raise InputError(path, f"{where} gpu_models", f"{one_line(m)!r} is not a GPU product label value",
+                             "letters, digits, '-', '_', '.'; several separated by '|'")
+    if models and gpus == 0:
+        raise InputError(path, f"{where} gpu_models", "a GPU model for a pod with no GPU",
+                         "remove gpu_models or ask for gpus")
     return TraceJob(name=name, arrival_s=arrival, queue=queue, pods=pods, gpus=gpus, duration_s=duration,
-                    priority=priority, min_members=min_members, row=n, **topo)
+                    priority=priority, min_members=min_members, cpu_milli=cpu, memory_mib=memory,
+                    gpu_models="|".join(models), row=n, **topo)
 
 
 def _check_whole(path: Path, jobs: list[TraceJob]) -> None:
@@ -218,10 +242,13 @@ def _check_whole(path: Path, jobs: list[TraceJob]) -> None:
 
 
 def check_against(trace: Trace, leaf_queues: set[str], source: str, fleet_gpus: int,
-                  has_topology_levels: set[str] | None = None) -> None:
+                  has_topology_levels: set[str] | None = None, products: set[str] | None = None) -> None:
     """What a trace needs of a design and a fleet: its queues are the design's leaf queues, no job
-    asks for more GPUs than the fleet has."""
+    asks for more GPUs than the fleet has, or for a GPU model the fleet does not have."""
     for job in trace.jobs:
+        if products is not None and job.gpu_models and not set(job.gpu_models.split("|")) & products:
+            raise InputError(trace.path, f"row {job.row}, field gpu_models",
+                             f"{job.gpu_models!r}: no GPU product of the fleet", f"its products: {', '.join(sorted(products))}")
         if job.queue not in leaf_queues:
             raise InputError(trace.path, f"row {job.row}, field queue",
                              f"{job.queue!r} is not a leaf queue of {source}",
@@ -240,8 +267,9 @@ def check_against(trace: Trace, leaf_queues: set[str], source: str, fleet_gpus: 
 
 def write_trace(path: Path, jobs: list[TraceJob], name: str = "", description: str = "") -> None:
     """A trace file, CSV or YAML by suffix, that load_trace reads back to the same jobs."""
-    rows = [{k: v for k, v in j.as_row().items() if v not in ("", None)
-             and not (k == "min_members" and v == 1) and not (k == "priority" and v == "train")} for j in jobs]
+    defaults = {"min_members": 1, "priority": "train", "cpu_milli": DEFAULT_CPU_MILLI, "memory_mib": DEFAULT_MEMORY_MIB}
+    rows = [{k: v for k, v in j.as_row().items() if v not in ("", None) and defaults.get(k, object()) != v}
+            for j in jobs]
     if path.suffix.lower() == ".csv":
         cols = [c for c in COLUMNS if any(c in r for r in rows)]
         buf = io.StringIO()

@@ -7,7 +7,6 @@ runtime they have. A new runtime is one module with a `Runtime` subclass and one
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 
 from ..errors import KailabError
@@ -37,18 +36,5 @@ def get_runtime(name: str) -> Runtime:
     return getattr(importlib.import_module(module), cls)()
 
 
-def runtime_of(record: LabRecord) -> Runtime:
-    return get_runtime(record.runtime)
 
-
-@contextlib.contextmanager
-def lab(spec: LabSpec):
-    """A lab for the length of a `with` block: up on entry, down on exit (also on errors and Ctrl-C)."""
-    runtime = get_runtime(spec.runtime)
-    try:
-        yield runtime.up(spec)
-    finally:
-        runtime.down(spec.name)
-
-
-__all__ = ["RUNTIMES", "LabRecord", "LabSpec", "Runtime", "get_runtime", "lab", "resolve_runtime", "runtime_of"]
+__all__ = ["RUNTIMES", "LabRecord", "LabSpec", "Runtime", "get_runtime", "resolve_runtime"]

@@ -1,0 +1,399 @@
+"""The fill experiment: how much of a fleet's GPU KAI can allocate as it fills, per placement design.
+
+The procedure of the "Beware of Fragmentation" (ATC '23) artifact, on a real KAI: the trace's tasks
+(one pod each) inflated by seeded sampling to `target` x the fleet's GPU capacity, shuffled with the
+seed, and submitted in that order with no departures. Submitting and waiting one pod at a time would
+take hours at KAI's cycle, so tasks go in steps of at most `step` x capacity; each step settles
+(every pod of it bound, or no bind for `settle_s` — several of KAI's 500 ms cycles — with pods left
+pending), is recorded, and its pods still pending are deleted as *unplaced* (the artifact fails a
+task it cannot place; KAI would keep it pending and retry it each cycle, which loads the lab and
+changes nothing else). Every task runs in one queue owning the whole fleet, at one priority, and is
+marked non-preemptible: as in the artifact a task once placed stays where it is. (Preemptible bare
+pods were tried: KAI's consolidation evicted placed pods to make room — a plain delete, which loses
+a bare pod for good, so the fill lost allocation KAI meant to move. A pod that still goes is counted
+in `evicted_pods`.)
+
+On disk (evidence/fill-<stamp>/): plan.json; <design>/lab.json; <design>/seed-<s>/steps.jsonl (one
+line per step) and error.txt when a run could not finish; fill.json, fill.md, fill.svg, report.html.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .. import toolchain, versions, workloads
+from ..errors import KailabError
+from ..fleet import load_fleet
+from ..kube import Kube, watch_pods
+from ..lab import LabSpec, lab, runtime_of
+from ..paths import evidence_dir
+from ..scale import cpu_seconds
+from .design import Design
+from .fragmentation import Node, Shape, fragmented_milli
+from .player import _create
+from .session import apply_design, wait_gone, write_lab_json
+from .trace import Trace, TraceJob, check_against
+
+STEP_LABEL = "kailab.io/fill-step"
+FILL_PRIORITY = "train"  # one priority for every task: the artifact preempts nothing
+MARKS = (0.8, 0.9, 1.0, 1.1, 1.3)  # arrived shares the table reports
+STOP = threading.Event()  # Ctrl-C: every design's fill stops after its step, and its lab goes down
+
+
+@dataclass
+class FillPlan:
+    trace: Trace
+    designs: list[Design]
+    fleet: str
+    seeds: list[int]
+    target: float = 1.3
+    step: float = 0.01
+    settle_s: float = 3.0
+    runtime: str = "binary"
+    labs: int | None = None  # designs side by side (None: all); 1 one after another
+    kai_version: str = versions.DEFAULT_KAI
+
+    def as_json(self) -> dict:
+        return {"trace": str(self.trace.path), "tasks_in_trace": sum(j.pods for j in self.trace.jobs),
+                "fleet": self.fleet, "seeds": self.seeds, "target": self.target, "step": self.step,
+                "settle_s": self.settle_s, "runtime": self.runtime, "kai_version": self.kai_version,
+                "designs": [{"name": d.name, "file": str(d.path)} for d in self.designs]}
+
+
+def tasks_for(trace: Trace, capacity_gpus: int, target: float, seed: int) -> list[TraceJob]:
+    """The trace's pods as one-pod tasks, inflated by seeded sampling (or cut) to `target` x capacity
+    in requested GPUs, shuffled with the seed."""
+    rng = random.Random(seed)
+    pool = [replace(j, pods=1, min_members=1, priority=FILL_PRIORITY) for j in trace.jobs for _ in range(j.pods)]
+    if not any(p.gpus for p in pool):
+        raise KailabError(f"{trace.path}: no task asks for a GPU; a fill needs GPU tasks")
+    want = target * capacity_gpus
+    tasks, total = [], 0.0
+    order = rng.sample(pool, len(pool))
+    while total < want:
+        t = order[len(tasks)] if len(tasks) < len(order) else rng.choice(pool)
+        tasks.append(t)
+        total += t.gpus
+    rng.shuffle(tasks)
+    return [replace(t, name=f"t{i:05d}", row=t.row) for i, t in enumerate(tasks)]
+
+
+def steps_of(tasks: list[TraceJob], capacity_gpus: int, step: float) -> list[list[TraceJob]]:
+    """Consecutive groups of tasks asking at most `step` x capacity GPUs each (at least one task)."""
+    limit = step * capacity_gpus
+    out: list[list[TraceJob]] = [[]]
+    used = 0.0
+    for t in tasks:
+        if out[-1] and used + t.gpus > limit:
+            out.append([])
+            used = 0.0
+        out[-1].append(t)
+        used += t.gpus
+    return out
+
+
+def shape(t: TraceJob) -> Shape:
+    return Shape(int(round(t.gpus * 1000)), t.cpu_milli, t.memory_mib)
+
+
+class FleetState:
+    """The pods of a run's namespace as they are now (a watch), per node: whole GPUs, shared devices,
+    CPU and memory held."""
+
+    def __init__(self, kube: Kube, namespace: str, nodes: dict[str, Node]):
+        self.capacity = {n: (v.gpus, v.cpu_milli, v.memory_mib) for n, v in nodes.items()}
+        self.pods: dict[str, dict] = {}
+        self.gone: Counter = Counter()  # step -> pods of it deleted after they were bound (not by us)
+        self.ours: set[str] = set()  # pods this run deleted as unplaced
+        self.lock = threading.Lock()
+        self.stopping, self.ready, self.errors = threading.Event(), threading.Event(), []
+        self.thread = threading.Thread(target=watch_pods, args=(kube, namespace, self._see, self.stopping,
+                                                                self.errors, self.ready), daemon=True)
+
+    def _see(self, kind: str, pod: dict) -> None:
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        name = meta["name"]
+        with self.lock:
+            if kind == "DELETED" or meta.get("deletionTimestamp"):
+                old = self.pods.pop(name, None)
+                if old and old["node"] and name not in self.ours:
+                    self.gone[old["step"]] += 1
+                return
+            c = (spec.get("containers") or [{}])[0].get("resources", {}).get("requests", {})
+            ann = meta.get("annotations") or {}
+            self.pods[name] = {
+                "step": int((meta.get("labels") or {}).get(STEP_LABEL, 0)), "node": spec.get("nodeName"),
+                "group": (meta.get("labels") or {}).get(workloads.GPU_GROUP_LABEL),
+                "milli": int(round(float(ann[workloads.GPU_FRACTION]) * 1000)) if workloads.GPU_FRACTION in ann
+                else 1000 * int(((spec.get("containers") or [{}])[0].get("resources", {}).get("limits", {}))
+                                .get("nvidia.com/gpu", 0)),
+                "cpu": _milli(c.get("cpu", "0")), "mem": _mib(c.get("memory", "0"))}
+
+    def step_pods(self, step: int) -> list[tuple[str, dict]]:
+        with self.lock:
+            return [(n, p) for n, p in self.pods.items() if p["step"] == step]
+
+    def nodes(self) -> dict[str, Node]:
+        out = {n: Node(g, c, m) for n, (g, c, m) in self.capacity.items()}
+        with self.lock:
+            pods = list(self.pods.values())
+        for p in pods:
+            node = out.get(p["node"] or "")
+            if node is None:
+                continue
+            node.cpu_used += p["cpu"]
+            node.memory_used += p["mem"]
+            if 0 < p["milli"] < 1000:
+                key = p["group"] or f"unlabelled-{id(p)}"  # the binder labels it as it binds
+                node.shared[key] = node.shared.get(key, 0) + p["milli"]
+            else:
+                node.whole_used += p["milli"] // 1000
+        return out
+
+
+def _milli(q: str) -> int:
+    q = str(q)
+    return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
+
+
+def _mib(q: str) -> int:
+    q = str(q)
+    for suffix, f in (("Ki", 1 / 1024), ("Mi", 1), ("Gi", 1024), ("Ti", 1 << 20)):
+        if q.endswith(suffix):
+            return int(float(q[:-2]) * f)
+    return int(float(q) / (1 << 20))
+
+
+def fleet_nodes(fleet_name: str) -> dict[str, Node]:
+    fleet = load_fleet(fleet_name)
+    return {f"{p.name}-{i}": Node(p.gpus, p.cpu * 1000, p.memory_gib * 1024) for p in fleet.pools for i in range(p.count)}
+
+
+def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say) -> list[dict]:
+    """One fill of the lab's empty fleet with the seed's task order; a line per step in steps.jsonl."""
+    sdir.mkdir(parents=True)
+    nodes = fleet_nodes(plan.fleet)
+    capacity = sum(n.gpus for n in nodes.values())
+    tasks = tasks_for(plan.trace, capacity, plan.target, seed)
+    shapes = Counter(shape(t) for t in tasks)
+    ns = f"fill-seed-{seed}"
+    kube.apply(workloads.namespace(ns, labels={"kailab.io/fill": str(seed)}))
+    kube.apply(workloads.service_account("default", ns))
+    state = FleetState(kube, ns, nodes)
+    state.thread.start()
+    state.ready.wait(30)
+    arrived = arrived_cpu = 0.0
+    unplaced = unplaced_milli = 0
+    cpu_capacity = sum(n.cpu_milli for n in nodes.values())
+    rows, started, cpu0 = [], time.monotonic(), cpu_seconds(rec.dir)
+    steps = steps_of(tasks, capacity, plan.step)
+    try:
+        for i, group in enumerate(steps, 1):
+            if STOP.is_set():
+                raise KailabError(f"interrupted at step {i} of {len(steps)}")
+            t0 = time.monotonic()
+            for t in group:
+                for obj in _pod(t, ns, i):
+                    err = _create(kube, obj)
+                    if err:
+                        raise KailabError(f"step {i}: the API server refused task {t.name}: {err}")
+            arrived += sum(t.gpus for t in group)
+            arrived_cpu += sum(t.cpu_milli for t in group)
+            pending = _settle(state, i, len(group), plan.settle_s)
+            for name in pending:
+                state.ours.add(name)
+                kube.delete("v1", "Pod", name, ns, grace=0)
+            unplaced += len(pending)
+            unplaced_milli += sum(shape(t).milli for t in group if t.name in pending)
+            now = state.nodes()
+            used = sum(n.used_milli for n in now.values())
+            rows.append({"step": i, "tasks": len(group), "arrived_pct": round(100 * arrived / capacity, 2),
+                         "allocated_pct": round(100 * used / (capacity * 1000), 2),
+                         "cpu_allocated_pct": round(100 * sum(n.cpu_used for n in now.values()) / cpu_capacity, 2),
+                         "cpu_arrived_pct": round(100 * arrived_cpu / cpu_capacity, 2),
+                         "unplaced_pods": unplaced, "unplaced_gpu_pct": round(100 * unplaced_milli / (capacity * 1000), 2),
+                         "fragmented_pct": round(100 * fragmented_milli(now, shapes) / (capacity * 1000), 2),
+                         "evicted_pods": sum(state.gone.values()), "settle_s": round(time.monotonic() - t0, 2)})
+            with open(sdir / "steps.jsonl", "a") as f:
+                f.write(json.dumps(rows[-1]) + "\n")
+            if i % 10 == 0 or i == len(steps):
+                say(f"seed {seed}: step {i}/{len(steps)}: arrived {rows[-1]['arrived_pct']:.0f} %, allocated "
+                    f"{rows[-1]['allocated_pct']:.1f} %, unplaced {unplaced} pods")
+    finally:
+        state.stopping.set()
+    cpu1 = cpu_seconds(rec.dir)
+    (sdir / "run.json").write_text(json.dumps({
+        "seed": seed, "tasks": len(tasks), "steps": len(steps), "capacity_gpus": capacity,
+        "wall_s": round(time.monotonic() - started, 1), "watch_errors": state.errors[:5],
+        "cpu_seconds": {k: round(cpu1[k] - cpu0.get(k, 0), 1) for k in cpu1}}, indent=2))
+    return rows
+
+
+def _pod(t: TraceJob, ns: str, step: int) -> list[dict]:
+    size = {"cpu_milli": t.cpu_milli, "memory_mib": t.memory_mib,
+            "gpu_models": t.gpu_models.split("|") if t.gpu_models else None}
+    share = {workloads.GPU_FRACTION: f"{t.gpus:g}"} if t.fractional else None
+    pods = workloads.pods(t.name, ns, t.queue, 1, gpus=0 if t.fractional else int(t.gpus),
+                          priority_class=FILL_PRIORITY, preemptible=False, labels={STEP_LABEL: str(step)},
+                          share=share, size=size)
+    for p in pods:
+        p["metadata"]["name"] = t.name
+    return pods
+
+
+def _settle(state: FleetState, step: int, count: int, quiet_s: float, limit_s: float = 600) -> set[str]:
+    """Wait until every pod of the step is bound, or none has bound for `quiet_s`; the pending ones."""
+    last_bound, since = -1, time.monotonic()
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and not STOP.is_set():
+        pods = state.step_pods(step)
+        bound = sum(1 for _, p in pods if p["node"])
+        if len(pods) >= count and bound == len(pods):
+            return set()
+        if bound != last_bound:
+            last_bound, since = bound, time.monotonic()
+        elif time.monotonic() - since >= quiet_s and len(pods) >= count:
+            break
+        time.sleep(0.2)
+    return {n for n, p in state.step_pods(step) if not p["node"]}
+
+
+def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
+    fleet = load_fleet(plan.fleet)
+    if not 0 < plan.step <= 0.5 or not 0 < plan.target <= 5:
+        raise KailabError(f"--step {plan.step:g} / --target {plan.target:g}: a step in (0, 0.5], a target in (0, 5]")
+    for d in plan.designs:
+        check_against(plan.trace, d.leaf_queues(), f"design {d.path}", fleet.gpus_total, products=fleet.products)
+        if len(d.leaf_queues()) != 1:
+            raise KailabError(f"{d.path}: a fill design has one leaf queue (every task goes to it), not "
+                              f"{len(d.leaf_queues())}")
+    toolchain.build_all(toolchain.recipes_for(versions.normalise(plan.kai_version)), None)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = (root or evidence_dir()) / f"fill-{stamp}"
+    out.mkdir(parents=True)
+    (out / "plan.json").write_text(json.dumps(plan.as_json(), indent=2))
+    echo(f"fill: {len(plan.designs)} design(s) x {len(plan.seeds)} seed(s) to {plan.target:.0%} of "
+         f"{fleet.gpus_total} GPUs in steps of {plan.step:.1%}; evidence: {out}")
+    lock = threading.Lock()
+
+    def design_run(d: Design) -> None:
+        ddir = out / d.name
+        ddir.mkdir()
+        if STOP.is_set():
+            (ddir / "error.txt").write_text("interrupted before it started\n")
+            return
+
+        def say(text: str) -> None:
+            with lock:
+                echo(f"  [{d.name}] {text}")
+        spec = LabSpec(name=f"fill-{stamp.lower()}-{d.name}"[:50].rstrip("-"), runtime=plan.runtime,
+                       fleet=plan.fleet, kai_version=plan.kai_version)
+        try:
+            with lab(spec) as rec:
+                runtime = runtime_of(rec)
+                write_lab_json(ddir, rec, runtime)
+                say(f"lab {rec.name} up ({rec.nodes} nodes, {rec.gpus} GPUs)")
+                kube = Kube(rec.kubeconfig)
+                try:
+                    apply_design(kube, rec, runtime, d, ddir)
+                    queue = next(iter(d.leaf_queues()))
+                    for seed in plan.seeds:
+                        seeded = replace(plan, trace=Trace(plan.trace.path, [replace(j, queue=queue) for j in plan.trace.jobs]))
+                        run_seed(kube, rec, seeded, seed, ddir / f"seed-{seed}", say)
+                        dead = runtime.dead_components(rec, ignore=set())
+                        if dead:
+                            raise KailabError("; ".join(f"component died: {c}" for c, _ in dead))
+                        kube.delete("v1", "Namespace", f"fill-seed-{seed}")
+                        wait_gone(kube, f"fill-seed-{seed}", timeout=600)
+                finally:
+                    kube.close()
+        except KailabError as err:
+            (ddir / "error.txt").write_text(str(err) + "\n")
+            say(f"error: {err}")
+
+    STOP.clear()
+    with ThreadPoolExecutor(max_workers=min(plan.labs or len(plan.designs), len(plan.designs))) as pool:
+        futures = [pool.submit(design_run, d) for d in plan.designs]
+        try:
+            for f in futures:
+                while not f.done():
+                    time.sleep(0.2)
+        except KeyboardInterrupt:
+            STOP.set()  # the pool's exit waits for each design to stop and take its lab down
+            raise
+    summary = summarise(out)
+    (out / "fill.json").write_text(json.dumps(summary, indent=2))
+    (out / "fill.md").write_text(markdown(summary))
+    from ..report.fill import fill_svg
+    from ..report import write_report
+
+    (out / "fill.svg").write_text(fill_svg(summary))
+    write_report([out])
+    return out
+
+
+def at_mark(rows: list[dict], mark: float, key: str) -> float | None:
+    """`key` at the first step whose arrived share reached `mark` (None: the fill stopped before)."""
+    for r in rows:
+        if r["arrived_pct"] >= mark * 100 - 1e-9:
+            return r[key]
+    return None
+
+
+def summarise(out: Path) -> dict:
+    """Read back from disk (never memory): per design and seed the curve, and the table at MARKS."""
+    plan = json.loads((out / "plan.json").read_text())
+    curves: dict[str, dict[str, list[dict]]] = {}
+    errors: dict[str, str] = {}
+    for d in plan["designs"]:
+        ddir = out / d["name"]
+        if (ddir / "error.txt").exists():
+            errors[d["name"]] = (ddir / "error.txt").read_text().strip()
+        curves[d["name"]] = {}
+        for s in plan["seeds"]:
+            f = ddir / f"seed-{s}" / "steps.jsonl"
+            if f.exists():
+                curves[d["name"]][str(s)] = [json.loads(line) for line in f.read_text().splitlines() if line]
+    table = {}
+    for name, seeds in curves.items():
+        table[name] = {}
+        for m in MARKS:
+            for key in ("allocated_pct", "fragmented_pct", "unplaced_gpu_pct"):
+                vals = [v for rows in seeds.values() if (v := at_mark(rows, m, key)) is not None]
+                table[name][f"{key}@{m:.0%}"] = [min(vals), max(vals)] if vals else None
+    return {"plan": plan, "curves": curves, "table": table, "errors": errors,
+            "ok": not errors and all(len(s) == len(plan["seeds"]) for s in curves.values())}
+
+
+def _table(s: dict, key: str) -> list[str]:
+    """A markdown table of `key` per design at each arrived mark (a range: the seeds' min-max)."""
+    lines = ["| design | " + " | ".join(f"arrived {m:.0%}" for m in MARKS) + " |", "|---" * (len(MARKS) + 1) + "|"]
+    for name, row in s["table"].items():
+        cells = []
+        for m in MARKS:
+            v = row[f"{key}@{m:.0%}"]
+            cells.append("-" if v is None else (f"{v[0]:.1f} %" if v[0] == v[1] else f"{v[0]:.1f}-{v[1]:.1f} %"))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown(s: dict) -> str:
+    plan = s["plan"]
+    lines = [f"# Fill of fleet {plan['fleet']} with {plan['trace']}", "",
+             f"KAI {plan['kai_version']}, seeds {', '.join(map(str, plan['seeds']))}, to {plan['target']:.0%} of the "
+             f"fleet's GPU capacity in steps of {plan['step']:.1%}. GPU allocated (% of capacity) when the arrived "
+             "GPU workload reached each share; a range is the seeds' min-max.", "",
+             *_table(s, "allocated_pct"), "",
+             "Fragmented GPU (% of capacity, the next task's expected unusable free GPU) at the same points:", "",
+             *_table(s, "fragmented_pct")]
+    for name, err in s["errors"].items():
+        lines += ["", f"- {name}: error: {err}"]
+    return "\n".join(lines) + "\n"

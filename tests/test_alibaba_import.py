@@ -1,0 +1,115 @@
+"""`kailab trace import alibaba-gpu-2023`: small files of the trace's own format (the real data is
+never copied into kailab), read from a clone's layout or a bare mirror, become a fleet, a trace and
+two designs that kailab's own loaders accept; a bad row is one line naming file, row and field, and
+nothing is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kailab.errors import InputError
+from kailab.fleet import load_fleet
+from kailab.replay.alibaba import import_trace
+from kailab.replay.design import load_designs
+from kailab.replay.trace import check_against, load_trace
+
+NODES = """sn,cpu_milli,memory_mib,gpu,model
+openb-node-0000,32000,131072,2,T4
+openb-node-0001,32000,131072,2,T4
+openb-node-0002,96000,786432,4,V100M32
+"""
+HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+PODS = HEADER + """openb-pod-0000,4000,16384,1,1000,V100M32,LS,Running,100,160,100
+openb-pod-0001,2000,8192,1,500,,BE,Succeeded,110,170,112
+openb-pod-0002,8000,0,0,0,,Burstable,Running,120,180,120
+openb-pod-0003,16000,32768,2,1000,T4,LS,Running,130,190,130
+openb-pod-0004,4000,16384,1,1000,V100M16|V100M32,Guaranteed,Running,140,200,141
+openb-pod-0005,4000,16384,1,1000,,BE,Pending,150,200,
+"""
+
+
+def clone(root: Path, pods: str = PODS, tasks: str = "default") -> Path:
+    csv = root / "cluster-trace-gpu-v2023" / "csv"
+    csv.mkdir(parents=True)
+    (csv / "openb_node_list_gpu_node.csv").write_text(NODES)
+    (csv / f"openb_pod_list_{tasks}.csv").write_text(pods)
+    return root
+
+
+def test_an_import_is_a_fleet_a_trace_and_designs_kailab_reads(tmp_path):
+    s = import_trace(clone(tmp_path / "clusterdata"), tmp_path / "out")
+    fleet = load_fleet(str(tmp_path / "out" / "fleet.yaml"))
+    assert fleet.nodes_total == 3 and fleet.gpus_total == 8 and fleet.products == {"T4", "V100M32"}
+    assert {p.name: (p.count, p.gpus, p.cpu, p.memory_gib) for p in fleet.pools} == {
+        "t4-2g-32c-128g": (2, 2, 32, 128), "v100m32-4g-96c-768g": (1, 4, 96, 768)}
+    trace = load_trace(tmp_path / "out" / "trace.csv")
+    jobs = {j.name: j for j in trace.jobs}
+    assert [j.arrival_s for j in trace.jobs] == [0, 10, 20, 30, 40, 50]  # from the first creation
+    assert jobs["openb-pod-0000"].gpu_models == "V100M32" and jobs["openb-pod-0000"].priority == "inference"
+    assert jobs["openb-pod-0001"].gpus == 0.5 and jobs["openb-pod-0001"].priority == "train"
+    assert jobs["openb-pod-0001"].duration_s == 58  # deletion - scheduled
+    assert jobs["openb-pod-0002"].gpus == 0 and jobs["openb-pod-0002"].memory_mib == 0
+    assert jobs["openb-pod-0003"].cpu_milli == 16000 and jobs["openb-pod-0003"].gpus == 2
+    assert jobs["openb-pod-0005"].duration_s == 50  # never scheduled: from its creation
+    designs = load_designs(f"{tmp_path}/out/design-binpack.yaml,{tmp_path}/out/design-spread.yaml")
+    for d in designs:
+        check_against(trace, d.leaf_queues(), str(d.path), fleet.gpus_total, products=fleet.products)
+    assert [d.spec.scheduler.placement for d in designs] == ["binpack", "spread"]
+    counts = json.loads((tmp_path / "out" / "import.json").read_text())["counts"]
+    assert counts["never scheduled in the cluster: run from creation"] == 1
+    assert counts["still running at the trace's end: cut there"] == 2
+    assert counts["a fraction of one GPU"] == 1 and counts["pods"] == 6 == s["counts"]["pods"]
+
+
+def test_a_bare_mirror_reads_as_a_clone_does(tmp_path):
+    work = clone(tmp_path / "work")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    for cmd in (["git", "init", "-q"], ["git", "add", "."], ["git", "commit", "-qm", "t"]):
+        subprocess.run(cmd, cwd=work, check=True, env=env)
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(tmp_path / "mirror.git")], check=True)
+    s = import_trace(tmp_path / "mirror.git", tmp_path / "out")
+    assert s["nodes"] == 3 and s["counts"]["pods"] == 6
+
+
+def test_a_sample_keeps_every_model_and_is_seeded(tmp_path):
+    pods = HEADER + "".join(f"openb-pod-{i:04d},1000,1024,1,1000,,BE,Running,{i},{i + 100},{i}\n" for i in range(80))
+    src = clone(tmp_path / "c", pods)
+    a = import_trace(src, tmp_path / "a", sample=4, seed=3)
+    b = import_trace(src, tmp_path / "b", sample=4, seed=3)
+    assert a["counts"]["pods"] == 20
+    assert (tmp_path / "a" / "trace.csv").read_text() == (tmp_path / "b" / "trace.csv").read_text()
+    assert load_fleet(str(tmp_path / "a" / "fleet.yaml")).products == {"T4", "V100M32"}  # 1/4 of 1 node: kept
+
+
+@pytest.mark.parametrize("row, field", [
+    ("openb-pod-0009,4000,16384,1,abc,,LS,Running,1,2,1", "row 7, field gpu_milli"),
+    ("openb-pod-0009,4000,16384,1,1000,,Gold,Running,1,2,1", "row 7, field qos"),
+    ("openb-pod-0009,4000,16384,1,1000,,LS,Running,9,2,9", "row 7, field deletion_time"),
+    ("openb-pod-0009,4000,16384,1,1000,A100,LS,Running,160,200,160", "row 7, field gpu_spec"),
+])
+def test_a_bad_row_is_one_line_and_nothing_is_written(tmp_path, row, field):
+    src = clone(tmp_path / "c", PODS + row + "\n")
+    with pytest.raises(InputError) as err:
+        import_trace(src, tmp_path / "out")
+    text = str(err.value)
+    assert "\n" not in text and "openb_pod_list_default.csv" in text and field in text, text
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_cli_names_what_is_missing(tmp_path):
+    env = {**os.environ, "NO_COLOR": "1"}
+    run = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "import", "alibaba-gpu-2023",
+                          str(clone(tmp_path / "c")), "--out", str(tmp_path / "o"), "--tasks", "gpuspec33"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode != 0 and "no task list 'gpuspec33'" in run.stderr and "default" in run.stderr, run.stderr
+    assert not (tmp_path / "o").exists()
+    run = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "import", "alibaba-gpu-2023",
+                          str(tmp_path), "--out", str(tmp_path / "o")], capture_output=True, text=True, env=env)
+    assert run.returncode != 0 and "cluster-trace-gpu-v2023" in run.stderr.strip().splitlines()[-1]

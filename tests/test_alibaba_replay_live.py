@@ -1,0 +1,40 @@
+"""An imported Alibaba-format trace replayed through real KAI on its own fleet: every task runs,
+GPU-model constraints land on nodes of those models, a fraction shares a GPU, CPU-only tasks run
+too. Small files of the trace's format, written here (the real data stays in the user's clone)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kailab.paths import state_dir
+from test_alibaba_import import clone
+
+pytestmark = [pytest.mark.lab, pytest.mark.kai, pytest.mark.xdist_group("own_labs")]
+
+
+def test_an_imported_trace_runs_on_its_fleet_with_its_constraints(tmp_path):
+    env = {**os.environ, "KAILAB_EVIDENCE": str(tmp_path / "evidence"), "NO_COLOR": "1"}
+    out = tmp_path / "imported"
+    imp = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "import", "alibaba-gpu-2023",
+                          str(clone(tmp_path / "clusterdata")), "--out", str(out)],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert imp.returncode == 0, imp.stderr
+    run = subprocess.run([sys.executable, "-m", "kailab.cli", "replay", str(out / "trace.csv"),
+                          "--designs", str(out / "design-binpack.yaml"), "--fleet", str(out / "fleet.yaml"),
+                          "--compress", "10", "--repeat", "1", "--expect", "all.completed >= 6"],
+                         capture_output=True, text=True, env=env, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    [replay] = [p for p in (tmp_path / "evidence").iterdir() if p.name.startswith("replay-")]
+    rec = json.loads((replay / "binpack" / "run-1" / "records.json").read_text())
+    jobs = {j["name"]: j for j in rec["jobs"]}
+    assert all(j["finished"] is not None for j in jobs.values()), jobs
+    nodes = {i["job"]: i["node"] for i in rec["pod_intervals"]}
+    assert nodes["openb-pod-0000"].startswith("v100m32-")  # gpu_spec V100M32
+    assert nodes["openb-pod-0003"].startswith("t4-")  # gpu_spec T4, two GPUs
+    assert nodes["openb-pod-0004"].startswith("v100m32-")  # V100M16|V100M32: the fleet has only the latter
+    assert not [p for p in state_dir().glob("replay-*")], "the replay's lab was not taken down"

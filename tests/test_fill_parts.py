@@ -1,0 +1,74 @@
+"""The fill experiment's arithmetic, on data: tasks inflated to a target and seeded, steps bounded
+by the step size, fragmentation as the next task would meet it, the table at the arrived marks,
+and the page's picture. The lab part is tests/test_fill_live.py."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from kailab.replay.fill import at_mark, markdown, steps_of, summarise, tasks_for
+from kailab.replay.fragmentation import Node, Shape, fragmented_milli, unusable_milli
+from kailab.replay.trace import Trace, TraceJob
+from kailab.report import render_report
+
+
+def _trace(gpus: list[float]) -> Trace:
+    return Trace(Path("t.csv"), [TraceJob(name=f"j{i}", arrival_s=i, queue="q", pods=1, gpus=g, duration_s=10)
+                                 for i, g in enumerate(gpus)])
+
+
+def test_tasks_reach_the_target_in_a_seeded_order():
+    trace = _trace([1, 0.5, 2, 0, 4])
+    a, b = tasks_for(trace, 40, 1.3, 7), tasks_for(trace, 40, 1.3, 7)
+    assert [t.gpus for t in a] == [t.gpus for t in b]
+    total = sum(t.gpus for t in a)
+    assert 52 <= total < 52 + 4  # reached 130 % of 40, by at most one task more
+    assert [t.gpus for t in tasks_for(trace, 40, 1.3, 8)] != [t.gpus for t in a]
+    assert len({t.name for t in a}) == len(a) and all(t.priority == "train" for t in a)
+
+
+def test_a_step_asks_at_most_its_share():
+    tasks = tasks_for(_trace([1, 0.5, 2, 0, 4]), 100, 1.0, 1)
+    steps = steps_of(tasks, 100, 0.05)
+    assert [t for s in steps for t in s] == tasks
+    assert all(sum(t.gpus for t in s) <= 5 or len(s) == 1 for s in steps)
+
+
+def test_fragmentation_counts_what_the_next_task_cannot_use():
+    n = Node(gpus=4, cpu_milli=8000, memory_mib=8192, whole_used=2, shared={"g1": 700})
+    assert n.free_whole == 1 and n.free_milli == 1300 and n.used_milli == 2700
+    assert unusable_milli(n, Shape(2000, 1000, 1024)) == 1300  # needs 2 whole GPUs, 1 free: all lost
+    assert unusable_milli(n, Shape(1000, 1000, 1024)) == 300  # the shared device's rest
+    assert unusable_milli(n, Shape(500, 1000, 1024)) == 300  # 0.3 left < 0.5
+    assert unusable_milli(n, Shape(200, 1000, 1024)) == 0  # fits the 0.3 left
+    assert unusable_milli(n, Shape(200, 9000, 1024)) == 1300  # no CPU for it: every free GPU lost
+    assert unusable_milli(n, Shape(0, 1000, 1024)) == 0
+    frag = fragmented_milli({"a": n}, Counter({Shape(1000, 1000, 1024): 3, Shape(200, 1000, 1024): 1}))
+    assert frag == 225  # (3 x 300 + 1 x 0) / 4
+
+
+def test_the_summary_reads_back_and_the_page_draws_it(tmp_path):
+    out = tmp_path / "fill-x"
+    plan = {"trace": "t.csv", "fleet": "f", "seeds": [1, 2], "target": 1.3, "step": 0.1, "settle_s": 3,
+            "kai_version": "v0.17.0", "designs": [{"name": "binpack", "file": "b.yaml"}, {"name": "spread", "file": "s.yaml"}]}
+    out.mkdir()
+    (out / "plan.json").write_text(json.dumps(plan))
+    for d, loss in (("binpack", 0), ("spread", 5)):
+        for seed in (1, 2):
+            sdir = out / d / f"seed-{seed}"
+            sdir.mkdir(parents=True)
+            rows = [{"step": i, "arrived_pct": 10.0 * i, "allocated_pct": min(10.0 * i, 100 - loss - seed),
+                     "fragmented_pct": loss, "unplaced_gpu_pct": max(0, 10 * i - 100 + loss)} for i in range(1, 14)]
+            (sdir / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = summarise(out)
+    assert s["ok"] and s["table"]["spread"]["allocated_pct@100%"] == [93.0, 94.0]
+    assert s["table"]["binpack"]["allocated_pct@80%"] == [80.0, 80.0]
+    assert at_mark(s["curves"]["binpack"]["1"], 1.4, "allocated_pct") is None  # the fill stopped at 130 %
+    md = markdown(s)
+    assert "| spread | 80.0 % | 90.0 % | 93.0-94.0 % |" in md
+    (out / "fill.json").write_text(json.dumps(s))
+    page = render_report([out], base=tmp_path)
+    assert page.count('<polyline class="design"') == 2 and 'class="spread"' in page
+    assert "1 fill experiment." in page
