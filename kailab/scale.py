@@ -77,6 +77,19 @@ def cpu_seconds(lab: Path) -> dict[str, float]:
     return out
 
 
+def peak_memory_mib(lab: Path) -> dict[str, float]:
+    """Each lab process's peak resident memory so far (VmHWM), MiB: what a fleet's size costs."""
+    out = {}
+    for name, rec in processes.records(lab).items():
+        try:
+            for line in Path(f"/proc/{rec.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    out[name] = round(int(line.split()[1]) / 1024, 1)
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
 def submit(kube: Kube, objects: list[dict]) -> dict[str, float]:
     """Create `objects` from a thread pool; returns name -> monotonic time its create returned."""
     pool = kube.api_client.rest_client.pool_manager

@@ -35,7 +35,7 @@ from ..fleet import load_fleet
 from ..kube import Kube, watch_pods
 from ..lab import LabSpec, lab, runtime_of
 from ..paths import evidence_dir
-from ..scale import cpu_seconds
+from ..scale import cpu_seconds, peak_memory_mib
 from .design import Design
 from .fragmentation import Node, Shape, fragmented_milli
 from .player import _create
@@ -233,7 +233,8 @@ def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say) -> lis
     (sdir / "run.json").write_text(json.dumps({
         "seed": seed, "tasks": len(tasks), "steps": len(steps), "capacity_gpus": capacity,
         "wall_s": round(time.monotonic() - started, 1), "watch_errors": state.errors[:5],
-        "cpu_seconds": {k: round(cpu1[k] - cpu0.get(k, 0), 1) for k in cpu1}}, indent=2))
+        "cpu_seconds": {k: round(cpu1[k] - cpu0.get(k, 0), 1) for k in cpu1},
+        "peak_memory_mib": peak_memory_mib(rec.dir)}, indent=2))
     return rows
 
 
@@ -297,9 +298,12 @@ def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
         spec = LabSpec(name=f"fill-{stamp.lower()}-{d.name}"[:50].rstrip("-"), runtime=plan.runtime,
                        fleet=plan.fleet, kai_version=plan.kai_version)
         try:
+            up0 = time.monotonic()
             with lab(spec) as rec:
                 runtime = runtime_of(rec)
                 write_lab_json(ddir, rec, runtime)
+                (ddir / "up.json").write_text(json.dumps({"up_wall_s": round(time.monotonic() - up0, 1),
+                                                          "peak_memory_mib": peak_memory_mib(rec.dir)}, indent=2))
                 say(f"lab {rec.name} up ({rec.nodes} nodes, {rec.gpus} GPUs)")
                 kube = Kube(rec.kubeconfig)
                 try:
@@ -311,8 +315,9 @@ def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
                         dead = runtime.dead_components(rec, ignore=set())
                         if dead:
                             raise KailabError("; ".join(f"component died: {c}" for c, _ in dead))
-                        kube.delete("v1", "Namespace", f"fill-seed-{seed}")
-                        wait_gone(kube, f"fill-seed-{seed}", timeout=600)
+                        if seed != plan.seeds[-1]:  # the next seed fills an empty fleet; after the last, the lab goes
+                            kube.delete("v1", "Namespace", f"fill-seed-{seed}")
+                            wait_gone(kube, f"fill-seed-{seed}", timeout=600)
                 finally:
                     kube.close()
         except KailabError as err:
