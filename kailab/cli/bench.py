@@ -38,10 +38,30 @@ from .base import cli, console, out
 @click.option("--compare-labs", "compare_labs", default=None,
               help="Instead: LAB,LAB — the same exercises on two running labs of one fleet and KAI version "
                    "(e.g. binary and kind): verdicts side by side.")
+@click.option("--fill", "fill_source", default=None, metavar="PATH",
+              help="Instead: the fill experiment on Alibaba's GPU trace from your clone of alibaba/clusterdata "
+                   "(full scale: 1,213 nodes), binpack vs spread, one lab at a time.")
+@click.option("--fill-tasks", default="default", show_default=True, help="With --fill: the task list.")
+@click.option("--fill-seeds", default="1,2,3", show_default=True, help="With --fill: comma-separated seeds.")
+@click.option("--fill-sample", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="With --fill: 1/N of the fleet and tasks (8: the everyday copy).")
+@click.option("--fill-step", type=float, default=0.01, show_default=True,
+              help="With --fill: most GPU workload per step, x the fleet's GPUs.")
 def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, scale_shapes, scale_count,
-          scale_fleet, peer_only, replay_scale, side_by_side, compare_labs) -> None:
+          scale_fleet, peer_only, replay_scale, side_by_side, compare_labs, fill_source, fill_tasks, fill_seeds,
+          fill_sample, fill_step) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from .. import bench as bench_mod
+
+    if fill_source:
+        try:
+            seeds = [int(s) for s in fill_seeds.split(",") if s.strip()]
+        except ValueError:
+            raise KailabError(f"--fill-seeds {fill_seeds!r}: whole numbers separated by commas") from None
+        results = bench_mod.fill_bench(fill_source, fill_tasks, seeds, fill_sample, fill_step,
+                                       echo=lambda text: console.print(text, markup=False, highlight=False))
+        out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
+        sys.exit(1 if results["errors"] else 0)
 
     if side_by_side:
         try:

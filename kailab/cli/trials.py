@@ -150,7 +150,8 @@ def trace_generate(output, jobs, hours, queue_text, fleet, load, burst, seed) ->
 @click.option("--kai-version", default=None, help="KAI version (default: the lab default).")
 @click.option("--labs", type=click.IntRange(1, 8), default=None,
               help="Labs at once (default: every design side by side); 1 for large fleets on few cores.")
-def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_version, labs) -> None:
+@click.option("--with-metrics", is_flag=True, help="Run the labs' Prometheus and kube-state-metrics too (a fill reads neither).")
+def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_version, labs, with_metrics) -> None:
     """Fill a fleet with a trace's tasks, no departures, and measure how much GPU KAI allocates against
     what arrived, per placement design (the "Beware of Fragmentation" procedure, on real KAI)."""
     from ..replay.design import load_designs
@@ -162,7 +163,7 @@ def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_vers
     except ValueError:
         raise KailabError(f"--seeds {seeds!r}: write whole numbers separated by commas, e.g. 1,2,3") from None
     plan = FillPlan(trace=load_trace(trace_file), designs=load_designs(design_text), fleet=fleet, seeds=seed_list,
-                    target=target, step=step, settle_s=settle_s, labs=labs,
+                    target=target, step=step, settle_s=settle_s, labs=labs, metrics=with_metrics,
                     kai_version=kai_version or versions.DEFAULT_KAI)
     out_dir = run_fill(plan, echo=lambda text: out.print(text, markup=False))
     out.print((out_dir / "fill.md").read_text(), markup=False)

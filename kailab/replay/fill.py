@@ -60,11 +60,15 @@ class FillPlan:
     runtime: str = "binary"
     labs: int | None = None  # designs side by side (None: all); 1 one after another
     kai_version: str = versions.DEFAULT_KAI
+    # a fill reads no metric: without Prometheus and kube-state-metrics scraping every node, a large
+    # fleet's lab spends its CPU on KAI and the API server
+    metrics: bool = False
 
     def as_json(self) -> dict:
         return {"trace": str(self.trace.path), "tasks_in_trace": sum(j.pods for j in self.trace.jobs),
-                "fleet": self.fleet, "seeds": self.seeds, "target": self.target, "step": self.step,
-                "settle_s": self.settle_s, "runtime": self.runtime, "kai_version": self.kai_version,
+                "fleet": self.fleet, "fleet_name": load_fleet(self.fleet).name, "seeds": self.seeds,
+                "target": self.target, "step": self.step, "settle_s": self.settle_s, "runtime": self.runtime,
+                "kai_version": self.kai_version, "metrics": self.metrics,
                 "designs": [{"name": d.name, "file": str(d.path)} for d in self.designs]}
 
 
@@ -135,7 +139,8 @@ class FleetState:
                 "milli": int(round(float(ann[workloads.GPU_FRACTION]) * 1000)) if workloads.GPU_FRACTION in ann
                 else 1000 * int(((spec.get("containers") or [{}])[0].get("resources", {}).get("limits", {}))
                                 .get("nvidia.com/gpu", 0)),
-                "cpu": _milli(c.get("cpu", "0")), "mem": _mib(c.get("memory", "0"))}
+                "cpu": _milli(c.get("cpu", "0")), "mem": _mib(c.get("memory", "0")),
+                "podgroup": ann.get(workloads.PODGROUP_ANNOTATION)}
 
     def step_pods(self, step: int) -> list[tuple[str, dict]]:
         with self.lock:
@@ -207,7 +212,7 @@ def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say) -> lis
                         raise KailabError(f"step {i}: the API server refused task {t.name}: {err}")
             arrived += sum(t.gpus for t in group)
             arrived_cpu += sum(t.cpu_milli for t in group)
-            pending = _settle(state, i, len(group), plan.settle_s)
+            pending = _settle(state, kube, ns, i, len(group), plan.settle_s)
             for name in pending:
                 state.ours.add(name)
                 kube.delete("v1", "Pod", name, ns, grace=0)
@@ -250,8 +255,21 @@ def _pod(t: TraceJob, ns: str, step: int) -> list[dict]:
     return pods
 
 
-def _settle(state: FleetState, step: int, count: int, quiet_s: float, limit_s: float = 600) -> set[str]:
-    """Wait until every pod of the step is bound, or none has bound for `quiet_s`; the pending ones."""
+def _tried(kube: Kube, ns: str, pending: list[dict]) -> bool:
+    """KAI has tried every pending pod and said why it could not place it: its PodGroup carries a
+    scheduling condition. (On a large fleet a cycle takes seconds: a quiet spell alone would call
+    pods unplaced that KAI had not yet looked at.)"""
+    for p in pending:
+        pg = kube.get("scheduling.run.ai/v2alpha2", "PodGroup", p["podgroup"], ns) if p["podgroup"] else None
+        if not pg or not (pg.get("status") or {}).get("schedulingConditions"):
+            return False
+    return True
+
+
+def _settle(state: FleetState, kube: Kube, ns: str, step: int, count: int, quiet_s: float,
+            limit_s: float = 600) -> set[str]:
+    """Wait until every pod of the step is bound, or none has bound for `quiet_s` and KAI has tried
+    every one still pending; the pending ones."""
     last_bound, since = -1, time.monotonic()
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline and not STOP.is_set():
@@ -261,7 +279,8 @@ def _settle(state: FleetState, step: int, count: int, quiet_s: float, limit_s: f
             return set()
         if bound != last_bound:
             last_bound, since = bound, time.monotonic()
-        elif time.monotonic() - since >= quiet_s and len(pods) >= count:
+        elif (time.monotonic() - since >= quiet_s and len(pods) >= count
+              and _tried(kube, ns, [p for _, p in pods if not p["node"]])):
             break
         time.sleep(0.2)
     return {n for n, p in state.step_pods(step) if not p["node"]}
@@ -296,7 +315,7 @@ def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
             with lock:
                 echo(f"  [{d.name}] {text}")
         spec = LabSpec(name=f"fill-{stamp.lower()}-{d.name}"[:50].rstrip("-"), runtime=plan.runtime,
-                       fleet=plan.fleet, kai_version=plan.kai_version)
+                       fleet=plan.fleet, kai_version=plan.kai_version, metrics=plan.metrics)
         try:
             up0 = time.monotonic()
             with lab(spec) as rec:
@@ -392,7 +411,7 @@ def _table(s: dict, key: str) -> list[str]:
 
 def markdown(s: dict) -> str:
     plan = s["plan"]
-    lines = [f"# Fill of fleet {plan['fleet']} with {plan['trace']}", "",
+    lines = [f"# Fill of fleet {plan.get('fleet_name', plan['fleet'])} with {plan['trace']}", "",
              f"KAI {plan['kai_version']}, seeds {', '.join(map(str, plan['seeds']))}, to {plan['target']:.0%} of the "
              f"fleet's GPU capacity in steps of {plan['step']:.1%}. GPU allocated (% of capacity) when the arrived "
              "GPU workload reached each share; a range is the seeds' min-max.", "",

@@ -48,6 +48,7 @@ def allocation_svg(s: dict, css_class: str = "chart fill-alloc") -> str:
         parts.append(f'<text class="axis" x="{num(x(v))}" y="{height - bottom + 14}" text-anchor="middle">{v}%</text>')
     parts.append(f'<text class="axis" x="{width - right}" y="{height - 4}" text-anchor="end">GPU workload arrived '
                  '(% of capacity)</text>')
+    parts.append(f'<text class="axis" x="{left + 6}" y="{top + 12}">GPU allocated</text>')
     for i, (name, pts) in enumerate(curves.items()):
         colour = PALETTE[i % len(PALETTE)]
         if any(lo != hi for _, _, lo, hi in pts):
@@ -74,7 +75,7 @@ def fill_svg(s: dict) -> str:
     chart = allocation_svg(s).replace('<svg class="chart fill-alloc"', '<svg x="10" y="52"', 1)
     legend = "".join(f'<rect x="{20 + i * 160}" y="34" width="14" height="4" fill="{PALETTE[i % len(PALETTE)]}"/>'
                      f'<text x="{40 + i * 160}" y="40" font-size="12">{esc(n)}</text>' for i, n in enumerate(names))
-    title = (f'GPU allocated vs arrived: fleet {esc(fmt(plan.get("fleet")))}, seeds '
+    title = (f'GPU allocated vs arrived: fleet {esc(fmt(plan.get("fleet_name") or plan.get("fleet")))}, seeds '
              f'{esc(", ".join(map(str, plan.get("seeds") or [])))}, KAI {esc(fmt(plan.get("kai_version")))}')
     return ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 660 370" width="660" height="370" '
             'font-family="sans-serif"><style>.axis{font-size:11px;fill:#556;stroke:#99a}text.axis{stroke:none}</style>'
@@ -87,7 +88,7 @@ def fill_html(d: Path, base: Path, link) -> str:
     plan = s.get("plan") or {}
     names = list(s.get("curves") or {})
     out = [f'<section class="fill"><h2>Fill {esc(Path(d).name)}: {esc(", ".join(names))} on fleet '
-           f'{esc(fmt(plan.get("fleet")))}</h2>',
+           f'{esc(fmt(plan.get("fleet_name") or plan.get("fleet")))}</h2>',
            f'<p class="muted">From {link(Path(d) / FILL, base)}. Tasks of {esc(fmt(plan.get("trace")))} sampled to '
            f'{esc(fmt(plan.get("target")))} x the fleet\'s GPUs with seeds {esc(", ".join(map(str, plan.get("seeds") or [])))}, '
            f'submitted in steps of {esc(fmt(plan.get("step")))} of capacity; a step\'s pods still pending after '
