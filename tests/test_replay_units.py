@@ -276,3 +276,22 @@ def test_variants_are_designs_or_kai_versions_never_both(tmp_path):
                                                                             ("v0.17.0", "a", "v0.17.0")]
     with pytest.raises(KailabError, match="not both at once"):
         variants_for([a, b], ["v0.16.8", "v0.17.0"])
+
+
+def test_a_replay_page_counts_the_replay_not_runs(tmp_path):
+    """The header says what the page holds: a replay is no '0 run(s)'."""
+    import json as _json
+
+    from kailab.report import render_report
+
+    runs = {"big": [figs.run_figures(_records([0, 10], [50]), 4)]}
+    c = {"plan": {"trace": "t.csv", "jobs": 3, "fleet": "tiny", "repeat": 1},
+         "medians": {d: figs.medians(r) for d, r in runs.items()}, "queues": ["team-a"],
+         "differences": {"judged": False, "why": "one run per design"},
+         "utilisation": {d: r[0]["fleet"]["utilisation_series"] for d, r in runs.items()}}
+    d = tmp_path / "replay-x"
+    d.mkdir()
+    (d / "comparison.json").write_text(_json.dumps(c))
+    page = render_report([d], base=tmp_path)
+    header = page[page.index("<header>"):page.index("</header>")]
+    assert "1 replay." in header and "run(s)" not in header and "exercise run" not in header

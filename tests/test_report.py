@@ -315,6 +315,11 @@ def test_report_renders_in_a_real_browser(tmp_path):
     assert len(re.findall(r'<polyline class="series"', dom.stdout)) == 2
     assert len(re.findall(r'<rect class="node-bar"', dom.stdout)) == 6
     assert 'data-verdict="passed"' in dom.stdout
+    # as the browser shows it: the summary's figures have labels and units, no machine key is shown
+    summary = dom.stdout[dom.stdout.index('<section class="summary">'):]
+    shown = re.sub(r'title="[^"]*"', "", summary[:summary.index("</section>")])
+    assert "gang bind spread" in shown and "research-train 0.012 s" in shown
+    assert not re.search(r"[a-z_]+_s\.|[a-z]+=[0-9]", shown), shown
 
 
 @pytest.mark.lab

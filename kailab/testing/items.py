@@ -56,9 +56,9 @@ class ExerciseItem(pytest.Item):
         # report.html are written by the controlling process, which ran no exercise itself
         self.user_properties.append((OUTCOME_PROPERTY, json.dumps(asdict(self.outcome))))
         # the figures as the report and the terminal summary name them (JUnit property; allure label below)
-        self.user_properties.append(("key figures", figure_text(self.outcome.figures,
-                                                                 {i: s.name for i, s in enumerate(ex.steps, 1)})))
-        _attach(self.outcome)
+        figures = figure_text(self.outcome.figures, {i: s.name for i, s in enumerate(ex.steps, 1)})
+        self.user_properties.append(("key figures", figures))
+        _attach(self.outcome, figures)
         for w in self.outcome.warnings:  # shown in pytest's warnings summary, even on a pass
             self.warn(pytest.PytestWarning(f"{ex.exercise}: {w}"))
         if self.outcome.verdict != "passed":
@@ -81,12 +81,14 @@ class ExerciseFailed(Exception):
         self.outcome = outcome
 
 
-def _attach(outcome) -> None:
-    """Evidence into allure: the verdict and the timeline travel with the test result."""
+def _attach(outcome, figures: str) -> None:
+    """Evidence into allure: the verdict and the timeline travel with the test result, and the key
+    figures (as the report and the terminal name them) are the result's description."""
     try:
         import allure
     except ImportError:  # pragma: no cover
         return
+    allure.dynamic.description(f"Key figures: {figures}")
     root = Path(outcome.evidence)
     for name, kind in ((evidence.VERDICT, allure.attachment_type.JSON), (evidence.TIMELINE, allure.attachment_type.TEXT)):
         if (root / name).exists():
