@@ -52,6 +52,6 @@ def fill_bench(source: str, tasks: str = "default", seeds: list[int] | None = No
             lines.append(f"| {name} | {s} | {run.get('wall_s')} | {run.get('steps')} | " + " / ".join(
                 str(c.get(k, "-")) for k in ("kube-apiserver", "etcd", "scheduler", "binder", "queuecontroller",
                                               "kailab (harness)")) + f" | {m.get('kube-apiserver', '-')} / {m.get('scheduler', '-')} |")
-        if r["up"]:
-            lines.append(f"\n{name}: lab up in {r['up'].get('up_wall_s')} s.")
+    lines.append("")
+    lines += [f"{name}: lab up in {r['up'].get('up_wall_s')} s." for name, r in runs.items() if r["up"]]
     return _record(results, f"-fill-{tasks}" + (f"-1of{sample}" if sample > 1 else ""), "\n".join(lines) + "\n", out_dir)
