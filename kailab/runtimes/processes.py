@@ -116,6 +116,18 @@ def _ending(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
+def _reap_dead(pid: int) -> None:
+    """Wait for a child this process started and that was just killed or stopped: a blocking wait
+    (a poll returns None while another thread holds the Popen's wait lock, and the zombie stays)."""
+    child = _CHILDREN.pop(pid, None)
+    if child is None:
+        return
+    try:
+        _ENDINGS[pid] = _ending(child.wait(timeout=5))
+    except subprocess.TimeoutExpired:
+        _CHILDREN[pid] = child  # still alive: the next reap takes it
+
+
 def _reap() -> None:
     """Reap children that ended, keeping how (no zombies pile up in a long pytest session)."""
     for pid, child in list(_CHILDREN.items()):
@@ -195,6 +207,7 @@ def marked_pids(lab: Path) -> list[int]:
 
 def stop(rec: ProcessRecord, grace: float = 10.0) -> None:
     if not rec.alive():
+        _reap_dead(rec.pid)
         return
     _signal_group(rec.pid, signal.SIGTERM)
     deadline = time.time() + grace
@@ -206,6 +219,7 @@ def stop(rec: ProcessRecord, grace: float = 10.0) -> None:
             if not rec.alive():
                 break
             time.sleep(0.1)
+    _reap_dead(rec.pid)
     _reap()
 
 
@@ -216,7 +230,8 @@ def kill(rec: ProcessRecord) -> None:
         if not rec.alive():
             break
         time.sleep(0.1)
-    _reap()  # a child of this process stays a zombie (kill -0 still finds it) until waited for
+    _reap_dead(rec.pid)  # a child of this process stays a zombie (kill -0 still finds it) until waited for
+    _reap()
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -269,6 +284,8 @@ def _stop_together(recs: list[ProcessRecord], grace: float) -> None:
         if not any(r.alive() for r in live):
             break
         time.sleep(0.02)
+    for r in recs:
+        _reap_dead(r.pid)
 
 
 def free_port() -> int:
