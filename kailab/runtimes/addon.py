@@ -138,3 +138,15 @@ class Addon:
 
     def await_ready(self, kube: "Kube") -> None:
         """Until the installed scheduler works (binds a probe pod)."""
+
+
+def addon_of(spec) -> "Addon":
+    """The Addon a LabSpec hands its runtime (an empty one for a lab without a scheduler)."""
+    if spec.addon is not None:
+        return spec.addon
+    if spec.with_kai:  # a caller that skipped kailab.lab would silently get a lab without its scheduler
+        from ..errors import LabError
+
+        raise LabError(f"lab {spec.name!r}: a scheduler was asked for but none was handed to the runtime; "
+                       "bring labs up through kailab.lab (lab(), get_runtime())")
+    return Addon()

@@ -27,7 +27,7 @@ from ..workloads import service_account
 from ..paths import evidence_dir, lab_dir, state_dir
 from .waits import wait_until, why_it_died
 from . import clusterinfo, metrics, processes, seed
-from .addon import Addon, ProcessHost
+from .addon import Addon, ProcessHost, addon_of
 from .base import LabRecord, LabSpec, Runtime, status_report
 from .labkit import (Phases, await_probe, create_fleet, kwok_config_text, lab_lock, refuse_other_lab,
                      run_together, submit_probe)
@@ -89,7 +89,7 @@ class BinaryRuntime(Runtime):
                 return self._reuse(existing, spec, fleet, release.version)
             if lab_dir(spec.name).exists():  # a failed or half-made lab: start clean
                 self._teardown(spec.name)
-            addon = _addon(spec)
+            addon = addon_of(spec)
             addon.require("processes", self.name)
             # by cache key: an addon may need a build the control plane has too (kube-scheduler)
             recipes = list({r.key: r for r in toolchain.cluster_recipes(release.version) + addon.recipes()}.values())
@@ -498,14 +498,6 @@ def _stack_processes(rec: LabRecord) -> list[str]:
     """The scheduler's processes (the Addon's, as the lab record keeps them)."""
     return list((rec.stack or {}).get("processes", []))
 
-
-def _addon(spec: LabSpec) -> Addon:
-    if spec.addon is not None:
-        return spec.addon
-    if spec.with_kai:  # a caller that skipped kailab.lab would silently get a lab without its scheduler
-        raise LabError(f"lab {spec.name!r}: a scheduler was asked for but none was handed to the runtime; "
-                       "bring labs up through kailab.lab (lab(), get_lab())")
-    return Addon()
 
 
 class _Host(ProcessHost):

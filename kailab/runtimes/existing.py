@@ -21,7 +21,7 @@ from ..kube import Kube
 from ..paths import lab_dir
 from .waits import wait_until
 from . import clusterinfo
-from .addon import Addon
+from .addon import addon_of
 from .base import LabRecord, LabSpec, Runtime, status_report
 from .labkit import create_fleet, lab_lock
 
@@ -71,7 +71,7 @@ class ExistingRuntime(Runtime):
             if not kube.readyz():
                 raise LabError(f"the API server at {server} does not answer /readyz: is the cluster running "
                                "and the kubeconfig's current context the right one?")
-            addon = _addon(spec)
+            addon = addon_of(spec)
             addon.require("adopted", self.name)
             missing = addon.adopt_problems(kube, server)
             if missing:
@@ -134,11 +134,3 @@ def _ports(server: str) -> dict[str, int]:
     m = re.search(r":(\d+)/?$", server)
     return {"kube-apiserver": int(m.group(1))} if m else {}
 
-
-def _addon(spec: LabSpec) -> Addon:
-    if spec.addon is not None:
-        return spec.addon
-    if spec.with_kai:  # a caller that skipped kailab.lab would adopt a cluster without checking its scheduler
-        raise LabError(f"lab {spec.name!r}: a scheduler was asked for but none was handed to the runtime; "
-                       "bring labs up through kailab.lab (lab(), get_runtime())")
-    return Addon()

@@ -34,7 +34,8 @@ from .shell import last_line, progress, run_logged
 from .kind_host import (TOOL_ENV, HostFacts, check_kubectl, docker_facts, find_tool, find_tools,  # noqa: F401
                         host_problems)
 from .kind_images import IMAGES, choose_images, missing_local  # noqa: F401
-from .kind_plan import (CONTROL_PLANE_SELECTOR, KWOK_CONFIG_DIR, KWOK_CONFIG_MAP, STAGE_CRD, KindPlan, _addon, build_plan, cluster_name, dump, dump_all,  # noqa: F401
+from .addon import addon_of
+from .kind_plan import (CONTROL_PLANE_SELECTOR, KWOK_CONFIG_DIR, KWOK_CONFIG_MAP, STAGE_CRD, KindPlan, build_plan, cluster_name, dump, dump_all,  # noqa: F401
                         fake_gpu_operator_values, kind_config, kwok_config_map, kwok_deployment_patch,
                         kwok_release_config, kwok_stages_text, node_image, pinned_minor, render_plan)
 from .kind_pins import pins  # noqa: F401
@@ -51,7 +52,7 @@ class KindRuntime(Runtime):
         return kind_metrics.IN_CLUSTER_URL if record.metrics else None
 
     def plan(self, spec: LabSpec) -> str:
-        _addon(spec).require("charts", self.name)
+        addon_of(spec).require("charts", self.name)
         fleet, version = self._inputs(spec)
         local, said = self._images(spec, version)
         plan = build_plan(spec, fleet, version, HostFacts.detect(), local, metrics_port=free_port())
@@ -73,7 +74,7 @@ class KindRuntime(Runtime):
 
     # ---------------------------------------------------------------- up
     def up(self, spec: LabSpec) -> LabRecord:
-        _addon(spec).require("charts", self.name)
+        addon_of(spec).require("charts", self.name)
         fleet, version = self._inputs(spec)
         tools = find_tools(["kind", "kubectl", "helm"])
         check_kubectl(tools["kubectl"])
@@ -116,7 +117,7 @@ class KindRuntime(Runtime):
         rec = LabRecord(name=spec.name, runtime=self.name, kai_version=version if spec.with_kai else "none",
                         fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total,
                         with_kai=spec.with_kai, kubeconfig=plan.kubeconfig,
-                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), stack=_addon(spec).record())
+                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), stack=addon_of(spec).record())
         rec.save()
         log = lab / "logs" / "kind-runtime.log"
         try:
@@ -143,7 +144,7 @@ class KindRuntime(Runtime):
                 rec.save()
             kube = Kube(plan.kubeconfig)
             try:
-                _addon(spec).await_ready(kube)
+                addon_of(spec).await_ready(kube)
             finally:
                 kube.close()
         except BaseException:

@@ -23,7 +23,7 @@ from . import kind_metrics
 from .base import LabSpec
 from .labkit import PROBE_NAMESPACE, kwok_config_text
 from ..errors import LabError
-from .addon import Addon
+from .addon import addon_of
 from .kind_host import TOOL_ENV, HostFacts
 from .kind_pins import pins
 
@@ -200,7 +200,7 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | 
     KWOK's release options (default: read from its Go module) and the host port of the lab's
     Prometheus (`metrics_port`; used when spec.metrics)."""
     release = versions.kai_release(kai_version)
-    addon = _addon(spec)
+    addon = addon_of(spec)
     host = host or HostFacts()
     p = pins()
     lab = lab_dir(spec.name)
@@ -299,7 +299,7 @@ def render_plan(plan: KindPlan, spec: LabSpec, fleet: Fleet, kai_version: str) -
     lines = [
         f"# kailab kind runtime plan for lab {spec.name!r} (nothing has been run)",
         f"# fleet {fleet.name}: {fleet.nodes_total} nodes, {fleet.gpus_total} GPUs; "
-        f"scheduler: {'; '.join(_addon(spec).plan_lines()) or '(none installed)'}",
+        f"scheduler: {'; '.join(addon_of(spec).plan_lines()) or '(none installed)'}",
         f"# pinned: kind {p['kind']['version']}, node {plan.kind_config['nodes'][0]['image']}, "
         f"KWOK {versions.KWOK_VERSION}, fake-gpu-operator {p['fake_gpu_operator']['version']}",
         f"# tools: kind, kubectl (>= {p['kubectl']['min']}), helm (>= {p['helm']['min']}); "
@@ -320,7 +320,7 @@ def render_plan(plan: KindPlan, spec: LabSpec, fleet: Fleet, kai_version: str) -
                   f"scraping every Service with a metrics port in the scheduler's namespaces, at http://127.0.0.1:{plan.metrics_port} "
                   f"(NodePort {kind_metrics.NODE_PORT}) and {kind_metrics.IN_CLUSTER_URL} in the cluster"]
         step += 1
-    if _addon(spec).plan_lines():
+    if addon_of(spec).plan_lines():
         lines += [f"# {step}. kailab's probe, as the binary runtime: queues kailab-probe-root/"
                   f"kailab-probe and one 1-GPU pod in namespace {PROBE_NAMESPACE}; the lab is up once the "
                   "scheduler binds it"]
@@ -329,11 +329,3 @@ def render_plan(plan: KindPlan, spec: LabSpec, fleet: Fleet, kai_version: str) -
         lines += [f"# ---- {plan.lab_dir}/{name}", text.rstrip("\n"), ""]
     return "\n".join(lines)
 
-
-def _addon(spec: LabSpec) -> Addon:
-    if spec.addon is not None:
-        return spec.addon
-    if spec.with_kai:  # a caller that skipped kailab.lab would silently get a lab without its scheduler
-        raise LabError(f"lab {spec.name!r}: a scheduler was asked for but none was handed to the runtime; "
-                       "bring labs up through kailab.lab (lab(), get_runtime())")
-    return Addon()
