@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Union
+from typing import Annotated, ClassVar, Union
 
 
 from pydantic import (BaseModel, ConfigDict, Field, model_validator)
@@ -54,21 +54,28 @@ class QueueNode(Strict):
     children: dict[str, "QueueNode"] = {}
 
 
-class Range(Strict):
-    min: int | None = Field(None, ge=0)
-    max: int | None = Field(None, ge=0)
-    why: str = Field("", description="why KAI's fairness allows a range here")
+class Bounded(Strict):
+    """min, max or both, min <= max: what a Range of counts and Seconds share. Subclasses give
+    the fields' type and `_needs`, the refusal when neither is given."""
+
+    _needs: ClassVar[str] = "a range needs min, max or both"
 
     @model_validator(mode="after")
-    def _bounds(self) -> "Range":
+    def _bounds(self):
         if self.min is None and self.max is None:
-            raise ValueError("a range needs min, max or both")
+            raise ValueError(self._needs)
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"min {self.min} is greater than max {self.max}")
         return self
 
-    def holds(self, n: int) -> bool:
-        return (self.min is None or n >= self.min) and (self.max is None or n <= self.max)
+    def holds(self, v: float) -> bool:
+        return (self.min is None or v >= self.min) and (self.max is None or v <= self.max)
+
+
+class Range(Bounded):
+    min: int | None = Field(None, ge=0)
+    max: int | None = Field(None, ge=0)
+    why: str = Field("", description="why KAI's fairness allows a range here")
 
     def __str__(self) -> str:
         if self.min is not None and self.max is not None:

@@ -10,7 +10,7 @@ from pydantic import (Discriminator, Field, Tag, model_validator)
 
 from ..inputs import UNION_TAGS
 
-from .spec_base import NAME, Count, Duration, NodeChoice, Range, Strict, _name, count_text, seconds  # noqa: F401
+from .spec_base import NAME, Bounded, Count, Duration, NodeChoice, Range, Strict, _name, count_text, seconds  # noqa: F401
 
 COUNT_METRICS = ("bound", "running", "pending", "evicted", "nodes", "devices", "domains")
 
@@ -107,22 +107,12 @@ class ObjectExpect(Strict):
         return " ".join(chosen)
 
 
-class Seconds(Strict):
+class Seconds(Bounded):
     """A bound on a duration in seconds (an upper bound is the usual ask of a wait)."""
 
+    _needs: ClassVar[str] = "a bound needs min, max or both (seconds)"
     min: float | None = Field(None, ge=0)
     max: float | None = Field(None, ge=0)
-
-    @model_validator(mode="after")
-    def _bounds(self) -> "Seconds":
-        if self.min is None and self.max is None:
-            raise ValueError("a bound needs min, max or both (seconds)")
-        if self.min is not None and self.max is not None and self.min > self.max:
-            raise ValueError(f"min {self.min} is greater than max {self.max}")
-        return self
-
-    def holds(self, v: float) -> bool:
-        return (self.min is None or v >= self.min) and (self.max is None or v <= self.max)
 
     def __str__(self) -> str:
         return " and ".join(t for t in (f">= {self.min} s" if self.min is not None else "",
