@@ -188,10 +188,14 @@ def _resource_slice(node: str, pool: "Pool") -> dict:
                      "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}
 
 
+def node_name(pool: Pool, index: int) -> str:
+    return f"{pool.name}-{index}"
+
+
 def _pool_nodes(fleet: str, pool: Pool) -> list[dict]:
     nodes = []
     for i in range(pool.count):
-        name = f"{pool.name}-{i}"
+        name = node_name(pool, i)
         labels = {
             "kubernetes.io/hostname": name,
             "kubernetes.io/os": "linux",

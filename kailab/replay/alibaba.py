@@ -24,7 +24,6 @@ import io
 import json
 import random
 import re
-import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ import yaml
 
 from ..errors import InputError, KailabError
 from ..inputs import one_line
+from ..sources import git
 from .trace import TraceJob, load_trace, write_trace
 
 FORMAT = "alibaba-gpu-2023"
@@ -78,8 +78,7 @@ class Source:
 
     @staticmethod
     def _git_show(git_dir: Path, rel: str) -> str | None:
-        done = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"HEAD:{rel}"], capture_output=True)
-        return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
+        return git(git_dir, "show", f"HEAD:{rel}", check=False) or None  # none of its files is empty
 
     def where(self, rel: str) -> Path:
         return (self.folder / rel) if self.folder else Path(f"{self.git_dir}:{FOLDER}/{rel}")
@@ -99,9 +98,7 @@ class Source:
         if self.folder:
             names = [p.name for p in (self.folder / "csv").glob("openb_pod_list_*.csv")]
         else:
-            done = subprocess.run(["git", f"--git-dir={self.git_dir}", "ls-tree", "--name-only", f"HEAD:{FOLDER}/csv/"],
-                                  capture_output=True, text=True)
-            names = done.stdout.split()
+            names = git(self.git_dir, "ls-tree", "--name-only", f"HEAD:{FOLDER}/csv/", check=False).split()
         return sorted(n[len("openb_pod_list_"):-4] for n in names if n.startswith("openb_pod_list_") and n.endswith(".csv"))
 
 

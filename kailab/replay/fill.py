@@ -31,7 +31,7 @@ from pathlib import Path
 
 from .. import toolchain, versions, workloads
 from ..errors import KailabError
-from ..fleet import load_fleet
+from ..fleet import load_fleet, node_name
 from ..kube import Kube, watch_pods
 from ..lab import LabSpec, lab, runtime_of
 from ..paths import evidence_dir
@@ -87,7 +87,7 @@ def tasks_for(trace: Trace, capacity_gpus: int, target: float, seed: int) -> lis
         tasks.append(t)
         total += t.gpus
     rng.shuffle(tasks)
-    return [replace(t, name=f"t{i:05d}", row=t.row) for i, t in enumerate(tasks)]
+    return [replace(t, name=f"t{i:05d}") for i, t in enumerate(tasks)]
 
 
 def steps_of(tasks: list[TraceJob], capacity_gpus: int, step: float) -> list[list[TraceJob]]:
@@ -110,10 +110,11 @@ def shape(t: TraceJob) -> Shape:
 
 class FleetState:
     """The pods of a run's namespace as they are now (a watch), per node: whole GPUs, shared devices,
-    CPU and memory held."""
+    CPU and memory held. What each pod asks is its task's shape, registered before it is created."""
 
     def __init__(self, kube: Kube, namespace: str, nodes: dict[str, Node]):
         self.capacity = {n: (v.gpus, v.cpu_milli, v.memory_mib) for n, v in nodes.items()}
+        self.shapes: dict[str, tuple[int, Shape]] = {}  # pod name -> (step, shape)
         self.pods: dict[str, dict] = {}
         self.gone: Counter = Counter()  # step -> pods of it deleted after they were bound (not by us)
         self.ours: set[str] = set()  # pods this run deleted as unplaced
@@ -122,25 +123,25 @@ class FleetState:
         self.thread = threading.Thread(target=watch_pods, args=(kube, namespace, self._see, self.stopping,
                                                                 self.errors, self.ready), daemon=True)
 
+    def expect(self, name: str, step: int, s: Shape) -> None:
+        with self.lock:
+            self.shapes[name] = (step, s)
+
     def _see(self, kind: str, pod: dict) -> None:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         name = meta["name"]
         with self.lock:
+            if name not in self.shapes:
+                return
             if kind == "DELETED" or meta.get("deletionTimestamp"):
                 old = self.pods.pop(name, None)
                 if old and old["node"] and name not in self.ours:
                     self.gone[old["step"]] += 1
                 return
-            c = (spec.get("containers") or [{}])[0].get("resources", {}).get("requests", {})
-            ann = meta.get("annotations") or {}
-            self.pods[name] = {
-                "step": int((meta.get("labels") or {}).get(STEP_LABEL, 0)), "node": spec.get("nodeName"),
-                "group": (meta.get("labels") or {}).get(workloads.GPU_GROUP_LABEL),
-                "milli": int(round(float(ann[workloads.GPU_FRACTION]) * 1000)) if workloads.GPU_FRACTION in ann
-                else 1000 * int(((spec.get("containers") or [{}])[0].get("resources", {}).get("limits", {}))
-                                .get("nvidia.com/gpu", 0)),
-                "cpu": _milli(c.get("cpu", "0")), "mem": _mib(c.get("memory", "0")),
-                "podgroup": ann.get(workloads.PODGROUP_ANNOTATION)}
+            step, s = self.shapes[name]
+            self.pods[name] = {"step": step, "shape": s, "node": spec.get("nodeName"),
+                               "group": (meta.get("labels") or {}).get(workloads.GPU_GROUP_LABEL),
+                               "podgroup": (meta.get("annotations") or {}).get(workloads.PODGROUP_ANNOTATION)}
 
     def step_pods(self, step: int) -> list[tuple[str, dict]]:
         with self.lock:
@@ -151,35 +152,22 @@ class FleetState:
         with self.lock:
             pods = list(self.pods.values())
         for p in pods:
-            node = out.get(p["node"] or "")
+            node, s = out.get(p["node"] or ""), p["shape"]
             if node is None:
                 continue
-            node.cpu_used += p["cpu"]
-            node.memory_used += p["mem"]
-            if 0 < p["milli"] < 1000:
+            node.cpu_used += s.cpu_milli
+            node.memory_used += s.memory_mib
+            if 0 < s.milli < 1000:
                 key = p["group"] or f"unlabelled-{id(p)}"  # the binder labels it as it binds
-                node.shared[key] = node.shared.get(key, 0) + p["milli"]
+                node.shared[key] = node.shared.get(key, 0) + s.milli
             else:
-                node.whole_used += p["milli"] // 1000
+                node.whole_used += s.milli // 1000
         return out
-
-
-def _milli(q: str) -> int:
-    q = str(q)
-    return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
-
-
-def _mib(q: str) -> int:
-    q = str(q)
-    for suffix, f in (("Ki", 1 / 1024), ("Mi", 1), ("Gi", 1024), ("Ti", 1 << 20)):
-        if q.endswith(suffix):
-            return int(float(q[:-2]) * f)
-    return int(float(q) / (1 << 20))
 
 
 def fleet_nodes(fleet_name: str) -> dict[str, Node]:
     fleet = load_fleet(fleet_name)
-    return {f"{p.name}-{i}": Node(p.gpus, p.cpu * 1000, p.memory_gib * 1024) for p in fleet.pools for i in range(p.count)}
+    return {node_name(p, i): Node(p.gpus, p.cpu * 1000, p.memory_gib * 1024) for p in fleet.pools for i in range(p.count)}
 
 
 def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say) -> list[dict]:
@@ -206,6 +194,7 @@ def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say) -> lis
                 raise KailabError(f"interrupted at step {i} of {len(steps)}")
             t0 = time.monotonic()
             for t in group:
+                state.expect(t.name, i, shape(t))
                 for obj in _pod(t, ns, i):
                     err = _create(kube, obj)
                     if err:
@@ -217,7 +206,7 @@ def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say) -> lis
                 state.ours.add(name)
                 kube.delete("v1", "Pod", name, ns, grace=0)
             unplaced += len(pending)
-            unplaced_milli += sum(shape(t).milli for t in group if t.name in pending)
+            unplaced_milli += sum(state.shapes[name][1].milli for name in pending)
             now = state.nodes()
             used = sum(n.used_milli for n in now.values())
             rows.append({"step": i, "tasks": len(group), "arrived_pct": round(100 * arrived / capacity, 2),
@@ -255,14 +244,18 @@ def _pod(t: TraceJob, ns: str, step: int) -> list[dict]:
     return pods
 
 
-def _tried(kube: Kube, ns: str, pending: list[dict]) -> bool:
+def _tried(kube: Kube, ns: str, pending: list[dict], tried: set[str]) -> bool:
     """KAI has tried every pending pod and said why it could not place it: its PodGroup carries a
     scheduling condition. (On a large fleet a cycle takes seconds: a quiet spell alone would call
-    pods unplaced that KAI had not yet looked at.)"""
+    pods unplaced that KAI had not yet looked at.) `tried` keeps the PodGroups already seen so: each
+    is read until it has a condition, not on every poll."""
     for p in pending:
+        if p["podgroup"] in tried:
+            continue
         pg = kube.get("scheduling.run.ai/v2alpha2", "PodGroup", p["podgroup"], ns) if p["podgroup"] else None
         if not pg or not (pg.get("status") or {}).get("schedulingConditions"):
             return False
+        tried.add(p["podgroup"])
     return True
 
 
@@ -270,7 +263,7 @@ def _settle(state: FleetState, kube: Kube, ns: str, step: int, count: int, quiet
             limit_s: float = 600) -> set[str]:
     """Wait until every pod of the step is bound, or none has bound for `quiet_s` and KAI has tried
     every one still pending; the pending ones."""
-    last_bound, since = -1, time.monotonic()
+    last_bound, since, tried = -1, time.monotonic(), set()
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline and not STOP.is_set():
         pods = state.step_pods(step)
@@ -280,7 +273,7 @@ def _settle(state: FleetState, kube: Kube, ns: str, step: int, count: int, quiet
         if bound != last_bound:
             last_bound, since = bound, time.monotonic()
         elif (time.monotonic() - since >= quiet_s and len(pods) >= count
-              and _tried(kube, ns, [p for _, p in pods if not p["node"]])):
+              and _tried(kube, ns, [p for _, p in pods if not p["node"]], tried)):
             break
         time.sleep(0.2)
     return {n for n, p in state.step_pods(step) if not p["node"]}
@@ -327,10 +320,10 @@ def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
                 kube = Kube(rec.kubeconfig)
                 try:
                     apply_design(kube, rec, runtime, d, ddir)
-                    queue = next(iter(d.leaf_queues()))
+                    queue = next(iter(d.leaf_queues()))  # every task goes to the design's one queue
+                    ours = replace(plan, trace=Trace(plan.trace.path, [replace(j, queue=queue) for j in plan.trace.jobs]))
                     for seed in plan.seeds:
-                        seeded = replace(plan, trace=Trace(plan.trace.path, [replace(j, queue=queue) for j in plan.trace.jobs]))
-                        run_seed(kube, rec, seeded, seed, ddir / f"seed-{seed}", say)
+                        run_seed(kube, rec, ours, seed, ddir / f"seed-{seed}", say)
                         dead = runtime.dead_components(rec, ignore=set())
                         if dead:
                             raise KailabError("; ".join(f"component died: {c}" for c, _ in dead))
