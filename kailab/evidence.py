@@ -128,31 +128,13 @@ class EvidenceDir:
             text = yaml.safe_dump_all([_plain(o) for o in objects], sort_keys=False)
             self.write(f"{MANIFESTS}/{index:02d}-{_slug(name)}.yaml", text)
 
-    def snapshot(self, rel: str, kube: Kube, namespace: str, queues: list[str], state,
-                 reservation_namespace: str = "") -> None:
-        """queues (spec+status), podgroups (metadata, spec, conditions), pods, nodes' GPU use, events by
-        time, KAI's BindRequests (its decisions: node, GPU portion and group; on every run, not only failures)."""
-        try:
-            qs = [kube.get("scheduling.run.ai/v2", "Queue", q) for q in queues]
-        except Exception:  # noqa: BLE001 - KAI's CRDs may be missing on a broken lab
-            qs = []
-        self.write(f"{rel}/queues.yaml", [q for q in qs if q])
-        try:
-            pgs = kube.list("scheduling.run.ai/v2alpha2", "PodGroup", namespace)
-        except Exception:  # noqa: BLE001 - KAI's CRDs may be missing on a broken lab
-            pgs = []
-        # metadata whole: KAI writes annotations there (e.g. when a gang went stale)
-        self.write(f"{rel}/podgroups.yaml", [{"name": p["metadata"]["name"],
-                                              "labels": p["metadata"].get("labels"),
-                                              "annotations": p["metadata"].get("annotations"),
-                                              "metadata": p["metadata"],
-                                              "spec": p.get("spec"), "status": p.get("status")} for p in pgs])
-        try:
-            brs = kube.list("scheduling.run.ai/v1alpha2", "BindRequest", namespace)
-        except Exception:  # noqa: BLE001 - KAI's CRDs may be missing on a broken lab
-            brs = []
-        self.write(f"{rel}/bindrequests.yaml", [{"name": b["metadata"]["name"], "spec": b.get("spec"),
-                                                 "status": b.get("status")} for b in brs])
+    def snapshot(self, rel: str, kube: Kube, namespace: str, state, reservation_namespace: str = "",
+                 scheduler_objects: dict[str, list] | None = None) -> None:
+        """The scheduler's own objects as its stack reads them (KAI: queues spec+status, podgroups,
+        BindRequests - its decisions, on every run, not only failures), claims, pods, nodes' GPU use,
+        events by time."""
+        for name, objs in (scheduler_objects or {}).items():
+            self.write(f"{rel}/{name}", objs)
         self.write(f"{rel}/{CLAIMS}", claims_table(kube, namespace))
         with state.cond:
             pods = [p for p in state.pods_table() if p["namespace"] == namespace]

@@ -37,6 +37,7 @@ def topology(name: str, levels: list[str]) -> dict:
     return {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": name},
             "spec": {"levels": [{"nodeLabel": label} for label in levels]}}
 OWNER_LABEL = "kailab.io/workload"
+RUN_QUEUE_LABEL = "kailab.io/queue"  # the run's queue, in the lab's own words: read back whatever the stack
 IMAGE = "kailab.io/fake-gpu-workload:never-pulled"  # KWOK never pulls: any name works
 # workload kinds backed by a controller: (apiVersion, kind) to delete them by name
 CONTROLLERS = {"job": ("batch/v1", "Job"), "deployment": ("apps/v1", "Deployment")}
@@ -78,7 +79,7 @@ def _pod_spec(gpus: int, priority_class: str | None, node_selector: dict | None 
 
 
 def _labels(queue_name: str, workload: str, preemptible: bool | None, extra: dict | None) -> dict:
-    labels = {QUEUE_LABEL: queue_name, OWNER_LABEL: workload, **(extra or {})}
+    labels = {QUEUE_LABEL: queue_name, RUN_QUEUE_LABEL: queue_name, OWNER_LABEL: workload, **(extra or {})}
     if preemptible is not None:
         labels[PREEMPTIBILITY_LABEL] = "preemptible" if preemptible else "non-preemptible"
     return labels
@@ -176,7 +177,7 @@ def adopt(obj: dict, namespace: str, queue_name: str | None) -> dict:
 
     out = copy.deepcopy(obj)
     name = out["metadata"]["name"]
-    marks = {OWNER_LABEL: name, **({QUEUE_LABEL: queue_name} if queue_name else {})}
+    marks = {OWNER_LABEL: name, **({QUEUE_LABEL: queue_name, RUN_QUEUE_LABEL: queue_name} if queue_name else {})}
     out["metadata"]["namespace"] = namespace
     out["metadata"]["labels"] = {**(out["metadata"].get("labels") or {}), **marks}
     template = (out.get("spec") or {}).get("template")

@@ -47,6 +47,30 @@ def test_no_kai_name_in_runtimes_or_the_exercise_layer(folder):
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+KAI_API = re.compile(r"^(scheduling\.run\.ai|kai\.scheduler)/[\w.-]+$")
+
+
+def kai_api_strings(path: Path) -> set[str]:
+    """String constants that are a KAI apiVersion or label key on their own (not prose about one)."""
+    return {n.value for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and KAI_API.match(n.value)}
+
+
+@pytest.mark.parametrize("where", ["runtimes", "exercise", "evidence.py"])
+def test_no_kai_object_is_written_below_the_stack(where):
+    """The runner, the observer and the evidence write and read KAI's objects only through the stack."""
+    paths = [ROOT / where] if where.endswith(".py") else sorted((ROOT / where).glob("*.py"))
+    offenders = {str(p.relative_to(ROOT)): sorted(kai_api_strings(p)) for p in paths}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_api_check_can_fail(tmp_path):
+    bad = tmp_path / "m.py"
+    bad.write_text('x = Field(None, description="kai.scheduler/queue, as prose")\n'
+                   'kube.delete("scheduling.run.ai/v2", "Queue", name)\n')
+    assert kai_api_strings(bad) == {"scheduling.run.ai/v2"}
+
+
 def test_the_check_can_fail(tmp_path):
     bad = tmp_path / "m.py"
     bad.write_text("from ..stacks.kai import install\nx = install.KAI_NAMESPACE\n")

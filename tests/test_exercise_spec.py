@@ -405,7 +405,8 @@ def test_a_raw_manifest_becomes_a_workload_of_the_run(tmp_path, reclaim):
     item = ex.steps[0].apply[1]
     (pod,) = item.manifests("kx-ns", "x1-prod")
     assert pod["metadata"]["namespace"] == "kx-ns" and pod["metadata"]["annotations"] == {"note": "mine"}
-    assert pod["metadata"]["labels"] == {"kailab.io/workload": "raw", "kai.scheduler/queue": "x1-prod"}
+    assert pod["metadata"]["labels"] == {"kailab.io/workload": "raw", "kai.scheduler/queue": "x1-prod",
+                                         "kailab.io/queue": "x1-prod"}
     assert item.kind == "manifest" and item.workload.name == "raw"
 
 

@@ -22,6 +22,7 @@ from kailab.exercise.observer import Observer
 from kailab.exercise.spec import CountExpect
 from kailab.kube import Kube
 from kailab.runtimes.waits import wait_until
+from kailab.stacks import get_stack
 
 pytestmark = pytest.mark.lab
 
@@ -44,7 +45,8 @@ def place(kube: Kube, ns: str, name: str, node: str | None, gpus: int = 1, workl
 
 @contextmanager
 def observing(kube: Kube, names: Names, invariants: list[str], gangs: dict | None = None):
-    obs = Observer(kube, names, invariants, gangs)
+    kai = get_stack("kai")  # the stack whose objects this lab serves
+    obs = Observer(kube, names, invariants, gangs, watched=kai.watched(), queue_view=kai.queue_view)
     obs.start()
     try:
         yield obs
@@ -128,7 +130,7 @@ def test_evidence_snapshot_and_namespace_dump_never_hold_secrets(env, tmp_path):
         place(kube, ns, "e0", "a100-0")
         assert obs.wait_for(lambda s: any(p.name == "e0" and p.running for p in s.pods.values()), 30)
         ev = EvidenceDir(tmp_path, "harness")
-        ev.snapshot("steps/01-x", kube, ns, [], obs.state)
+        ev.snapshot("steps/01-x", kube, ns, obs.state, "", get_stack("kai").snapshot_objects(kube, ns, []))
         ev.dump_namespace(kube, ns)
         ev.timeline(obs.state.timeline)
     files = {p.relative_to(ev.path).as_posix() for p in ev.path.rglob("*") if p.is_file()}

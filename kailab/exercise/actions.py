@@ -18,7 +18,6 @@ from ..fleet import load_fleet
 from ..kube import FIELD_MANAGER
 from .checks import Result
 from .expectations import evaluate_all, event_kinds, state_kinds
-from .match import fill
 from .spec import Step, seconds
 
 
@@ -84,14 +83,13 @@ class Delete(Action):
             if kind in ("pods", "elastic"):
                 for p in pods:
                     r.kube.delete("v1", "Pod", p.name, r.names.namespace)
-                if kind == "elastic":
-                    r.kube.delete("scheduling.run.ai/v2alpha2", "PodGroup", d.workload, r.names.namespace)
             elif kind in workloads.CONTROLLERS:
                 api_version, api_kind = workloads.CONTROLLERS[kind]
                 r.kube.delete(api_version, api_kind, d.workload, r.names.namespace)
             elif kind == "manifest":
                 o = r.manifests_applied[d.workload]
                 r.kube.delete(o["apiVersion"], o["kind"], d.workload, r.names.namespace)
+            r.delete(r.stack.workload_leftovers(d.workload, kind, r.names.namespace))
 
 
 class Patch(Action):
@@ -100,13 +98,13 @@ class Patch(Action):
 
     def run(self, ctx: StepContext, value) -> None:
         r = ctx.run
-        parents = {n: p for n, p, _ in r.ex.queue_tree()}
         for p in value:
             if p.queue is not None and p.gpu is not None:
-                parent = parents[p.queue]
-                r.kube.apply(workloads.queue(r.names.queue(p.queue), p.gpu.as_queue_gpu(),
-                                             parent=r.names.queue(parent) if parent else None,
-                                             labels={"kailab.io/exercise": r.ex.exercise}))
+                # the whole tree again, as it stands now: a stack may write one queue's change into
+                # others (Kueue: a parent that opens releases its leaves)
+                r.queue_gpu[p.queue] = p.gpu.as_queue_gpu()
+                for obj in r.stack.queue_objects(r.queue_decls(), r.names.namespace):
+                    r.kube.apply(obj)
             elif p.deployment is not None:
                 res = r.kube.resource("apps/v1", "Deployment")
                 r.kube.dynamic.patch(res, name=p.deployment, namespace=r.names.namespace,
@@ -125,9 +123,7 @@ class Apply(Action):
         r = ctx.run
         objs = []
         for item in value:
-            queue = r.names.queue(item.workload.queue) if item.workload.queue else ""
-            # a hand-written manifest may name the run's queues, namespace, topology: ${...}
-            objs += fill(item.manifests(r.names.namespace, queue, r.topology_name), r.names.of_run())
+            objs += r.workload_objects(ctx.step, item)
             r.applied[item.workload.name] = item.kind
             if item.manifest:
                 r.manifests_applied[item.workload.name] = item.manifest.object
@@ -238,6 +234,7 @@ class Expect(Action):
 
     def run(self, ctx: StepContext, value) -> None:
         r = ctx.run
+        value = r.on_this_stack(value, ctx.step, "expect")
         on_state = [e for e in value if type(e) in state_kinds()]
         on_events = [e for e in value if type(e) in event_kinds()]
         deadline = time.time() + ctx.timeout
@@ -270,6 +267,9 @@ class Stays(Action):
         end = start + seconds(value.for_)
         seen: dict[str, dict] = {}  # what -> lowest/highest value observed, expected, first breach
         breach_at: float | None = None
+        value = value.model_copy(update={"that": r.on_this_stack(value.that, ctx.step, f"stays for {value.for_}")})
+        if not value.that:
+            return
         with r.observer.state.cond:
             while True:
                 breach_at = self._look(r, ctx, value, seen, breach_at)

@@ -18,6 +18,8 @@ from .spec import (CountExpect, EventExpect, Exercise, ExpectItem, NodeChoice, O
 
 
 def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
+    for stack in ex.invariants_on:
+        _check_stack(stack, path, f"invariantsOn.{stack}")
     """Cross-field checks pydantic cannot do: names exist, sizes fit the fleet."""
     names = [n for n, _, _ in ex.queue_tree()]
     for n in names:
@@ -94,6 +96,8 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
         if step.stays:
             checks += [(f"{where}.stays.that[{i}]", e) for i, e in enumerate(step.stays.that)]
         for field, e in checks:
+            for si, stack in enumerate(e.stacks or []):
+                _check_stack(stack, path, f"{field}.stacks[{si}]")
             if isinstance(e, CountExpect) and e.queue is not None and e.queue not in names:
                 raise InputError(path, f"{field}.queue", f"queue {e.queue!r} is not in the queue tree")
             if isinstance(e, WaitExpect):
@@ -109,6 +113,13 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
                    else e.of if isinstance(e, ObjectExpect) else e.podgroup_of)
             if ref is not None and ref not in workloads:
                 raise InputError(path, f"{field}", f"workload {ref!r} is not applied by this or an earlier step")
+
+
+def _check_stack(name: str, path: Path, field: str) -> None:
+    from ..stacks import STACKS
+
+    if name not in STACKS:
+        raise InputError(path, field, f"{name!r} is not a scheduler stack", f"name one of: {', '.join(STACKS)}")
 
 
 def _check_device_classes(obj: dict, fleet: Fleet, path: Path, field: str) -> None:

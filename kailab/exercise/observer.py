@@ -22,8 +22,12 @@ WATCH_SECONDS = 60  # server-side watch timeout; the loop re-watches from the la
 
 
 class Observer:
-    def __init__(self, kube: Kube, names: Names, invariants: list[str], gangs: dict[str, int] | None = None):
+    def __init__(self, kube: Kube, names: Names, invariants: list[str], gangs: dict[str, int] | None = None,
+                 watched: dict[str, tuple[str, str, bool]] | None = None, queue_view=None):
+        """`watched`: the stack's own objects by role (queue, group, decision: Stack.watched);
+        `queue_view` reads a queue object as (name, {parent, quota, limit, status})."""
         self.kube, self.names, self.invariants = kube, names, list(invariants)
+        self.watched, self.queue_view = dict(watched or {}), queue_view or (lambda obj: None)
         self.state = ClusterState(gangs=dict(gangs or {}))
         self.violations: dict[str, tuple[float, list[str]]] = {}  # invariant -> first (t, details)
         self._stop = threading.Event()
@@ -35,10 +39,10 @@ class Observer:
         for pc in self.kube.list("scheduling.k8s.io/v1", "PriorityClass"):
             self.state.priority_values[pc["metadata"]["name"]] = pc["value"]
         feeds = [("v1", "Pod", None, self._on_pod), ("v1", "Node", None, self._on_node),
-                 ("scheduling.run.ai/v2", "Queue", None, self._on_queue),
-                 ("scheduling.run.ai/v2alpha2", "PodGroup", self.names.namespace, self._on_podgroup),
-                 ("scheduling.run.ai/v1alpha2", "BindRequest", self.names.namespace, self._on_bindrequest),
                  ("resource.k8s.io/v1", "ResourceClaim", self.names.namespace, self._on_claim)]
+        handlers = {"queue": self._on_queue, "group": self._on_podgroup, "decision": self._on_bindrequest}
+        for role, (api_version, kind, namespaced) in self.watched.items():
+            feeds.append((api_version, kind, self.names.namespace if namespaced else None, handlers[role]))
         ready = []
         for api_version, kind, ns, handler in feeds:
             try:
@@ -129,17 +133,19 @@ class Observer:
             self.state.node_labels[name] = dict(node["metadata"].get("labels") or {})
 
     def _on_queue(self, kind: str, q: dict) -> None:
-        name = q["metadata"]["name"]
+        """A queue, whatever the stack's kind: kept as "Queue" (expectations on `object: Queue`)."""
+        view = self.queue_view(q)
+        if view is None:
+            return
+        name, fields = view
         self.state.keep("Queue", q, deleted=(kind == "DELETED"))
         if kind == "DELETED":
             self.state.queues.pop(name, None)
-            return
-        spec = q.get("spec") or {}
-        gpu = ((spec.get("resources") or {}).get("gpu")) or {}
-        self.state.queues[name] = {"parent": spec.get("parentQueue"), "quota": gpu.get("quota", -1),
-                                   "limit": gpu.get("limit", -1), "status": q.get("status") or {}}
+        else:
+            self.state.queues[name] = fields
 
     def _on_podgroup(self, kind: str, pg: dict) -> None:
+        """The stack's pod group (what `podgroupOf` and `object: PodGroup` read)."""
         key = (pg["metadata"]["namespace"], pg["metadata"]["name"])
         self.state.keep("PodGroup", pg, deleted=(kind == "DELETED"))
         if kind == "DELETED":
@@ -148,6 +154,7 @@ class Observer:
             self.state.podgroups[key] = pg
 
     def _on_bindrequest(self, kind: str, br: dict) -> None:
+        """The stack's record of a decision before the bind (KAI's BindRequest)."""
         spec = br.get("spec") or {}
         key = (br["metadata"]["namespace"], spec.get("podName", ""))
         self.state.keep("BindRequest", br, deleted=(kind == "DELETED"))

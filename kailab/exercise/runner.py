@@ -23,7 +23,9 @@ from ..runtimes.waits import wait_until
 from .actions import ACTIONS, StepContext
 from .checks import Names, Result
 from .observer import Observer
+from ..stacks.base import QueueDecl, Ref
 from .load import load_exercise
+from .match import fill
 from .spec import Exercise, Step, seconds
 
 
@@ -40,6 +42,8 @@ class Outcome:
     wall: dict = field(default_factory=dict)
     # what went wrong after the verdict, e.g. a clean-up that left the lab dirty for the next run
     warnings: list[str] = field(default_factory=list)
+    # expectations the file keeps for other stacks than the lab's: named, never counted as passed
+    not_checked: list[str] = field(default_factory=list)
 
     @property
     def failures(self) -> list[Result]:
@@ -51,6 +55,9 @@ class Outcome:
             lines.append(f"  {self.error}")
         lines += [f"  {r.line()}" for r in self.results if not r.passed]
         lines += [f"  warning: {w}" for w in self.warnings]
+        if self.not_checked:  # each one is in verdict.json
+            lines.append(f"  not checked here: {len(self.not_checked)} expectation(s) written for other stacks "
+                         f"(verdict.json: not_checked)")
         return "\n".join(lines)
 
 
@@ -93,9 +100,12 @@ class ExerciseRun:
         self.evidence = EvidenceDir(evidence_root or evidence_dir(), ex.exercise)
         self.outcome = Outcome(ex.exercise, "error", evidence=str(self.evidence.path))
         gangs = {a.workload.name: a.gang for s in ex.steps for a in s.apply if a.gang}
-        self.observer = Observer(self.kube, self.names, list(ex.invariants), gangs)
+        self.invariants = list(ex.invariants_on.get(self.stack.name, ex.invariants))
+        self.observer = Observer(self.kube, self.names, self.invariants, gangs,
+                                 watched=self.stack.watched(), queue_view=self.stack.queue_view)
         self.log_mark: dict = {}
         self.applied: dict[str, str] = {}  # workload -> kind
+        self.queue_gpu: dict[str, dict] = {}  # queue (its name in the file) -> its GPU share as a step patched it
         self.manifests_applied: dict[str, dict] = {}  # raw manifests by workload name (to delete them)
         self.step_started: dict[str, float] = {}  # step name -> when it began (observer time)
         self.stack_figures: dict = {}  # figures from the scheduler's own metrics (labs with Prometheus)
@@ -177,6 +187,13 @@ class ExerciseRun:
         if have != fleet.gpus_total:
             raise LabError(f"exercise {self.ex.exercise} is sized for fleet {fleet.name} ({fleet.gpus_total} GPUs) "
                            f"but lab {self.lab.name!r} has {have} Ready GPUs: wait for its nodes (`kailab status`)")
+        # what the stack cannot express is refused here, by name, before anything is made
+        self.stack.queue_objects(self.queue_decls(), self.names.namespace)
+        if self.topology_name:
+            self.stack.topology_objects(self.topology_name, self.ex.topology, f"{self.source.name}:")
+        for step in self.ex.steps:
+            for item in step.apply:
+                self.workload_objects(step, item)
         from .actions import Scheduler
 
         for index, step in enumerate(self.ex.steps):  # what KAI's operator refuses, before anything is made
@@ -188,17 +205,42 @@ class ExerciseRun:
         # kube-controller-manager: admission holds pods until it exists
         objs = [workloads.namespace(self.names.namespace, {"kailab.io/exercise": self.ex.exercise}),
                 workloads.service_account("default", self.names.namespace)]
-        for name, parent, gpu in self.ex.queue_tree():
-            objs.append(workloads.queue(self.names.queue(name), gpu.as_queue_gpu(),
-                                        parent=self.names.queue(parent) if parent else None,
-                                        labels={"kailab.io/exercise": self.ex.exercise}))
+        objs += self.stack.queue_objects(self.queue_decls(), self.names.namespace)
         if self.topology_name:
-            objs.append(workloads.topology(self.topology_name, self.ex.topology))
+            objs += self.stack.topology_objects(self.topology_name, self.ex.topology, f"{self.source.name}:")
         self.evidence.manifests(0, "queues-and-namespace", objs)
         for obj in objs:
             self.kube.apply(obj)
 
     # ------------------------------------------------------------------ steps
+    def queue_decls(self) -> list[QueueDecl]:
+        """The exercise's queue tree as the run names it and as its steps have patched it, for the stack."""
+        leaves = self.ex.leaf_queues()
+        return [QueueDecl(self.names.queue(name), self.names.queue(parent) if parent else None,
+                          self.queue_gpu.get(name) or gpu.as_queue_gpu(), leaf=name in leaves,
+                          labels={"kailab.io/exercise": self.ex.exercise}, where=f"{self.source.name}: queues.{name}")
+                for name, parent, gpu in self.ex.queue_tree()]
+
+    def workload_objects(self, step: Step, item) -> list[dict]:
+        """An apply item's objects in the run's namespace and queue names, as the lab's stack runs them."""
+        queue = self.names.queue(item.workload.queue) if item.workload.queue else ""
+        # a hand-written manifest may name the run's queues, namespace, topology: ${...}
+        built = fill(item.manifests(self.names.namespace, queue, self.topology_name), self.names.of_run())
+        return self.stack.workload_objects(built, f"{self.source.name}: step {step.name!r} apply {item.workload.name}")
+
+    def on_this_stack(self, items: list, step: Step, how: str) -> list:
+        """The expectations checked on the lab's stack; the rest named in the outcome (`stacks:`)."""
+        kept = [e for e in items if e.checked_on(self.stack.name)]
+        for e in items:
+            if e not in kept:
+                self.outcome.not_checked.append(f"step {step.name!r} {how}: {e.model_dump(exclude_defaults=True, by_alias=True, exclude={'stacks', 'why'})}"
+                                                f" (for {', '.join(e.stacks)} only; this lab runs {self.stack.name})")
+        return kept
+
+    def delete(self, refs: list[Ref]) -> None:
+        for ref in refs:
+            self.kube.delete(ref.api_version, ref.kind, ref.name, ref.namespace)
+
     def _run_step(self, index: int, step: Step) -> None:
         """The step's operations, in the order the file writes them (see actions.py)."""
         self.before_step(index, step)
@@ -210,10 +252,13 @@ class ExerciseRun:
                 ACTIONS[key].run(ctx, value)
             self.check_components()
         with self._timed("evidence"):
-            self.evidence.snapshot(self.evidence.step_dir(index + 1, step.name), self.kube, self.names.namespace,
-                                   [self.names.queue(n) for n, _, _ in self.ex.queue_tree()], self.observer.state,
-                                   self._side_namespace())
+            self._snapshot(self.evidence.step_dir(index + 1, step.name))
         self.after_step(index, step, self.outcome.results[first_result:])
+
+    def _snapshot(self, rel: str) -> None:
+        queues = [self.names.queue(n) for n, _, _ in self.ex.queue_tree()]
+        self.evidence.snapshot(rel, self.kube, self.names.namespace, self.observer.state, self._side_namespace(),
+                               self.stack.snapshot_objects(self.kube, self.names.namespace, queues))
 
     def _side_namespace(self) -> str:
         """Where the scheduler keeps pods of its own for the run's (KAI's GPU reservation pods)."""
@@ -225,7 +270,7 @@ class ExerciseRun:
         self.downed.discard(node["metadata"]["name"])
 
     def _finish_invariants(self) -> None:
-        for inv in self.ex.invariants:
+        for inv in self.invariants:
             broken = self.observer.violations.get(inv)
             self.outcome.results.append(Result("whole run", "invariant", inv, "never violated",
                                                f"violated at t={broken[0]}s: {broken[1][0]}" if broken else "never violated",
@@ -291,10 +336,7 @@ class ExerciseRun:
     def _conclude(self) -> None:
         """Runs on every exit path; each part is guarded so one failure cannot lose the rest."""
         parts = [
-            ("final snapshot", lambda: self.evidence.snapshot(
-                "final", self.kube, self.names.namespace,
-                [self.names.queue(n) for n, _, _ in self.ex.queue_tree()], self.observer.state,
-                self._side_namespace())),
+            ("final snapshot", lambda: self._snapshot("final")),
             ("namespace dump", lambda: self.outcome.verdict != "passed"
              and self.evidence.dump_namespace(self.kube, self.names.namespace)),
             ("KAI logs", self._copy_logs),
@@ -357,7 +399,8 @@ class ExerciseRun:
             "exercise": self.ex.exercise, "verdict": self.outcome.verdict, "error": self.outcome.error,
             "kai_version": self.lab.kai_version, "lab": self.lab.name, "runtime": self.lab.runtime,
             "expectations": [asdict(r) for r in self.outcome.results], "figures": self.outcome.figures,
-            "observer_errors": self.observer.errors, "evidence_notes": notes, "wall_seconds": self.outcome.wall})
+            "observer_errors": self.observer.errors, "evidence_notes": notes, "wall_seconds": self.outcome.wall,
+            "stack": self.stack.name, "not_checked": self.outcome.not_checked})
 
     def _cleanup(self) -> None:
         # The namespace controller would take about 6 s to reach the pods, after discovery and
@@ -380,16 +423,16 @@ class ExerciseRun:
                     raise LabError(f"{len(left)} pods left, e.g. {left[0]['metadata']['name']}")
                 return True
             wait_until(f"the pods of namespace {namespace} to be gone", gone, timeout="exercise-clean-up")
-        for name, _, _ in reversed(self.ex.queue_tree()):  # children before parents
-            self.kube.delete("scheduling.run.ai/v2", "Queue", self.names.queue(name))
+        self.delete(self.stack.queue_leftovers(self.queue_decls(), self.names.namespace))
         if self.topology_name:
-            self.kube.delete("kai.scheduler/v1alpha1", "Topology", self.topology_name)
+            self.delete(self.stack.topology_leftovers(self.topology_name))
 
 
 def figures(state, ex: Exercise) -> dict:
     """Key numbers for reports and trials: binds, evictions, gang bind spread."""
     out: dict = {"binds": sum(1 for e in state.timeline if e.what == "bound"),
                  "evictions": sum(1 for e in state.timeline if e.what == "evicted")}
+    out["pending_peak"] = pending_peak(state.timeline)
     if state.gangs:  # gang success: at some moment every member the gang needs was bound at once
         complete = sum(1 for w, need in state.gangs.items() if operations.peak_bound(state.timeline, w) >= need)
         out["gangs_complete"], out["gangs_incomplete"] = complete, len(state.gangs) - complete
@@ -401,6 +444,20 @@ def figures(state, ex: Exercise) -> dict:
         if decided and times:  # KAI's decision (first BindRequest) to the last pod bound
             out[f"gang_decision_to_bound_s.{workload}"] = round(max(times) - min(decided), 3)
     return out
+
+
+def pending_peak(timeline) -> int:
+    """The most pods that existed unbound at one moment: what a cluster autoscaler would see
+    waiting (a scheduler that holds work back without making its pods shows fewer)."""
+    waiting: set[str] = set()
+    peak = 0
+    for e in timeline:
+        if e.what == "created":
+            waiting.add(e.pod)
+            peak = max(peak, len(waiting))
+        elif e.what in ("bound", "evicted", "deleted", "succeeded", "failed"):
+            waiting.discard(e.pod)
+    return peak
 
 
 def settle_times(results: list[Result], started: dict[str, float]) -> dict:

@@ -15,7 +15,19 @@ from .spec_base import NAME, Bounded, Count, Duration, NodeChoice, Range, Strict
 COUNT_METRICS = ("bound", "running", "pending", "evicted", "nodes", "devices", "domains")
 
 
-class CountExpect(Strict):
+class OnStacks(Strict):
+    """What every expectation may say: the scheduler stacks it is about."""
+
+    stacks: list[str] | None = Field(None, description="the scheduler stacks (kai, kueue, ...) this is checked on "
+                                     "(default: every one); where schedulers legitimately differ, write one "
+                                     "expectation per stack - on any other stack it is not checked, and the "
+                                     "run says so")
+
+    def checked_on(self, stack: str) -> bool:
+        return self.stacks is None or stack in self.stacks
+
+
+class CountExpect(OnStacks):
     """Pod counts for a queue or a workload. bound = has a node; running = phase Running."""
 
     marker: ClassVar[str | None] = None  # the default kind: an item naming no other kind's marker
@@ -46,7 +58,7 @@ class CountExpect(Strict):
         return self
 
 
-class ConditionExpect(Strict):
+class ConditionExpect(OnStacks):
     """A PodGroup scheduling condition reason, e.g. NonPreemptibleOverQuota, OverLimit."""
 
     marker: ClassVar[str] = "podgroupOf"
@@ -60,7 +72,7 @@ class ConditionExpect(Strict):
     why: str = Field("", description="one line: why KAI gives this reason here")
 
 
-class EventExpect(Strict):
+class EventExpect(OnStacks):
     """Kubernetes events about a workload's pods or podgroups, counted since the step began."""
 
     marker: ClassVar[str] = "eventReason"
@@ -75,7 +87,7 @@ class EventExpect(Strict):
 OBJECT_KINDS = ("Pod", "PodGroup", "BindRequest", "ResourceClaim", "Node", "Queue")
 
 
-class ObjectExpect(Strict):
+class ObjectExpect(OnStacks):
     """A partial object that must match (as in chainsaw's and kuttl's asserts): objects of a kind,
     chosen by name, labels or workload, of which `count` match `match` (default: at least one;
     `count: 0` = no such object). Values in `match` may be expressions: {regex}, {min, max}, {exists}."""
@@ -119,7 +131,7 @@ class Seconds(Bounded):
                                         f"<= {self.max} s" if self.max is not None else "") if t)
 
 
-class WaitExpect(Strict):
+class WaitExpect(OnStacks):
     """How long a queue's pods waited from created to bound (the run's timeline so far): nearest-rank
     quantiles over every pod of the queue bound since the run began."""
 

@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from ..workloads import (GPU_FRACTION, GPU_GROUP_LABEL, GPU_MEMORY, OWNER_LABEL, PODGROUP_ANNOTATION,
-                         PREEMPTIBILITY_LABEL, QUEUE_LABEL)
+                         PREEMPTIBILITY_LABEL, QUEUE_LABEL, RUN_QUEUE_LABEL)
 
 GPU = "nvidia.com/gpu"
 # KAI: priority >= 100 is non-preemptible unless the preemptibility label says otherwise
@@ -85,7 +85,7 @@ class PodView:
         labels = meta.get("labels") or {}
         priority = spec.get("priority") or 0
         return cls(namespace=meta["namespace"], name=meta["name"], uid=meta.get("uid", ""),
-                   workload=labels.get(OWNER_LABEL, ""), queue=labels.get(QUEUE_LABEL, ""),
+                   workload=labels.get(OWNER_LABEL, ""), queue=labels.get(RUN_QUEUE_LABEL) or labels.get(QUEUE_LABEL, ""),
                    gpus=_gpus(pod), node=spec.get("nodeName"), phase=status.get("phase", "Pending"),
                    deleting=bool(meta.get("deletionTimestamp")), priority=priority,
                    preemptibility_label=labels.get(PREEMPTIBILITY_LABEL),

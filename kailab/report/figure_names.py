@@ -44,6 +44,8 @@ def described(figures: dict, titles: dict[int, str] | None = None) -> list[tuple
         out.append(("binds", _num(figures["binds"])))
     if "evictions" in figures:
         out.append(("evictions", _num(figures["evictions"])))
+    if "pending_peak" in figures:
+        out.append(("most pods waiting at once", _num(figures["pending_peak"])))
     if "gangs_complete" in figures:
         total = figures["gangs_complete"] + figures.get("gangs_incomplete", 0)
         out.append(("gangs complete", f"{_num(figures['gangs_complete'])} of {_num(total)}"))
@@ -58,7 +60,7 @@ def described(figures: dict, titles: dict[int, str] | None = None) -> list[tuple
             n = int(m.group(1))
             title = titles.get(n)
             out.append((f"step {n}" + (f" “{title}”" if title else ""), f"held after {_num(v)} s"))
-    known = re.compile(r"^(binds|evictions|gangs_(in)?complete|expected_after_s\.\d+|wait_(p50|p95|p99|max)_s\..+|"
+    known = re.compile(r"^(binds|evictions|pending_peak|gangs_(in)?complete|expected_after_s\.\d+|wait_(p50|p95|p99|max)_s\..+|"
                        r"(gang_bind_spread|gang_decision_to_bound)_s\..+|never_bound\..+|evicted\..+|evicted_by_action\..+)$")
     for k, v in figures.items():  # a figure this module does not know yet: shown, never dropped
         if not known.match(k):

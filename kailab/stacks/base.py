@@ -13,10 +13,35 @@ A new stack is a package under kailab/stacks/ and one entry in kailab/stacks/__i
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 
 from ..errors import KailabError
 from ..runtimes.addon import Addon
 from ..runtimes.base import LabRecord, LabSpec, Runtime, Unsupported
+
+
+@dataclass(frozen=True)
+class QueueDecl:
+    """One queue of an exercise's tree as the run names it in the cluster: `gpu` holds quota, limit,
+    overQuotaWeight (and priority) as the exercise wrote them (-1: unlimited); `leaf` says whether
+    workloads submit to it (a stack may make a parent something else than a leaf)."""
+
+    name: str
+    parent: str | None
+    gpu: dict
+    leaf: bool
+    labels: dict = field(default_factory=dict)
+    where: str = ""  # the file and queue, for a one-line refusal
+
+
+@dataclass(frozen=True)
+class Ref:
+    """An object to delete: apiVersion, kind, name and namespace (None: cluster-scoped)."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str | None = None
 
 
 class Stack(ABC):
@@ -25,6 +50,7 @@ class Stack(ABC):
 
     name: str = ""
     title: str = ""  # how messages name it
+    kai_inside = False  # KAI runs in it (the lab records KAI's version: --kai-version is then KAI's too)
 
     @abstractmethod
     def addon(self, spec: LabSpec) -> Addon:
@@ -76,3 +102,45 @@ class Stack(ABC):
         """Run the scheduler with `setting` (None: the lab's default)."""
         raise Unsupported(f"lab {record.name!r}: the {self.title or self.name} stack on the {runtime.name} runtime "
                           "cannot change its scheduler's configuration (step `scheduler:`)")
+
+    # ------------------------------------------------------------ the exercise's vocabulary
+    # An exercise speaks of queues (quota, limit, overQuotaWeight, priority, a parent), gangs,
+    # priority classes, GPU shares and placement. Its workloads are built once, in the lab's form
+    # (kailab/workloads.py: a pod names its queue and gang by label and annotation), and each stack
+    # makes them its own here, refusing by name what it has no equivalent for. The exercise layer
+    # writes only what these return; it names no stack's API.
+    def queue_objects(self, queues: list[QueueDecl], namespace: str) -> list[dict]:
+        """The objects that make these queues (a whole tree, or one queue patched), parents first."""
+        raise KailabError(f"{queues[0].where if queues else 'queues'}: the {self.title or self.name} stack has no queues")
+
+    def queue_leftovers(self, queues: list[QueueDecl], namespace: str) -> list[Ref]:
+        """What to delete when a run ends, children before parents."""
+        return []
+
+    def queue_view(self, obj: dict) -> tuple[str, dict] | None:
+        """A watched queue object as (name, {parent, quota, limit, status}) in GPUs, -1 unlimited;
+        None for an object that is no queue of a run."""
+        return None
+
+    def watched(self) -> dict[str, tuple[str, str, bool]]:
+        """The stack's own objects the observer follows, by role ("queue", "group", "decision"):
+        (apiVersion, kind, namespaced). A role the stack lacks is simply not observed."""
+        return {}
+
+    def workload_objects(self, objs: list[dict], where: str) -> list[dict]:
+        """Workloads in the lab's form, as this stack runs them (a stack's own objects added)."""
+        raise KailabError(f"{where}: the {self.title or self.name} stack cannot run an exercise's workloads")
+
+    def workload_leftovers(self, workload: str, kind: str, namespace: str) -> list[Ref]:
+        """Besides the workload's own pods or controller, what its deletion must remove."""
+        return []
+
+    def topology_objects(self, name: str, levels: list[str], where: str) -> list[dict]:
+        raise KailabError(f"{where} topology: the {self.title or self.name} stack has no topology-aware placement")
+
+    def topology_leftovers(self, name: str) -> list[Ref]:
+        return []
+
+    def snapshot_objects(self, kube, namespace: str, queues: list[str]) -> dict[str, list]:
+        """The stack's own objects for a step's snapshot, by evidence file name (queues.yaml, ...)."""
+        return {}

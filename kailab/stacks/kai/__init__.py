@@ -20,8 +20,8 @@ from ...runtimes.addon import Addon, ProcessHost
 from ...runtimes.base import LabRecord, LabSpec, Runtime, Unsupported
 from ...runtimes.labkit import PROBE_NAMESPACE, probe
 from ...runtimes.shell import progress
-from ..base import Stack
-from . import install
+from ..base import QueueDecl, Ref, Stack
+from . import install, vocabulary
 
 
 class KaiAddon(Addon):
@@ -118,6 +118,7 @@ class KaiAddon(Addon):
 class KaiStack(Stack):
     name = "kai"
     title = "KAI"
+    kai_inside = True
 
     def addon(self, spec: LabSpec) -> Addon:
         return KaiAddon(versions.kai_release(spec.kai_version or versions.DEFAULT_KAI).version)
@@ -169,6 +170,36 @@ class KaiStack(Stack):
 
     def side_namespaces(self) -> list[str]:
         return [install.RESERVATION_NAMESPACE]  # the binder's GPU reservation pods (fractional GPUs)
+
+    # ------------------------------------------------------------ the exercise's vocabulary
+    def queue_objects(self, queues: list[QueueDecl], namespace: str) -> list[dict]:
+        return vocabulary.queue_objects(queues)
+
+    def queue_leftovers(self, queues: list[QueueDecl], namespace: str) -> list[Ref]:
+        return vocabulary.queue_leftovers(queues)
+
+    def queue_view(self, obj: dict) -> tuple[str, dict] | None:
+        return vocabulary.queue_view(obj)
+
+    def watched(self) -> dict[str, tuple[str, str, bool]]:
+        return dict(vocabulary.WATCHED)
+
+    def workload_objects(self, objs: list[dict], where: str) -> list[dict]:
+        return objs  # the lab's form is KAI's
+
+    def workload_leftovers(self, workload: str, kind: str, namespace: str) -> list[Ref]:
+        return vocabulary.workload_leftovers(workload, kind, namespace)
+
+    def topology_objects(self, name: str, levels: list[str], where: str) -> list[dict]:
+        from ...workloads import topology
+
+        return [topology(name, levels)]
+
+    def topology_leftovers(self, name: str) -> list[Ref]:
+        return vocabulary.topology_leftovers(name)
+
+    def snapshot_objects(self, kube, namespace: str, queues: list[str]) -> dict[str, list]:
+        return vocabulary.snapshot_objects(kube, namespace, queues)
 
     # ------------------------------------------------------------ the `scheduler:` step
     def configures_scheduler(self, runtime: Runtime) -> bool:
