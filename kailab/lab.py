@@ -133,15 +133,16 @@ def lab(spec: LabSpec):
         runtime.down(spec.name)
 
 
-def require_kai_lab(name: str, purpose: str, fleet: str | None = None) -> LabRecord:
-    """The running lab `name`, if it can run `purpose` (exercises, lessons): up, with a scheduler,
-    and (when `fleet` is given) with that fleet's GPU count. Otherwise one clear error."""
+def require_kai_lab(name: str, purpose: str, fleet: str | None = None, any_stack: bool = False) -> LabRecord:
+    """The running lab `name`, if it can run `purpose` (exercises, lessons): up, with KAI (or with
+    any scheduler, `any_stack`: exercises, which each stack translates), and (when `fleet` is given)
+    with that fleet's GPU count. Otherwise one clear error."""
     up_cmd = f"kailab up --fleet {fleet}" if fleet else "kailab up"
     rec = LabRecord.load(name)
     if rec is None or rec.state != "up":
         raise KailabError(f"no lab named {name!r} is up: bring one up with `{up_cmd}`")
     stack = stack_of(rec)
-    if stack.name != "kai":  # exercises and lessons are written in KAI's vocabulary (issue #41: translated by a stack)
+    if stack.name != "kai" and not (any_stack and stack.name != "none"):  # lessons and e2e suites are KAI's
         runs = "without KAI (--without-kai)" if stack.name == "none" else f"{stack.title}, not KAI"
         raise KailabError(f"lab {name!r} runs {runs}: {purpose} need KAI "
                           f"(`kailab down --name {name}` then `kailab up --fleet {fleet or '...'}`)")

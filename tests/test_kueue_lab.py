@@ -89,14 +89,6 @@ def test_kueue_admits_within_a_clusterqueues_gpu_quota_and_holds_the_rest(kueue_
         kube.close()
 
 
-def test_an_exercise_on_a_kueue_lab_is_refused_by_name(kueue_lab):
-    """Exercises speak KAI's vocabulary; until the kueue stack translates it they are refused, not run."""
-    out = subprocess.run([sys.executable, "-m", "kailab.cli", "run", "quota", "--name", kueue_lab.name],
-                         capture_output=True, text=True)
-    assert out.returncode != 0
-    assert "runs Kueue, not KAI" in out.stdout + out.stderr, out.stdout[-2000:] + out.stderr[-2000:]
-
-
 def test_a_kueue_lab_on_kind_is_refused_in_one_line():
     out = subprocess.run([sys.executable, "-m", "kailab.cli", "up", "--runtime", "kind", "--scheduler", "kueue",
                           "--name", "kueue-kind", "--dry-run", "--fleet", "tiny"], capture_output=True, text=True)

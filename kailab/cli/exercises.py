@@ -25,7 +25,7 @@ def run(exercises, evidence_root, labs, name) -> None:
     from ..exercise.runner import resolve_exercise, run_exercise
     from ..exercise.load import load_exercise
 
-    rec = require_kai_lab(name, "exercises")  # each exercise's fleet size is checked by its preflight
+    rec = require_kai_lab(name, "exercises", any_stack=True)  # each exercise's fleet size is checked by its preflight
     paths = [resolve_exercise(e) for e in exercises]
     for p in paths:  # every file is validated before anything is applied
         load_exercise(p)

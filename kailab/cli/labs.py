@@ -28,7 +28,8 @@ from .base import cli, console, name_option, out
               help="Bring up Kubernetes and the fleet only (infrastructure checks; exercises need KAI): "
                    "the same as --scheduler none.")
 @click.option("--scheduler", "stack", default="kai", show_default=True,
-              help="What schedules in the lab, a scheduler stack: kai, none, kueue (kueue: binary runtime).")
+              help="What schedules in the lab, a scheduler stack: kai, none, kueue, kueue+kai "
+                   "(kueue and kueue+kai: binary runtime).")
 @click.option("--without-metrics", is_flag=True,
               help="No Prometheus or kube-state-metrics (binary and kind runtimes; on by default).")
 @click.option("--kubeconfig", default=None, help="With --runtime existing: the cluster to adopt.")
@@ -47,8 +48,7 @@ def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metric
 
     chosen = resolve_runtime(runtime)
     stack = "none" if without_kai else stack
-    get_stack(stack)  # an unknown name: one line naming the choices
-    without_kai = stack != "kai"
+    without_kai = not get_stack(stack).kai_inside  # an unknown name: one line naming the choices
     if chosen != "existing":
         load_fleet(fleet)  # bad input fails here, before anything is printed or started
         if not without_kai:

@@ -18,6 +18,7 @@ STACKS = {
     "kai": "kailab.stacks.kai:KaiStack",
     "none": "kailab.stacks.none:NoStack",
     "kueue": "kailab.stacks.kueue:KueueStack",
+    "kueue+kai": "kailab.stacks.kueue_kai:KueueKaiStack",
 }
 
 

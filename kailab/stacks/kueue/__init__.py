@@ -4,10 +4,11 @@ placing the pods it admits — a stack added by this package and one registry en
   install.py   Kueue's CRDs, webhook registrations, Configuration and the two processes' flags
   probe.py     proof that the stack schedules: a Job admitted through a ClusterQueue, its pod bound
 
+  vocabulary.py  an exercise's queue tree and workloads as Kueue's objects; what has no equivalent
+               is refused by name
+
 On the binary runtime only, for now: its processes run as local processes beside the control plane
-(webhooks on 127.0.0.1, signed by the lab's CA). What an exercise's queue tree, gangs and priorities
-become in Kueue's objects is the next step (issue #41); until then a Kueue lab runs what is written
-in Kueue's own objects, and exercises written for KAI are refused by name.
+(webhooks on 127.0.0.1, signed by the lab's CA).
 """
 
 from __future__ import annotations
@@ -17,41 +18,47 @@ import base64
 from ...errors import LabError
 from ...runtimes.addon import Addon, ProcessHost
 from ...runtimes.base import LabRecord, LabSpec, Runtime
-from ..base import Stack
-from . import install
+from ..base import QueueDecl, Ref, Stack
+from . import install, vocabulary
 
 
 class KueueAddon(Addon):
+    """Kueue's controller manager, and kube-scheduler to place what it admits (`placer=False`: a
+    stack that brings its own scheduler, kueue+kai, starts Kueue alone and proves it with `probe_pod`)."""
+
     name = "kueue"
     installs = frozenset({"processes"})
     start_title = "Kueue and kube-scheduler serving, probe Job admitted and bound"
 
-    def __init__(self, kubernetes: str, version: str | None = None) -> None:
+    def __init__(self, kubernetes: str, version: str | None = None, placer: bool = True) -> None:
         self.version = version or install.pins()["version"]
         self.kubernetes = kubernetes
         self.kueue = install.kueue_recipe(self.version)
-
+        self.placer = placer
 
     def processes(self) -> list[str]:
-        return ["kube-scheduler", "kueue"]
+        return ["kube-scheduler", "kueue"] if self.placer else ["kueue"]
 
     def namespaces(self) -> list[str]:
         return [install.pins()["namespace"]]
 
     def recipes(self) -> list:
-        return [self.kueue, install.scheduler_recipe(self.kubernetes)]
+        return [self.kueue] + ([install.scheduler_recipe(self.kubernetes)] if self.placer else [])
 
     def port_names(self) -> list[str]:
-        return ["kube-scheduler.secure", "kueue.metrics", "kueue.probe", "kueue.webhook"]
+        return [p for p in ["kube-scheduler.secure", "kueue.metrics", "kueue.probe", "kueue.webhook"]
+                if p.split(".")[0] in self.processes()]
 
     def health_url(self, name: str, ports: dict[str, int]) -> str:
         return install.health_url(name, ports)
 
     def seed_objects(self, built: dict) -> list[dict]:
-        return install.crd_documents(install.tree(self.kueue)) + [
+        own = install.priority_classes() if self.placer else []  # with KAI, its chart's own
+        return install.crd_documents(install.tree(self.kueue)) + own + [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": install.pins()["namespace"]}}]
 
-    def start(self, host: ProcessHost) -> None:
+    def start(self, host: ProcessHost, probe_pod=None, probe_objects=()) -> None:
+        """`probe_pod(pod_spec, labels)`: how the probe Job's pod names the stack's own scheduler."""
         import yaml
 
         from . import probe
@@ -66,7 +73,7 @@ class KueueAddon(Addon):
         with host.timed("Kueue CRDs Established"):
             host.install_crds(install.crd_documents(install.tree(self.kueue)))
         (lab / "kueue-config.yaml").write_text(yaml.safe_dump(install.configuration(ports, certs), sort_keys=False))
-        with host.timed("Kueue and kube-scheduler serving"):
+        with host.timed(f"{' and '.join(self.processes())} serving"):
             for name in self.processes():
                 host.start(name, install.argv(name, host.bins[name], ports, lab), env={"KUBECONFIG": str(host.kubeconfig)})
             for name in self.processes():
@@ -77,7 +84,7 @@ class KueueAddon(Addon):
                                                       list(install.pins()["integrations"])):
                 host.kube.apply(obj)
         with host.timed("probe Job admitted and bound"):
-            probe.run(host.kube, lab)
+            probe.run(host.kube, lab, probe_pod, list(probe_objects))
 
     # Kueue serves its metrics over TLS behind Kubernetes authentication (a token Prometheus would
     # need): not scraped yet, so a Kueue lab's Prometheus has the API server and kube-state-metrics
@@ -96,5 +103,38 @@ class KueueStack(Stack):
         return out
 
     def preflight(self, kube, record: LabRecord) -> None:
-        raise LabError(f"lab {record.name!r} runs Kueue: exercises are written in KAI's vocabulary, which the "
-                       "kueue stack does not translate yet (issue #41); run them on a KAI lab (`kailab up`)")
+        if kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "clusterqueues.kueue.x-k8s.io") is None:
+            raise LabError(f"lab {record.name!r} has no Kueue (CRD clusterqueues.kueue.x-k8s.io is missing): "
+                           "bring one up with `kailab up --scheduler kueue`")
+
+    # ------------------------------------------------------------ the exercise's vocabulary
+    def queue_objects(self, queues: list[QueueDecl], namespace: str) -> list[dict]:
+        return vocabulary.queue_objects(queues, namespace)
+
+    def queue_leftovers(self, queues: list[QueueDecl], namespace: str) -> list[Ref]:
+        return vocabulary.queue_leftovers(queues, namespace)
+
+    def queue_view(self, obj: dict) -> tuple[str, dict] | None:
+        return vocabulary.queue_view(obj)
+
+    def watched(self) -> dict[str, tuple[str, str, bool]]:
+        return {"queue": (install.API, "ClusterQueue", False)}
+
+    def workload_objects(self, objs: list[dict], where: str) -> list[dict]:
+        return vocabulary.workload_objects(objs, where)
+
+    def snapshot_objects(self, kube, namespace: str, queues: list[str]) -> dict[str, list]:
+        """ClusterQueues (quota, usage, pending), and Kueue's Workloads: what it admitted, where, and
+        why the rest waits (their conditions)."""
+        def guarded(read):
+            try:
+                return read()
+            except Exception:  # noqa: BLE001 - a broken lab's snapshot is still written
+                return []
+
+        cqs = guarded(lambda: [kube.get(install.API, "ClusterQueue", q) for q in queues])
+        wls = guarded(lambda: kube.list(install.API, "Workload", namespace))
+        return {"clusterqueues.yaml": [q for q in cqs if q],
+                "workloads.yaml": [{"name": w["metadata"]["name"], "owner": (w["metadata"].get("ownerReferences") or [{}])[0].get("name"),
+                                    "spec": {k: v for k, v in (w.get("spec") or {}).items() if k != "podSets"},
+                                    "status": w.get("status")} for w in wls]}

@@ -71,6 +71,10 @@ def webhook_configurations(src: Path, port: int, ca_bundle_b64: str, integration
             path = hook["clientConfig"]["service"]["path"]
             if _wanted(path, integrations):
                 hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle_b64}
+                if "kueue-x-k8s-io" not in path:  # Kueue's kustomization: never the system namespaces
+                    hook["namespaceSelector"] = {"matchExpressions": [{
+                        "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                        "values": ["kube-system", pins()["namespace"]]}]}
                 hooks.append(hook)
         if hooks:
             doc["metadata"] = {"name": f"kailab-kueue-{doc['metadata']['name']}",
@@ -78,6 +82,13 @@ def webhook_configurations(src: Path, port: int, ca_bundle_b64: str, integration
             doc["webhooks"] = hooks
             out.append(doc)
     return out
+
+
+def priority_classes() -> list[dict]:
+    return [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+             "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "kailab"}},
+             "value": value, "preemptionPolicy": "PreemptLowerPriority", "globalDefault": False}
+            for name, value in pins()["priority_classes"].items()]
 
 
 def configuration(ports: dict[str, int], cert_dir: Path) -> dict:
@@ -91,7 +102,9 @@ def configuration(ports: dict[str, int], cert_dir: Path) -> dict:
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
             "clientConnection": {"qps": 300, "burst": 500},
-            "integrations": {"frameworks": list(p["integrations"])}}
+            "integrations": {"frameworks": list(p["integrations"])},
+            # an exercise's overQuotaWeight is a ClusterQueue's fair-sharing weight: on, as KAI's is
+            "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
 
 
 def argv(name: str, binary: Path, ports: dict[str, int], lab: Path) -> list[str]:

@@ -28,23 +28,27 @@ def objects() -> list[dict]:
     ]
 
 
-def job() -> dict:
+def job(probe_pod=None) -> dict:
     container = {"name": "main", "image": "kailab.io/fake-gpu-workload:never-pulled",
                  "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
                                "limits": {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": "1"}}}
+    pod_spec = {"restartPolicy": "Never", "containers": [container], "terminationGracePeriodSeconds": 0}
+    labels: dict = {}
+    if probe_pod is not None:  # a stack with its own scheduler: the pod names it (and its queue)
+        probe_pod(pod_spec, labels)
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": "kailab-probe", "namespace": NAMESPACE, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
             "spec": {"suspend": True, "parallelism": 1, "completions": 1,
-                     "template": {"spec": {"restartPolicy": "Never", "containers": [container],
-                                           "terminationGracePeriodSeconds": 0}}}}
+                     "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
 
 
-def run(kube, lab: Path) -> None:
-    for obj in objects():
+def run(kube, lab: Path, probe_pod=None, extra: list[dict] | None = None) -> None:
+    """`extra`: objects the stack's own scheduler needs for the probe (its queues), removed after."""
+    for obj in objects() + list(extra or []):
         wait_until(f"the API server to take {obj['kind']} {obj['metadata']['name']}", lambda o=obj: kube.apply(o) or True,
                    timeout="apiserver-ready", lab=lab, component="kueue")
     # Kueue's webhook defaults and validates Jobs: retried until it answers
-    wait_until("Kueue's webhook to take the probe Job", lambda: kube.apply(job()) or True,
+    wait_until("Kueue's webhook to take the probe Job", lambda: kube.apply(job(probe_pod)) or True,
                timeout="scheduler-component-healthy", lab=lab, component="kueue",
                hint="the API server calls it on 127.0.0.1; see its log")
 
@@ -52,8 +56,10 @@ def run(kube, lab: Path) -> None:
         pods = kube.list("v1", "Pod", NAMESPACE, label_selector="job-name=kailab-probe")
         return any((p.get("spec") or {}).get("nodeName") for p in pods)
 
-    wait_until("the probe Job to be admitted by Kueue and its pod bound by kube-scheduler", bound,
+    wait_until("the probe Job to be admitted by Kueue and its pod bound", bound,
                timeout="probe-pod-bound", lab=lab, component="kueue",
                hint="kubectl get workloads,clusterqueues -A; see kueue's and kube-scheduler's logs")
     kube.delete("batch/v1", "Job", "kailab-probe", NAMESPACE)
     kube.delete_pods(NAMESPACE)
+    for obj in reversed(list(extra or [])):
+        kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))

@@ -1,0 +1,110 @@
+"""The kueue+kai stack: Kueue admits (quota, borrowing, preemption at admission), KAI places (its
+scheduler, binder and queues decide where and when an admitted pod runs).
+
+Both layers get the exercise's queue tree: Kueue as Cohorts, ClusterQueues and LocalQueues (the
+kueue stack's vocabulary), KAI as its Queues; a workload keeps KAI's marks and names its LocalQueue,
+and a Job starts suspended until Kueue admits it. Where their quotas can disagree: Kueue counts the
+`nvidia.com/gpu` a pod requests when it admits, KAI counts what it places - so a GPU fraction (which
+requests none) is refused here by name, and an admitted pod can still wait for KAI (its own fair
+share, gangs, placement). Evictions come from either layer: Kueue suspends or deletes a workload it
+preempts, KAI deletes a pod it reclaims; the run's evidence has both layers' objects.
+
+On the binary runtime: KAI's five processes and Kueue's controller manager, no kube-scheduler.
+"""
+
+from __future__ import annotations
+
+from ... import versions, workloads
+from ...runtimes.addon import Addon, ProcessHost
+from ...runtimes.base import LabRecord, LabSpec, Runtime
+from ..base import QueueDecl, Ref
+from ..kai import KaiAddon, KaiStack
+from ..kueue import KueueAddon, install as kueue_install, vocabulary as kueue_words
+from ..kai import vocabulary as kai_words
+
+PROBE_QUEUE = "kailab-kueue-probe"
+
+
+class KueueKaiAddon(Addon):
+    name = "kueue+kai"
+    installs = frozenset({"processes"})
+    start_title = "KAI and Kueue serving, probe Job admitted by Kueue and bound by KAI"
+
+    def __init__(self, kai_version: str) -> None:
+        self.kai = KaiAddon(kai_version)
+        self.kueue = KueueAddon(kueue_install.kubernetes_of(kai_version), placer=False)
+        self.version = f"kueue {self.kueue.version} + KAI {self.kai.version}"
+        self.reservation_namespace = self.kai.reservation_namespace
+
+    def record(self) -> dict:
+        out = super().record()
+        out["parts"] = {"kai": self.kai.version, "kueue": self.kueue.version}
+        return out
+
+    def processes(self) -> list[str]:
+        return self.kai.processes() + self.kueue.processes()
+
+    def namespaces(self) -> list[str]:
+        return self.kai.namespaces() + self.kueue.namespaces()
+
+    def recipes(self) -> list:
+        return self.kai.recipes() + self.kueue.recipes()
+
+    def port_names(self) -> list[str]:
+        return self.kai.port_names() + self.kueue.port_names()
+
+    def health_url(self, name: str, ports: dict[str, int]) -> str:
+        return (self.kueue if name in self.kueue.processes() else self.kai).health_url(name, ports)
+
+    def seed_objects(self, built: dict) -> list[dict]:
+        return self.kai.seed_objects(built) + self.kueue.seed_objects(built)
+
+    def scrape_jobs(self, ports: dict[str, int]) -> list[dict]:
+        return self.kai.scrape_jobs(ports)
+
+    def start(self, host: ProcessHost) -> None:
+        self.kai.start(host)  # KAI first, proved by its own probe pod
+
+        def kai_places(pod_spec: dict, labels: dict) -> None:
+            pod_spec["schedulerName"] = workloads.SCHEDULER_NAME
+            labels[workloads.QUEUE_LABEL] = PROBE_QUEUE
+
+        queue = workloads.queue(PROBE_QUEUE, {"quota": 1, "limit": -1})
+        self.kueue.start(host, probe_pod=kai_places, probe_objects=[queue])
+
+
+class KueueKaiStack(KaiStack):
+    """KAI's stack (its evidence, metrics, scheduler configuration) with Kueue in front of it."""
+
+    name = "kueue+kai"
+    title = "Kueue + KAI"
+
+    def addon(self, spec: LabSpec) -> Addon:
+        return KueueKaiAddon(versions.kai_release(spec.kai_version or versions.DEFAULT_KAI).version)
+
+    def describe(self, runtime: Runtime, record: LabRecord) -> dict:
+        out = super().describe(runtime, record)
+        out["name"], out["version"] = self.name, (record.stack or {}).get("version", record.kai_version)
+        out["install"] = "Kueue's controller manager admitting, KAI's components placing, as local processes"
+        return out
+
+    def preflight(self, kube, record: LabRecord) -> None:
+        super().preflight(kube, record)
+        from ..kueue import KueueStack
+
+        KueueStack().preflight(kube, record)
+
+    def queue_objects(self, queues: list[QueueDecl], namespace: str) -> list[dict]:
+        return kueue_words.queue_objects(queues, namespace) + kai_words.queue_objects(queues)
+
+    def queue_leftovers(self, queues: list[QueueDecl], namespace: str) -> list[Ref]:
+        return kueue_words.queue_leftovers(queues, namespace) + kai_words.queue_leftovers(queues)
+
+    def workload_objects(self, objs: list[dict], where: str) -> list[dict]:
+        return kueue_words.workload_objects(objs, where, kai_places=True)
+
+    def snapshot_objects(self, kube, namespace: str, queues: list[str]) -> dict[str, list]:
+        from ..kueue import KueueStack
+
+        return {**super().snapshot_objects(kube, namespace, queues),
+                **KueueStack().snapshot_objects(kube, namespace, queues)}

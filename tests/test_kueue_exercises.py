@@ -1,0 +1,63 @@
+"""The same exercise files on the kueue and kueue+kai stacks (issue #41): quota, borrow, reclaim, gang
+and starvation run on a binary lab where Kueue admits and kube-scheduler (kueue) or KAI (kueue+kai)
+places, each asserting what was measured there (expectations with `stacks:` where the stacks differ),
+and a GPU fraction is refused by name before anything is made."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kailab.exercise.runner import resolve_exercise, run_exercise
+from kailab.kube import Kube
+from kailab.lab import LabSpec, get_runtime
+
+pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("own_labs")]  # a lab of its own, one such test at a time
+
+FIVE = ["quota", "borrow", "reclaim", "gang", "starvation"]
+
+
+@pytest.fixture(scope="module", params=["kueue", "kueue+kai"])
+def kueue_small(request):
+    stack = request.param
+    name = f"{stack.replace('+', '-')}-x-{os.getpid()}"
+    rt = get_runtime("binary")
+    rec = rt.up(LabSpec(name=name, runtime="binary", fleet="small", with_kai=stack == "kueue+kai", stack=stack,
+                        metrics=False))
+    try:
+        yield rec
+    finally:
+        rt.down(name)
+
+
+@pytest.mark.parametrize("exercise", FIVE)
+def test_the_exercise_passes_on_kueue(kueue_small, exercise, tmp_path):
+    out = run_exercise(resolve_exercise(exercise), kueue_small, tmp_path)
+    assert out.verdict == "passed", out.report()
+    verdict = (tmp_path / os.path.basename(out.evidence) / "verdict.json").read_text()
+    stack = kueue_small.stack["name"]
+    assert f'"stack": "{stack}"' in verdict
+    # Kueue's own objects are the run's evidence: its ClusterQueues and Workloads (and KAI's, when it places)
+    final = tmp_path / os.path.basename(out.evidence) / "final"
+    assert (final / "clusterqueues.yaml").is_file() and (final / "workloads.yaml").is_file()
+    assert (final / "podgroups.yaml").exists() == (stack == "kueue+kai")
+    if exercise == "gang":  # what differs from KAI is checked here; KAI's own expectation is named, not counted
+        loose = [r for r in out.results if r.what.startswith("workload loose-job") and r.step.startswith("the same job")]
+        assert {(r.what, r.observed) for r in loose} == {("workload loose-job bound", "0"), ("workload loose-job pending", "0")}
+        assert any("(for kai only" in n and "loose-job" in n for n in out.not_checked)
+
+
+def test_a_gpu_fraction_is_refused_by_name_and_nothing_is_made(kueue_small, tmp_path):
+    kube = Kube(kueue_small.kubeconfig)
+    try:
+        before = {n["metadata"]["name"] for n in kube.list("v1", "Namespace")}
+        out = run_exercise(resolve_exercise("fractional"), kueue_small, tmp_path)
+        assert out.verdict == "error"
+        stack = kueue_small.stack["name"]
+        assert "fractional.yaml: step" in out.error and f" share: not on the {stack} stack: Kueue " in out.error
+        assert "\n" not in out.error
+        assert {n["metadata"]["name"] for n in kube.list("v1", "Namespace")} == before
+        assert not kube.list("kueue.x-k8s.io/v1beta2", "ClusterQueue")
+    finally:
+        kube.close()
