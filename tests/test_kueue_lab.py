@@ -50,6 +50,11 @@ def test_the_lab_runs_kueue_and_kube_scheduler_as_named_components(kueue_lab):
         assert report["components"][name]["state"] == "running"
     assert report["stack"] == {"name": "kueue", "version": "v0.19.2"}
     assert not any(n in report["components"] for n in ("scheduler", "binder", "admission"))  # no KAI in it
+    kube = Kube(kueue_lab.kubeconfig)
+    try:  # the probe's queues went with it: a user's `kubectl get clusterqueues` sees none of kailab's
+        assert not kube.list(API, "ClusterQueue") and not kube.list(API, "ResourceFlavor")
+    finally:
+        kube.close()
 
 
 def test_kueue_admits_within_a_clusterqueues_gpu_quota_and_holds_the_rest(kueue_lab):

@@ -61,5 +61,6 @@ def run(kube, lab: Path, probe_pod=None, extra: list[dict] | None = None) -> Non
                hint="kubectl get workloads,clusterqueues -A; see kueue's and kube-scheduler's logs")
     kube.delete("batch/v1", "Job", "kailab-probe", NAMESPACE)
     kube.delete_pods(NAMESPACE)
-    for obj in reversed(list(extra or [])):
+    # the probe has answered: its queues go, so a user's `kubectl get clusterqueues` sees none of kailab's
+    for obj in reversed(objects()[1:] + list(extra or [])):
         kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
