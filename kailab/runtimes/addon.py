@@ -44,13 +44,6 @@ class ProcessHost(ABC):
     @abstractmethod
     def timed(self, what: str) -> contextlib.AbstractContextManager: ...
 
-    @abstractmethod
-    def submit_probe(self):
-        """Create the probe pod (a pod the scheduler must bind), returning what `await_probe` waits on."""
-
-    @abstractmethod
-    def await_probe(self, pod) -> None: ...
-
 
 class Addon:
     """Nothing schedules: the default, and the interface a scheduler stack implements."""

@@ -29,8 +29,7 @@ from .waits import wait_until, why_it_died
 from . import clusterinfo, metrics, processes, seed
 from .addon import Addon, ProcessHost, addon_of
 from .base import LabRecord, LabSpec, Runtime, status_report
-from .labkit import (Phases, await_probe, create_fleet, kwok_config_text, lab_lock, refuse_other_lab,
-                     run_together, submit_probe)
+from .labkit import Phases, create_fleet, kwok_config_text, lab_lock, refuse_other_lab, run_together
 
 if TYPE_CHECKING:
     from ..fleet import Fleet
@@ -520,12 +519,6 @@ class _Host(ProcessHost):
 
     def timed(self, what: str):
         return self.phases.timed(what)
-
-    def submit_probe(self):
-        return submit_probe(self.kube, self.lab)
-
-    def await_probe(self, pod) -> None:
-        await_probe(self.kube, pod, self.lab)
 
 
 def failed_start_dir(name: str) -> Path:

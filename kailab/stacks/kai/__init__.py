@@ -18,7 +18,7 @@ from ... import toolchain, versions
 from ...errors import KailabError
 from ...runtimes.addon import Addon, ProcessHost
 from ...runtimes.base import LabRecord, LabSpec, Runtime, Unsupported
-from ...runtimes.labkit import PROBE_NAMESPACE, probe
+from ...runtimes.labkit import PROBE_NAMESPACE
 from ...runtimes.shell import progress
 from ..base import QueueDecl, Ref, Stack
 from . import install, vocabulary
@@ -109,6 +109,8 @@ class KaiAddon(Addon):
 
     def await_ready(self, kube) -> None:
         from . import kind
+
+        from .probe import probe
 
         progress("KAI must bind the probe pod")
         probe(kube, hint=f"kubectl -n {kind.namespace()} logs deployment/{kind.SCHEDULER_DEPLOYMENT}; "

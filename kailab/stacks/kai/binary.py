@@ -21,6 +21,7 @@ from ...runtimes.addon import ProcessHost
 from ...runtimes.labkit import PROBE_NAMESPACE
 from ...runtimes.waits import wait_until
 from . import install as kai
+from . import probe
 
 # the scheduler's configuration in the lab dir: what it runs now, and the lab's default
 SCHEDULER_CONF, DEFAULT_SCHEDULER_CONF = "scheduler-conf.yaml", "scheduler-conf.default.yaml"
@@ -49,14 +50,14 @@ def start(host: ProcessHost, recipe, tree: Path) -> None:
             host.start(comp, kai.component_argv(comp, host.bins[comp], ports, lab / SCHEDULER_CONF), env=env)
         with ThreadPoolExecutor(max_workers=1) as pool:
             objects = pool.submit(lambda: [kube.apply(o) for o in kai.base_objects() + kai.chart_objects(tree)])
-            pod = host.submit_probe()
+            pod = probe.submit_probe(kube, lab)
             for comp in versions.KAI_COMPONENTS:
                 host.wait_healthy(comp)
             objects.result()
     with host.timed("KAI's webhooks registered"):
         _register_webhooks(lab, kube, ports, kai.admission_validates_topologies(tree))
     with host.timed("probe pod bound"):
-        host.await_probe(pod)
+        probe.await_probe(kube, pod, lab)
 
 
 def scheduler_argv(lab: Path, argv: list[str], setting) -> tuple[list[str], list[str]]:
