@@ -47,6 +47,31 @@ def trial(version_text, exercises, fleet, parallel, runtime, dry_run, repeat) ->
 
 
 @cli.command()
+@click.option("--stacks", "stack_text", default="kai,kueue", show_default=True,
+              help="Comma-separated scheduler stacks, one lab each, side by side.")
+@click.option("--exercises", default="quota,borrow,reclaim,gang,starvation", show_default=True,
+              help="Comma-separated exercise names or paths.")
+@click.option("--fleet", default="small", show_default=True)
+@click.option("--kai-version", default="", help="KAI's version (the kai stack) and the Kubernetes every lab runs.")
+@click.option("--repeat", type=click.IntRange(1, 20), default=2, show_default=True,
+              help="Runs of each exercise per stack: a difference must hold over repeats, not be a flake.")
+@click.option("--parallel", type=int, default=None, help="Labs at once (default: cores/2, at least 1).")
+def compare(stack_text, exercises, fleet, kai_version, repeat, parallel) -> None:
+    """Run the same exercises on several scheduler stacks side by side; write a matrix and report."""
+    from .. import compare as compare_mod
+    from .. import evidence
+
+    stacks = compare_mod.parse_stacks(stack_text)  # fails before any lab starts
+    names = [e.strip() for e in exercises.split(",") if e.strip()]
+    out_dir = compare_mod.run_compare(stacks, names, fleet, repeat, kai_version, console=console, parallel=parallel)
+    matrix = json.loads((out_dir / evidence.MATRIX).read_text())
+    out.print(compare_mod.markdown(matrix), markup=False, highlight=False)
+    out.print(f"compare evidence: {out_dir}")
+    ok = all(c["runs"] and c["passed"] == c["runs"] for row in matrix["exercises"].values() for c in row.values())
+    sys.exit(0 if ok else 1)
+
+
+@cli.command()
 @click.argument("trace_file", metavar="TRACE")
 @click.option("--designs", "design_text", required=True,
               help="Comma-separated queue design files (one lab each, side by side); one file with --kai-versions.")

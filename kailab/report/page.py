@@ -64,7 +64,9 @@ def _muted_list(items: list[str]) -> str:
 def matrix_html(trial_dir: Path, matrix: dict, base: Path) -> str:
     versions = [str(v) for v in matrix.get("versions") or []]
     why = matrix.get("why_differing") if isinstance(matrix.get("why_differing"), dict) else {}
-    out = [f'<section class="matrix"><h2>Trial {esc(trial_dir.name)}: exercise &times; KAI version</h2>',
+    axis = str(matrix.get("axis") or "KAI version")
+    out = [f'<section class="matrix"><h2>{"Comparison" if axis != "KAI version" else "Trial"} {esc(trial_dir.name)}: '
+           f'exercise &times; {esc(axis)}</h2>',
            f'<p class="muted">From {link(trial_dir / evidence.MATRIX, base)}'
            + (f', fleet {esc(fmt(matrix["fleet"]))}' if matrix.get("fleet") else "")
            + f'. {esc(fmt(matrix.get("repeat", 1)))} run(s) per cell. Rows that differ across versions come '

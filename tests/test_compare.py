@@ -1,0 +1,47 @@
+"""`kailab compare` on real labs: one binary lab per stack side by side, the same exercise on each,
+and a matrix, markdown and report read back from the runs' verdicts (issue #41)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import pytest
+
+from kailab.paths import lab_dir
+
+pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("own_labs")]  # labs of its own, one such test at a time
+
+
+def test_compare_runs_an_exercise_on_kai_and_kueue_and_writes_the_matrix(tmp_path):
+    env = {**os.environ, "KAILAB_EVIDENCE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "kailab.cli", "compare", "--stacks", "kai,kueue", "--exercises", "gang",
+                          "--repeat", "2", "--parallel", "2"], capture_output=True, text=True, env=env, timeout=1800)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (cdir,) = [p for p in tmp_path.iterdir() if p.name.startswith("compare-")]
+    matrix = json.loads((cdir / "matrix.json").read_text())
+    assert matrix["axis"] == "scheduler stack" and matrix["versions"] == ["kai", "kueue"]
+    for stack in ("kai", "kueue"):
+        cell = matrix["exercises"]["gang"][stack]
+        assert (cell["verdict"], cell["runs"], cell["passed"]) == ("passed", 2, 2), cell
+        assert all((cdir / e / "verdict.json").is_file() for e in cell["evidence_all"])
+        assert json.loads((cdir / cell["evidence"] / "verdict.json").read_text())["stack"] == stack
+    # what the file expects of one stack only, with its why, is part of the comparison
+    per_stack = matrix["per_stack"]["gang"]
+    assert any(it["stacks"] == ["kai"] and it["expects"].get("workload") == "loose-job" for it in per_stack)
+    assert any("kueue" in it["stacks"] and "admits a Job whole" in it["why"] for it in per_stack)
+    md = (cdir / "matrix.md").read_text()
+    assert "| gang" in md and "gang: written per stack" in md
+    assert "exercise &times; scheduler stack" in (cdir / "report.html").read_text()
+    assert "gang" in out.stdout and str(cdir) in out.stdout
+    assert not list(lab_dir("x").parent.glob(f"compare-{cdir.name.split('-', 1)[1]}-*"))  # every lab went down
+
+
+def test_compare_refuses_an_unknown_or_single_stack_in_one_line(tmp_path):
+    for arg, words in (("kai,volcanoo", "'volcanoo' is not a scheduler stack"), ("kai", "at least two stacks"),
+                       ("kai,none", "'none' is not a scheduler stack")):
+        out = subprocess.run([sys.executable, "-m", "kailab.cli", "compare", "--stacks", arg],
+                             capture_output=True, text=True, env={**os.environ, "KAILAB_EVIDENCE": str(tmp_path)})
+        assert out.returncode != 0 and words in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert not any(tmp_path.iterdir())
