@@ -10,6 +10,9 @@ KAI is the exception where the proxy refuses it: then it is built from a registe
 repository (see kai_source), inside KAI's own module with its own go.sum. Every KAI build's
 manifest says where its source came from (module proxy / repository + commit / work tree) and
 where that source tree is, so a lab's CRDs always come from the same tree as its binaries.
+
+Over 500 lines: a recipe, its cache key, its source check and its build are one contract (the
+manifest a build writes is what the cache and the source check read back); kept in one place.
 """
 
 from __future__ import annotations

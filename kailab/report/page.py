@@ -1,4 +1,7 @@
-"""The page: HTML sections and tables around the charts, inline CSS, and where the page is written."""
+"""The page: HTML sections and tables around the charts, inline CSS, and where the page is written.
+
+Over 500 lines: one section per kind of evidence (runs, trials, comparisons, replays, e2e) sharing one
+set of escaping and linking helpers; the charts themselves are in svg.py."""
 
 from __future__ import annotations
 

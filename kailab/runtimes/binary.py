@@ -4,6 +4,9 @@ etcd, kube-apiserver, kube-controller-manager and kwok run from the binary cache
 kailab itself rather than kwokctl: the scheduler's processes (the lab's Addon, handed in by a
 stack) need the same supervision (own ports, logs, pid records, clean-up), and one mechanism for
 all of them keeps `down` and `status` simple. Everything listens on 127.0.0.1 only.
+
+Over 500 lines: `up`, `down`, `status`, repair and faults all read and write one lab's process table
+and record under one lock; split apart, each part would re-read what the others just changed.
 """
 
 from __future__ import annotations
