@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -23,6 +24,11 @@ from .lab import LabSpec, lab, with_addon
 from .paths import evidence_dir
 
 AXIS = "scheduler stack"
+# what a comparison shows and judges: counts, and each queue's typical and long waits. Step timings
+# and tail waits are in every run's verdict; with labs side by side on few cores they mostly measure
+# the machine's load, not the scheduler
+KEY_FIGURES = re.compile(r"^(binds|evictions|pending_peak|gangs_(in)?complete|never_bound\..+|evicted\..+|"
+                         r"wait_(p50|p95)_s\..+)$")
 
 
 def parse_stacks(text: str) -> list[str]:
@@ -90,6 +96,12 @@ def build(compare_dir: Path) -> dict:
     """The trial matrix with stacks as its columns, and per exercise what its file expects of one
     stack only (the legitimate differences, with the file's own why)."""
     matrix = trial.build_matrix(compare_dir)
+    for row in matrix["exercises"].values():
+        for cell in row.values():
+            cell["figures"] = {k: v for k, v in cell["figures"].items() if KEY_FIGURES.match(k)}
+            cell["ranges"] = {k: v for k, v in cell["ranges"].items() if KEY_FIGURES.match(k)}
+    why = {n: d for n, row in matrix["exercises"].items() if (d := trial.differences(row))}
+    matrix["differing"], matrix["why_differing"] = list(why), why
     plan = json.loads((compare_dir / "plan.json").read_text())
     matrix["axis"] = AXIS
     matrix["kai_version"] = plan.get("kai_version")

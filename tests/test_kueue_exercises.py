@@ -64,3 +64,16 @@ def test_a_gpu_fraction_is_refused_by_name_and_nothing_is_made(kueue_small, tmp_
         assert made() <= before
     finally:
         kube.close()
+
+
+def test_kueue_and_kai_coexist_each_pod_choosing_or_the_exercise_is_refused_by_name(kueue_small, tmp_path):
+    """exercises/stacks/coexistence.yaml: Kueue's batch Jobs (placed by kube-scheduler) beside KAI's GPU
+    pods, neither touching the other's, both finishing - on kueue+kai; any other stack refuses it."""
+    from kailab.paths import exercises_dir
+
+    out = run_exercise(exercises_dir() / "stacks" / "coexistence.yaml", kueue_small, tmp_path)
+    if kueue_small.stack["name"] == "kueue+kai":
+        assert out.verdict == "passed", out.report()
+        assert not out.not_checked
+    else:
+        assert out.verdict == "error" and "coexistence.yaml: stacks: the exercise runs on kueue+kai" in out.error

@@ -20,6 +20,8 @@ from .spec import (CountExpect, EventExpect, Exercise, ExpectItem, NodeChoice, O
 def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
     for stack in ex.invariants_on:
         _check_stack(stack, path, f"invariantsOn.{stack}")
+    for i, stack in enumerate(ex.stacks or []):
+        _check_stack(stack, path, f"stacks[{i}]")
     """Cross-field checks pydantic cannot do: names exist, sizes fit the fleet."""
     names = [n for n, _, _ in ex.queue_tree()]
     for n in names:

@@ -175,6 +175,10 @@ class ExerciseRun:
         if wants_processes and not self.runtime.controls_processes:
             self.runtime.kill(self.lab, wants_processes[0].kill or wants_processes[0].restart)  # its one-line refusal
         self.stack.preflight(self.kube, self.lab)
+        if self.ex.stacks and self.stack.name not in self.ex.stacks:
+            raise KailabError(f"{self.source.name}: stacks: the exercise runs on {', '.join(self.ex.stacks)}, and lab "
+                              f"{self.lab.name!r} runs {self.stack.name}: bring one up with "
+                              f"`kailab up --scheduler {self.ex.stacks[0]}`")
         # the fleet's identity, not just its size: an exercise's numbers and node names are chosen
         # for one fleet, and a verdict on another would be about a fleet it never saw
         fleet = load_fleet(self.ex.fleet)

@@ -377,6 +377,8 @@ class Exercise(Strict):
                                        "widest first (e.g. [topology.kubernetes.io/zone, kailab.io/rack])")
     steps: list[Step] = Field(min_length=1)
     invariants: list[Literal[INVARIANTS]] = []  # type: ignore[valid-type]
+    stacks: list[str] | None = Field(None, description="the scheduler stacks this exercise runs on (default: any); "
+                                     "on another it is refused by name before anything is made")
     invariants_on: dict[str, list[Literal[INVARIANTS]]] = Field(  # type: ignore[valid-type]
         {}, alias="invariantsOn", description="per scheduler stack, the invariants watched on it instead of "
         "`invariants` (one a stack does not promise is left out there, and the file says why)")

@@ -23,27 +23,28 @@ from . import install, vocabulary
 
 
 class KueueAddon(Addon):
-    """Kueue's controller manager, and kube-scheduler to place what it admits (`placer=False`: a
-    stack that brings its own scheduler, kueue+kai, starts Kueue alone and proves it with `probe_pod`)."""
+    """Kueue's controller manager and kube-scheduler, which places what Kueue admits (and, beside
+    another scheduler, every pod that names no scheduler). `priorities=False`: a stack whose other
+    part brings the priority classes exercises name (kueue+kai: KAI's chart)."""
 
     name = "kueue"
     installs = frozenset({"processes"})
     start_title = "Kueue and kube-scheduler serving, probe Job admitted and bound"
 
-    def __init__(self, kubernetes: str, version: str | None = None, placer: bool = True) -> None:
+    def __init__(self, kubernetes: str, version: str | None = None, priorities: bool = True) -> None:
         self.version = version or install.pins()["version"]
         self.kubernetes = kubernetes
         self.kueue = install.kueue_recipe(self.version)
-        self.placer = placer
+        self.priorities = priorities
 
     def processes(self) -> list[str]:
-        return ["kube-scheduler", "kueue"] if self.placer else ["kueue"]
+        return ["kube-scheduler", "kueue"]
 
     def namespaces(self) -> list[str]:
         return [install.pins()["namespace"]]
 
     def recipes(self) -> list:
-        return [self.kueue] + ([install.scheduler_recipe(self.kubernetes)] if self.placer else [])
+        return [self.kueue, install.scheduler_recipe(self.kubernetes)]
 
     def port_names(self) -> list[str]:
         return [p for p in ["kube-scheduler.secure", "kueue.metrics", "kueue.probe", "kueue.webhook"]
@@ -53,7 +54,7 @@ class KueueAddon(Addon):
         return install.health_url(name, ports)
 
     def seed_objects(self, built: dict) -> list[dict]:
-        own = install.priority_classes() if self.placer else []  # with KAI, its chart's own
+        own = install.priority_classes() if self.priorities else []
         return install.crd_documents(install.tree(self.kueue)) + own + [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": install.pins()["namespace"]}}]
 

@@ -9,7 +9,8 @@ requests none) is refused here by name, and an admitted pod can still wait for K
 share, gangs, placement). Evictions come from either layer: Kueue suspends or deletes a workload it
 preempts, KAI deletes a pod it reclaims; the run's evidence has both layers' objects.
 
-On the binary runtime: KAI's five processes and Kueue's controller manager, no kube-scheduler.
+On the binary runtime: KAI's five processes, Kueue's controller manager, and kube-scheduler for the
+pods that name no scheduler (each pod chooses: the coexistence exercise, exercises/stacks/).
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ PROBE_QUEUE = "kailab-kueue-probe"
 class KueueKaiAddon(Addon):
     name = "kueue+kai"
     installs = frozenset({"processes"})
-    start_title = "KAI and Kueue serving, probe Job admitted by Kueue and bound by KAI"
+    start_title = "KAI, Kueue and kube-scheduler serving, probe Job admitted by Kueue and bound by KAI"
 
     def __init__(self, kai_version: str) -> None:
         self.kai = KaiAddon(kai_version)
-        self.kueue = KueueAddon(kueue_install.kubernetes_of(kai_version), placer=False)
+        self.kueue = KueueAddon(kueue_install.kubernetes_of(kai_version), priorities=False)
         self.version = f"kueue {self.kueue.version} + KAI {self.kai.version}"
         self.reservation_namespace = self.kai.reservation_namespace
 
