@@ -13,7 +13,7 @@ from kailab.exercise.runner import resolve_exercise, run_exercise
 from kailab.kube import Kube
 from kailab.lab import LabSpec, get_runtime
 
-pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("own_labs")]  # a lab of its own, one such test at a time
+pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("kueue_labs")]  # its labs one at a time, beside the own_labs group
 
 FIVE = ["quota", "borrow", "reclaim", "gang", "starvation"]
 

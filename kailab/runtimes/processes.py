@@ -304,17 +304,50 @@ def port_in_use(port: int) -> bool:
     return False
 
 
+def _listen_range() -> tuple[int, int]:
+    """Ports for the lab's listeners, below the kernel's ephemeral range: a port picked by binding to 0
+    comes from that range, and any outgoing connection (every kube client of every lab on the machine)
+    may take it as its source port before the component binds it - a start then dies "port in use"."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return (max(1024, low - 12000), low - 1) if low > 6000 else (0, 0)
+
+
+RESERVED_FOR_S = 600  # a port handed to a lab stays out of other labs' reach while it starts
+
+
 def allocate_ports(names: list[str], fixed: dict[str, int] | None = None) -> dict[str, int]:
-    """Distinct free loopback ports for every name; `fixed` ones are kept as given."""
+    """Distinct free loopback ports for every name; `fixed` ones are kept as given. Chosen at random
+    below the ephemeral range (see _listen_range), free when chosen, and reserved for a while in the
+    state directory so that labs starting at the same time never pick the same one."""
+    import fcntl
+    import random
+
+    from ..paths import state_dir
+
     ports = dict(fixed or {})
-    taken = set(ports.values())
-    for name in names:
-        if name in ports:
-            continue
-        for _ in range(100):
-            p = free_port()
-            if p not in taken:
-                break
-        ports[name] = p
-        taken.add(p)
+    lo, hi = _listen_range()
+    book = state_dir().parent / "ports.json"  # beside labs/, which holds only labs
+    book.parent.mkdir(parents=True, exist_ok=True)
+    with open(book.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        now = time.time()
+        try:
+            reserved = {int(k): v for k, v in json.loads(book.read_text()).items() if v > now}
+        except (OSError, ValueError):
+            reserved = {}
+        taken = set(ports.values()) | set(reserved)
+        for name in names:
+            if name in ports:
+                continue
+            for _ in range(1000):
+                p = random.randint(lo, hi) if hi > lo else free_port()
+                if p not in taken and not port_in_use(p):
+                    break
+            ports[name] = p
+            taken.add(p)
+            reserved[p] = now + RESERVED_FOR_S
+        book.write_text(json.dumps({str(k): v for k, v in reserved.items()}))
     return ports
