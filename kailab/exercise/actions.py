@@ -101,7 +101,7 @@ class Patch(Action):
         for p in value:
             if p.queue is not None and p.gpu is not None:
                 # the whole tree again, as it stands now: a stack may write one queue's change into
-                # others (Kueue: a parent that opens releases its leaves)
+                # others (a parent that opens may release its leaves)
                 r.queue_gpu[p.queue] = p.gpu.as_queue_gpu()
                 for obj in r.stack.queue_objects(r.queue_decls(), r.names.namespace):
                     r.kube.apply(obj)

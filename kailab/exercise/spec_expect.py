@@ -18,7 +18,7 @@ COUNT_METRICS = ("bound", "running", "pending", "evicted", "nodes", "devices", "
 class OnStacks(Strict):
     """What every expectation may say: the scheduler stacks it is about."""
 
-    stacks: list[str] | None = Field(None, description="the scheduler stacks (kai, kueue, ...) this is checked on "
+    stacks: list[str] | None = Field(None, description="the scheduler stacks (by registered name) this is checked on "
                                      "(default: every one); where schedulers legitimately differ, write one "
                                      "expectation per stack - on any other stack it is not checked, and the "
                                      "run says so")

@@ -44,6 +44,14 @@ class Ref:
     namespace: str | None = None
 
 
+def read_or_empty(read) -> list:
+    """A snapshot read that a broken lab (a stack's kinds not served) turns into an empty list."""
+    try:
+        return read()
+    except Exception:  # noqa: BLE001 - a broken lab's snapshot is still written
+        return []
+
+
 class Stack(ABC):
     """One scheduler stack. Methods that take a runtime get the lab's, for its capabilities
     (controls_processes, installs_charts) and primitives, never its name."""

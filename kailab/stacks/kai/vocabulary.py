@@ -7,7 +7,7 @@ run observes and snapshots of KAI: Queues, PodGroups (its scheduling conditions)
 from __future__ import annotations
 
 from ... import workloads
-from ..base import QueueDecl, Ref
+from ..base import QueueDecl, Ref, read_or_empty
 
 QUEUE_API = "scheduling.run.ai/v2"
 PODGROUP_API = "scheduling.run.ai/v2alpha2"
@@ -47,15 +47,9 @@ def topology_leftovers(name: str) -> list[Ref]:
 def snapshot_objects(kube, namespace: str, queues: list[str]) -> dict[str, list]:
     """queues (spec+status), podgroups (metadata whole: KAI writes annotations there, e.g. when a gang
     went stale; spec, conditions), BindRequests (its decisions: node, GPU portion and group)."""
-    def guarded(read):
-        try:
-            return read()
-        except Exception:  # noqa: BLE001 - KAI's CRDs may be missing on a broken lab
-            return []
-
-    qs = guarded(lambda: [kube.get(QUEUE_API, "Queue", q) for q in queues])
-    pgs = guarded(lambda: kube.list(PODGROUP_API, "PodGroup", namespace))
-    brs = guarded(lambda: kube.list(BINDREQUEST_API, "BindRequest", namespace))
+    qs = read_or_empty(lambda: [kube.get(QUEUE_API, "Queue", q) for q in queues])
+    pgs = read_or_empty(lambda: kube.list(PODGROUP_API, "PodGroup", namespace))
+    brs = read_or_empty(lambda: kube.list(BINDREQUEST_API, "BindRequest", namespace))
     return {"queues.yaml": [q for q in qs if q],
             "podgroups.yaml": [{"name": p["metadata"]["name"], "labels": p["metadata"].get("labels"),
                                 "annotations": p["metadata"].get("annotations"), "metadata": p["metadata"],

@@ -18,7 +18,7 @@ import base64
 from ...errors import LabError
 from ...runtimes.addon import Addon, ProcessHost
 from ...runtimes.base import LabRecord, LabSpec, Runtime
-from ..base import QueueDecl, Ref, Stack
+from ..base import QueueDecl, Ref, Stack, read_or_empty
 from . import install, vocabulary
 
 
@@ -127,14 +127,8 @@ class KueueStack(Stack):
     def snapshot_objects(self, kube, namespace: str, queues: list[str]) -> dict[str, list]:
         """ClusterQueues (quota, usage, pending), and Kueue's Workloads: what it admitted, where, and
         why the rest waits (their conditions)."""
-        def guarded(read):
-            try:
-                return read()
-            except Exception:  # noqa: BLE001 - a broken lab's snapshot is still written
-                return []
-
-        cqs = guarded(lambda: [kube.get(install.API, "ClusterQueue", q) for q in queues])
-        wls = guarded(lambda: kube.list(install.API, "Workload", namespace))
+        cqs = read_or_empty(lambda: [kube.get(install.API, "ClusterQueue", q) for q in queues])
+        wls = read_or_empty(lambda: kube.list(install.API, "Workload", namespace))
         return {"clusterqueues.yaml": [q for q in cqs if q],
                 "workloads.yaml": [{"name": w["metadata"]["name"], "owner": (w["metadata"].get("ownerReferences") or [{}])[0].get("name"),
                                     "spec": {k: v for k, v in (w.get("spec") or {}).items() if k != "podSets"},
