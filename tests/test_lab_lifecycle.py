@@ -212,3 +212,32 @@ def test_a_component_that_dies_during_up_keeps_every_whole_log_past_down(tmp_pat
     assert "SIGQUIT: quit" in log and len(log.splitlines()) > 15  # the whole log, not the error's tail
     assert {"etcd.log", "kube-apiserver.log", "binder.log"} <= {p.name for p in kept.iterdir()}
     assert "scheduler: signal: SIGQUIT: quit" in (kept / "deaths.txt").read_text()
+
+
+@pytest.mark.kai
+def test_a_start_retry_is_recorded_and_counted_in_the_run(tmp_path):
+    """kube-state-metrics is started again when it dies at start (it gives up on a slow API server):
+    that retry is never silent — the lab's record and status name it with its cause, and a run on the
+    lab writes it into its evidence and counts it in its summary."""
+    name = unique("retry")
+    env = {**os.environ, "KAILAB_EVIDENCE": str(tmp_path / "evidence")}
+    proc = subprocess.Popen([*KAILAB, "up", "--runtime", "binary", "--fleet", "small", "--name", name],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        _wait_for_process(name, "kube-state-metrics", proc)
+        os.kill(processes.records(lab_dir(name))["kube-state-metrics"].pid, signal.SIGKILL)
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        retries = json.loads(run("status", "--json", "--name", name).stdout)["start_retries"]
+        assert [r["component"] for r in retries] == ["kube-state-metrics"], retries
+        assert "killed by SIGKILL" in retries[0]["reason"] and "attempt 1 of" in retries[0]["reason"], retries
+        out = run("run", "gang", "--name", name, "--evidence", str(tmp_path / "runs"))
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "lab start retries: 1" in out.stdout and "kube-state-metrics: signal: killed by SIGKILL" in out.stdout, out.stdout
+        verdict = json.loads(next((tmp_path / "runs").glob("*gang*/verdict.json")).read_text())
+        assert verdict["lab_start_retries"] == retries
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        run("down", "--name", name)
+    assert_nothing_left(name)

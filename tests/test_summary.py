@@ -67,3 +67,17 @@ def test_a_bench_mode_writes_its_json_and_markdown(tmp_path):
     again = _record({**results, "agree": 0}, "-runtimes", compare_markdown(results), tmp_path)
     assert again["written"].endswith("-runtimes-2.json") and open(out["written"]).read() == first
     assert len(list(tmp_path.glob("*-runtimes*.md"))) == 2
+
+
+def test_start_retries_are_counted_once_per_lab():
+    retry = {"component": "kube-state-metrics", "reason": "exited with status 1 with an empty log (attempt 1 of 3)"}
+    outcomes = [Outcome("gang", "passed", lab="a", start_retries=[retry]),
+                Outcome("quota", "passed", lab="a", start_retries=[retry]),
+                Outcome("borrow", "passed", lab="b")]
+    buf = io.StringIO()
+    print_summary(Console(file=buf, width=200), outcomes)
+    text = buf.getvalue()
+    assert "lab start retries: 1" in text and "a: kube-state-metrics: exited with status 1" in text
+    buf = io.StringIO()
+    print_summary(Console(file=buf, width=200), [Outcome("borrow", "passed", lab="b")])
+    assert "retries" not in buf.getvalue()

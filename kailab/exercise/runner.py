@@ -44,6 +44,9 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     # expectations the file keeps for other stacks than the lab's: named, never counted as passed
     not_checked: list[str] = field(default_factory=list)
+    # the lab's, as `up` recorded them (LabRecord.start_retries): components started again, and why
+    lab: str = ""
+    start_retries: list[dict] = field(default_factory=list)
 
     @property
     def failures(self) -> list[Result]:
@@ -98,7 +101,8 @@ class ExerciseRun:
         self.runtime = runtime_of(lab)  # faults, the scheduler's logs, dead components: whatever runs the lab
         self.stack = self.runtime.stack(lab)  # what schedules: its configuration, metrics, side namespaces
         self.evidence = EvidenceDir(evidence_root or evidence_dir(), ex.exercise)
-        self.outcome = Outcome(ex.exercise, "error", evidence=str(self.evidence.path))
+        self.outcome = Outcome(ex.exercise, "error", evidence=str(self.evidence.path), lab=lab.name,
+                               start_retries=list(lab.start_retries))
         gangs = {a.workload.name: a.gang for s in ex.steps for a in s.apply if a.gang}
         self.invariants = list(ex.invariants_on.get(self.stack.name, ex.invariants))
         self.observer = Observer(self.kube, self.names, self.invariants, gangs,
@@ -125,6 +129,7 @@ class ExerciseRun:
             "install": self.runtime.describe(self.lab)["install"], "stack": self.runtime.describe(self.lab),
             "kai_version": self.lab.kai_version, "fleet": self.lab.fleet, "namespace": self.names.namespace,
             "queues": {n: self.names.queue(n) for n, _, _ in self.ex.queue_tree()},
+            "lab_start_retries": self.lab.start_retries,
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         try:  # the scheduler configuration the lab runs as the run starts (steps may change it)
             conf = self.runtime.scheduler_config(self.lab)
@@ -404,7 +409,8 @@ class ExerciseRun:
             "kai_version": self.lab.kai_version, "lab": self.lab.name, "runtime": self.lab.runtime,
             "expectations": [asdict(r) for r in self.outcome.results], "figures": self.outcome.figures,
             "observer_errors": self.observer.errors, "evidence_notes": notes, "wall_seconds": self.outcome.wall,
-            "stack": self.stack.name, "not_checked": self.outcome.not_checked})
+            "stack": self.stack.name, "not_checked": self.outcome.not_checked,
+            "lab_start_retries": self.lab.start_retries})
 
     def _cleanup(self) -> None:
         # The namespace controller would take about 6 s to reach the pods, after discovery and

@@ -30,11 +30,23 @@ def summary_lines(outcomes) -> list[str]:
     return [f"{o.exercise}: {o.verdict}  {_figures(o)}  evidence: {o.evidence}" for o in outcomes]
 
 
+def retry_lines(outcomes) -> list[str]:
+    """The labs' start retries (components `up` started again), each lab counted once."""
+    by_lab = {o.lab: o.start_retries for o in outcomes if getattr(o, "start_retries", None)}
+    total = sum(len(r) for r in by_lab.values())
+    if not total:
+        return []
+    return [f"lab start retries: {total}"] + [f"  {lab}: {r['component']}: {r['reason']}"
+                                              for lab, rs in sorted(by_lab.items()) for r in rs]
+
+
 def print_summary(console, outcomes) -> None:
-    """A table where a terminal shows it whole, plain lines everywhere else."""
+    """A table where a terminal shows it whole, plain lines everywhere else; then the labs' start retries."""
     if console.is_terminal:
         console.print(summary_table(outcomes))
-        return
-    console.print("exercises", markup=False, highlight=False)
-    for line in summary_lines(outcomes):
+    else:
+        console.print("exercises", markup=False, highlight=False)
+        for line in summary_lines(outcomes):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for line in retry_lines(outcomes):
         console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -156,6 +156,7 @@ def write_lab_json(vdir: Path, rec, runtime) -> None:
     """What the variant ran on: the lab, its KAI version, fleet size and stack."""
     (vdir / "lab.json").write_text(json.dumps({"lab": rec.name, "runtime": rec.runtime, "kai_version": rec.kai_version,
                                                 "fleet": rec.fleet, "gpus": rec.gpus, "nodes": rec.nodes,
+                                                "start_retries": rec.start_retries,
                                                 "stack": runtime.describe(rec)}, indent=2))
 
 

@@ -55,6 +55,8 @@ class LabRecord:
     up_phases: dict[str, list[float]] = field(default_factory=dict)
     metrics: bool = False  # runs Prometheus and kube-state-metrics (runtimes/metrics.py)
     stack: dict = field(default_factory=dict)  # what schedules (Addon.record()): name, version, components
+    # components `up` had to start again, and why (processes.note_start_retry): never a silent retry
+    start_retries: list[dict] = field(default_factory=list)
 
     @property
     def dir(self) -> Path:
@@ -81,7 +83,7 @@ def status_report(rec: LabRecord, healthy: bool, nodes: int, gpus: int, componen
     return {"name": rec.name, "runtime": rec.runtime, "state": rec.state if healthy else "broken",
             "kai_version": rec.kai_version, "fleet": rec.fleet, "nodes": nodes, "gpus": gpus,
             "expected_nodes": rec.nodes, "expected_gpus": rec.gpus, "components": components,
-            "kubeconfig": rec.kubeconfig, "api_server": api_server}
+            "kubeconfig": rec.kubeconfig, "api_server": api_server, "start_retries": rec.start_retries}
 
 
 class Unsupported(LabError):

@@ -175,6 +175,7 @@ class BinaryRuntime(Runtime):
         finally:
             kube.close()
         rec.state = "up"
+        rec.start_retries = processes.start_retries(lab)
         rec.up_phases = phases.spans
         rec.up_seconds = round(time.perf_counter() - phases.t0, 2)
         rec.save()
@@ -238,6 +239,7 @@ class BinaryRuntime(Runtime):
                 # not within about 10 s, which a loaded machine with a 1000-node fleet can exceed
                 rec = processes.records(lab)[name]
                 if not rec.alive():
+                    processes.note_start_retry(lab, name, why_it_died(lab, name) + ", before the API server was ready")
                     processes.restart(lab, rec)
             with phases.timed(f"{name} healthy"):
                 self._wait_healthy(lab, name, ports)
@@ -425,6 +427,7 @@ class BinaryRuntime(Runtime):
                        timeout="metrics-healthy", lab=lab)
             if rec.alive():
                 break
+            processes.note_start_retry(lab, metrics.KSM, f"{why_it_died(lab, metrics.KSM)} (attempt {attempt} of {KSM_STARTS})")
             with open(processes.logs_dir(lab) / f"{metrics.KSM}.log", "a") as log:
                 log.write(f"----- kailab: {metrics.KSM} {processes.how_it_ended(rec.pid)} at start "
                           f"(attempt {attempt} of {KSM_STARTS}) -----\n")

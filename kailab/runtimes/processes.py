@@ -79,6 +79,24 @@ def start(lab: Path, name: str, argv: list[str], ports: dict[str, int] | None = 
     return rec
 
 
+RETRIES_FILE = "start-retries.jsonl"
+
+
+def note_start_retry(lab: Path, name: str, reason: str) -> None:
+    """A component `up` started again (a retry that is the right answer, e.g. kube-state-metrics giving
+    up on a slow API server): kept beside the lab, so its record, status and every run's evidence say it."""
+    with open(lab / RETRIES_FILE, "a") as f:
+        f.write(json.dumps({"component": name, "reason": reason,
+                            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+
+
+def start_retries(lab: Path) -> list[dict]:
+    try:
+        return [json.loads(line) for line in (lab / RETRIES_FILE).read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return []
+
+
 def how_it_ended(pid: int) -> str:
     """'exited with status N' / 'was killed by SIGNAME' for a child of this process that has ended
     (reaped here), else 'ended' (not our child, or already reaped)."""
