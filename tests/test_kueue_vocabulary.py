@@ -53,6 +53,15 @@ def test_what_kueue_cannot_express_in_a_queue_is_refused_by_field(parent, leaf, 
     assert str(err.value).startswith(f"e.yaml: {field}: not on the kueue stack: ") and "\n" not in str(err.value)
 
 
+def test_a_parent_quota_that_is_its_childrens_sum_is_what_a_cohort_pools():
+    """The shipped replay designs give their parent the sum of the leaves' quotas: a Cohort has that
+    anyway, so it translates; any other parent quota is refused (above)."""
+    objs = by_kind(KUEUE.queue_objects(tree(parent_gpu={"quota": 12, "limit": -1}), "ns"))
+    assert "resourceGroups" not in objs[("Cohort", "x-lab")]["spec"]
+    with pytest.raises(KailabError, match="queues.lab.gpu.quota"):
+        KUEUE.queue_objects(tree(parent_gpu={"quota": 12, "limit": -1}, leaf_gpu={"quota": -1}), "ns")
+
+
 def test_workloads_lose_kais_marks_and_name_their_localqueue():
     job = workloads.job("j", "ns", "x-a", parallelism=4, gang=4)
     (out,) = KUEUE.workload_objects([job], "e.yaml: step 's' apply j")

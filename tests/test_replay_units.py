@@ -6,7 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
+
+from kailab.errors import KailabError
 
 from kailab.replay import figures as figs
 from kailab.replay import generate as gen
@@ -274,8 +278,36 @@ def test_variants_are_designs_or_kai_versions_never_both(tmp_path):
     by_version = variants_for([a], ["v0.16.8", "v0.17.0"])
     assert [(v.label, v.design.name, v.kai_version) for v in by_version] == [("v0.16.8", "a", "v0.16.8"),
                                                                             ("v0.17.0", "a", "v0.17.0")]
-    with pytest.raises(KailabError, match="not both at once"):
+    with pytest.raises(KailabError, match="one of them at a time"):
         variants_for([a, b], ["v0.16.8", "v0.17.0"])
+    by_stack = variants_for([a], [], ["kai", "kueue+kai"])
+    assert [(v.label, v.stack) for v in by_stack] == [("kai", "kai"), ("kueue-kai", "kueue+kai")]
+    with pytest.raises(KailabError, match="one of them at a time"):
+        variants_for([a, b], [], ["kai", "kueue"])
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "exercises" / "replays"
+
+
+def test_a_trace_a_stack_cannot_run_is_one_line_before_any_lab_and_whole_gpus_runs_it(tmp_path):
+    """The shipped trace has GPU fractions: on kueue that is refused up front, naming how many jobs,
+    which and why, with the way out; --whole-gpus makes the same jobs whole-GPU on every variant."""
+    from kailab.replay.session import Plan, check, variants_for
+    from kailab.replay.trace import load_trace, whole_gpus
+
+    trace = load_trace(SHIPPED / "quota-what-if.csv")
+    fractional = [j.name for j in trace.jobs if j.fractional]
+    design = load_design(SHIPPED / "designs" / "team-a-first.yaml")
+    plan = Plan(trace=trace, variants=variants_for([design], [], ["kai", "kueue"]), fleet="small", compress=30)
+    with pytest.raises(KailabError) as err:
+        check(plan)
+    text = str(err.value)
+    assert "\n" not in text and f"{len(fractional)} of {len(trace.jobs)} jobs cannot run on the kueue stack" in text
+    assert fractional[0] in text and "Kueue counts whole GPUs" in text and "--whole-gpus" in text
+    whole = whole_gpus(trace)
+    assert [j.gpus for j in whole.jobs if j.name in fractional] == [1.0] * len(fractional)
+    assert [j for j in whole.jobs if j.name not in fractional] == [j for j in trace.jobs if j.name not in fractional]
+    check(Plan(trace=whole, variants=plan.variants, fleet="small", compress=30, whole_gpus=True))
 
 
 def test_a_replay_page_counts_the_replay_not_runs(tmp_path):

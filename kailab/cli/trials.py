@@ -88,20 +88,32 @@ def compare(stack_text, exercises, fleet, kai_version, repeat, parallel) -> None
 @click.option("--labs", "labs_at_once", type=click.IntRange(1, 8), default=None,
               help="Labs at once (default: every design side by side); 1 plays the designs one after another, "
                    "each alone on the machine (large fleets on few cores).")
+@click.option("--stacks", "stack_text", default="",
+              help="Comma-separated scheduler stacks to compare one design on (e.g. kai,kueue), a lab each.")
+@click.option("--whole-gpus", is_flag=True,
+              help="Each job of GPU fractions asks one whole GPU instead, on every variant (for a stack that "
+                   "counts whole GPUs).")
 def replay(trace_file, design_text, version_text, fleet, compress, repeat, expectations, timeout, runtime,
-           labs_at_once) -> None:
+           labs_at_once, stack_text, whole_gpus) -> None:
     """Replay a workload trace against queue designs (or KAI versions) side by side and compare
     waits, completions, GPU-hours, utilisation and evictions. Exit 1 when an expectation fails."""
     from ..replay import session
     from ..replay.design import load_designs
-    from ..replay.trace import load_trace
+    from ..replay.trace import load_trace, whole_gpus as as_whole_gpus
 
     trace = load_trace(trace_file)
+    if whole_gpus:
+        trace = as_whole_gpus(trace)
     designs = load_designs(design_text)
     kai_versions = [versions.kai_release(v).version for v in version_text.split(",") if v.strip()]
-    plan = session.Plan(trace=trace, variants=session.variants_for(designs, kai_versions), fleet=fleet,
+    stacks = None
+    if stack_text:
+        from ..compare import parse_stacks
+
+        stacks = parse_stacks(stack_text)
+    plan = session.Plan(trace=trace, variants=session.variants_for(designs, kai_versions, stacks), fleet=fleet,
                         compress=compress, repeat=repeat, runtime=runtime, timeout_s=timeout,
-                        expectations=list(expectations), labs=labs_at_once)
+                        expectations=list(expectations), labs=labs_at_once, whole_gpus=whole_gpus)
     try:
         session.check(plan)
     except ValueError as err:

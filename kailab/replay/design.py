@@ -22,7 +22,7 @@ from pydantic import Field
 from ..errors import InputError
 from ..exercise.spec import NAME, QueueNode, SchedulerSetting, Strict, leaf_queues, queue_tree
 from ..inputs import one_line, read_yaml, validate
-from .. import workloads
+from ..stacks.base import QueueDecl
 
 
 class DesignSpec(Strict):
@@ -48,9 +48,12 @@ class Design:
     def leaf_queues(self) -> set[str]:
         return leaf_queues(self.spec.queues)
 
-    def queue_objects(self) -> list[dict]:
-        """The KAI Queue objects, parents first; the queues keep the design's names."""
-        return [workloads.queue(n, gpu.as_queue_gpu(), parent=p, labels={"kailab.io/replay-design": self.name})
+    def queue_decls(self) -> list[QueueDecl]:
+        """The design's queues, parents first, as a stack makes them (stacks/base.py); they keep the
+        design's names."""
+        leaves = self.leaf_queues()
+        return [QueueDecl(n, p, gpu.as_queue_gpu(), leaf=n in leaves, labels={"kailab.io/replay-design": self.name},
+                          where=f"{self.path}: queues.{n}")
                 for n, p, gpu in self.tree()]
 
 

@@ -131,9 +131,10 @@ def _create(kube: Kube, obj: dict) -> str | None:
 
 
 def play(kube: Kube, trace: Trace, namespace: str, compress: float, deadline_s: float,
-         on_progress=None) -> tuple[Ledger, dict]:
+         on_progress=None, translate=None) -> tuple[Ledger, dict]:
     """Submit every job on schedule and watch until every job has finished or `deadline_s` (from
-    the first arrival) has passed. Returns the ledger and the run's clock facts."""
+    the first arrival) has passed. `translate(objects, job name)` makes a job's objects the lab's
+    stack's (a refusal is the job's `refused` reason). Returns the ledger and the run's clock facts."""
     ledger = Ledger()
     watch = PodWatch(kube, namespace, ledger)
     watch.start()
@@ -145,7 +146,14 @@ def play(kube: Kube, trace: Trace, namespace: str, compress: float, deadline_s: 
     pool = ThreadPoolExecutor(max_workers=SUBMIT_THREADS)
 
     def submit(job: TraceJob) -> None:
-        for obj in job_objects(job, namespace, compress):
+        objs = job_objects(job, namespace, compress)
+        try:
+            objs = translate(objs, job.name) if translate else objs
+        except Exception as exc:  # noqa: BLE001 - checked before the lab started; if it happens, say it
+            with ledger.lock:
+                ledger.refused[job.name] = str(exc)[:300]
+            return
+        for obj in objs:
             try:
                 err = _create(kube, obj)
             except Exception as exc:  # noqa: BLE001 - the API server unreachable: the job is refused, said why

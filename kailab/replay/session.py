@@ -28,9 +28,10 @@ from ..kube import Kube
 from ..paths import evidence_dir
 from ..lab import LabSpec, lab, runtime_of
 from ..scale import cpu_seconds
+from ..stacks import get_stack
 from . import figures as figs
 from .design import Design
-from .player import job_outcomes, play, records
+from .player import job_objects, job_outcomes, play, records
 from .trace import Trace, check_against
 
 COMPARISON = "comparison.json"
@@ -44,6 +45,7 @@ class Variant:
     label: str
     design: Design
     kai_version: str
+    stack: str = "kai"  # what schedules (kailab/stacks): the design's queues and the jobs become its objects
 
 
 @dataclass
@@ -59,6 +61,9 @@ class Plan:
     # labs at once (None: one per variant, all side by side); 1 plays the variants one after another,
     # each alone on the machine, where two large labs together would be limited by its CPU
     labs: int | None = None
+    # every GPU fraction of the trace asked as one whole GPU, on every variant (trace.whole_gpus): a stack
+    # that counts whole GPUs runs the same workload as KAI
+    whole_gpus: bool = False
 
     def deadline_s(self) -> float:
         return self.timeout_s or (self.trace.span_s / self.compress * DRAIN_FACTOR + DRAIN_EXTRA_S)
@@ -68,21 +73,27 @@ class Plan:
                 "compress": self.compress, "repeat": self.repeat, "runtime": self.runtime,
                 "labs_at_once": self.labs or len(self.variants), "deadline_wall_s": round(self.deadline_s(), 1),
                 "expectations": self.expectations,
+                "whole_gpus": self.whole_gpus,
                 "variants": [{"label": v.label, "design": v.design.name, "design_file": str(v.design.path),
-                              "kai_version": v.kai_version} for v in self.variants]}
+                              "kai_version": v.kai_version, "stack": v.stack} for v in self.variants]}
 
 
-def variants_for(designs: list[Design], kai_versions: list[str]) -> list[Variant]:
-    """Designs side by side on one KAI version, or one design on several KAI versions."""
-    if len(designs) > 1 and len(kai_versions) > 1:
-        raise KailabError("compare designs (--designs A,B) or KAI versions (--kai-versions vA,vB), not both at once")
-    if len(designs) == 1 and len(kai_versions) > 1:
-        return [Variant(v, designs[0], v) for v in kai_versions]
+def variants_for(designs: list[Design], kai_versions: list[str], stacks: list[str] | None = None) -> list[Variant]:
+    """Designs side by side on one KAI version, one design on several KAI versions, or one design on
+    several scheduler stacks: one axis at a time, so each difference has one cause."""
+    stacks = stacks or ["kai"]
+    if sum(len(axis) > 1 for axis in (designs, kai_versions, stacks)) > 1:
+        raise KailabError("compare designs (--designs A,B), KAI versions (--kai-versions vA,vB) or scheduler stacks "
+                          "(--stacks kai,kueue), one of them at a time")
     version = kai_versions[0] if kai_versions else versions.DEFAULT_KAI
-    return [Variant(d.name, d, version) for d in designs]
+    if len(stacks) > 1:
+        return [Variant(s.replace("+", "-"), designs[0], version, s) for s in stacks]
+    if len(designs) == 1 and len(kai_versions) > 1:
+        return [Variant(v, designs[0], v, stacks[0]) for v in kai_versions]
+    return [Variant(d.name, d, version, stacks[0]) for d in designs]
 
 
-def check(plan: Plan) -> None:
+def check(plan: Plan, whole_gpus_hint: str = "add --whole-gpus") -> None:
     """Everything checked before a lab starts: the trace against every design and the fleet, the
     expectations' syntax, the compression."""
     if plan.compress <= 0:
@@ -95,7 +106,30 @@ def check(plan: Plan) -> None:
                       products=fleet.products)
     for text in plan.expectations:
         figs.Expectation(text)  # syntax: a ValueError names the fix
+    for v in plan.variants:
+        check_on_stack(plan, v, whole_gpus_hint)
 
+
+def check_on_stack(plan: Plan, v: Variant, whole_gpus_hint: str) -> None:
+    """The design's queues and every job of the trace, made the variant's stack's objects before any
+    lab starts: what the stack has no equivalent for is one line (how many jobs, which, why), never a
+    job silently left out of a comparison."""
+    stack = get_stack(v.stack)
+    stack.queue_objects(v.design.queue_decls(), "check")
+    refused: dict[str, list[str]] = {}
+    for job in plan.trace.jobs:
+        try:
+            stack.workload_objects(job_objects(job, "check", plan.compress), f"{plan.trace.path}: job {job.name}")
+        except KailabError as err:
+            refused.setdefault(str(err).split(" stack: ", 1)[-1], []).append(job.name)
+    if refused:
+        why, names = max(refused.items(), key=lambda kv: len(kv[1]))
+        total = sum(len(n) for n in refused.values())
+        fractions = sum(1 for j in plan.trace.jobs if j.fractional)
+        hint = (f"; or {whole_gpus_hint}: each fractional job then asks one whole GPU, on every variant"
+                if fractions and not plan.whole_gpus else "")
+        raise KailabError(f"{plan.trace.path}: {total} of {len(plan.trace.jobs)} jobs cannot run on the {v.stack} "
+                          f"stack (e.g. {', '.join(names[:3])}): {why}{hint}")
 
 def run_replay(plan: Plan, root: Path | None = None, echo=print) -> Path:
     check(plan)
@@ -134,7 +168,7 @@ def _variant(plan: Plan, v: Variant, out: Path, stamp: str, say) -> None:
     vdir = out / v.label
     vdir.mkdir()
     spec = LabSpec(name=f"replay-{stamp.lower()}-{v.label}"[:50].rstrip("-"), runtime=plan.runtime,
-                   fleet=plan.fleet, kai_version=v.kai_version)
+                   fleet=plan.fleet, kai_version=v.kai_version, with_kai=get_stack(v.stack).kai_inside, stack=v.stack)
     try:
         with lab(spec) as rec:
             runtime = runtime_of(rec)
@@ -161,8 +195,7 @@ def write_lab_json(vdir: Path, rec, runtime) -> None:
 
 
 def apply_design(kube: Kube, rec, runtime, design: Design, vdir: Path) -> None:
-    for obj in design.queue_objects():
-        kube.apply(obj)
+    """The design's scheduler setting, if it has one (its queues are made in each run's namespace)."""
     if design.spec.scheduler is not None:
         url = runtime.usage_db_url(rec) if design.spec.scheduler.usage is not None else None
         if design.spec.scheduler.usage is not None and not url:
@@ -179,12 +212,18 @@ def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: in
     ns = f"replay-run-{i}"
     kube.apply(workloads.namespace(ns, labels={"kailab.io/replay": v.label}))
     kube.apply(workloads.service_account("default", ns))
+    stack = runtime.stack(rec)
+    queue_objects = stack.queue_objects(v.design.queue_decls(), ns)  # a stack's queues may live in the namespace
+    for obj in queue_objects:
+        kube.apply(obj)
+    (rdir / "queues.json").write_text(json.dumps(queue_objects, indent=1))  # what the stack was given, reusable
     mark = time.time()
     log_mark = runtime.log_mark(rec)
     cpu0 = cpu_seconds(rec.dir)
     say(v.label, f"run {i}: playing {len(plan.trace.jobs)} jobs")
     ledger, clock = play(kube, plan.trace, ns, plan.compress, plan.deadline_s(),
-                         on_progress=lambda text: say(v.label, f"run {i}: {text}"))
+                         on_progress=lambda text: say(v.label, f"run {i}: {text}"),
+                         translate=lambda objs, job: stack.workload_objects(objs, f"{plan.trace.path}: job {job}"))
     rec_data = records(plan.trace, ledger, clock, plan.compress, job_outcomes(kube, ns))
     cpu1 = cpu_seconds(rec.dir)  # what each lab process spent: which party limits a big replay
     rec_data["cpu_seconds"] = {k: round(cpu1[k] - cpu0.get(k, 0), 1) for k in cpu1}
@@ -266,8 +305,14 @@ def markdown(c: dict) -> str:
     lines = [f"# Replay of {plan['trace']} ({plan['jobs']} jobs)", "",
              f"Fleet {plan['fleet']}, compression {plan['compress']:g}x, {plan['repeat']} run(s) per variant. "
              "Times are trace seconds (wall seconds x compression); each cell is the median over runs, "
-             "with the range when runs differ. **Bold**: moved beyond the runs' spread between some pair of variants (pairs listed below).", "",
-             "| figure | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+             "with the range when runs differ. **Bold**: moved beyond the runs' spread between some pair of variants (pairs listed below).", ""]
+    stacks = {v.get("stack", "kai") for v in plan["variants"]}
+    if stacks != {"kai"}:
+        lines += ["Scheduler stacks: " + ", ".join(f"{v['label']} = {v.get('stack', 'kai')}" for v in plan["variants"])
+                  + " (one lab each, the same design and trace)." , ""]
+    if plan.get("whole_gpus"):
+        lines += ["Every job of GPU fractions asked one whole GPU per pod instead, on every variant (--whole-gpus).", ""]
+    lines += ["| figure | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
     from ..report.replay import figure_rows
 
     for key, cells in figure_rows(c):

@@ -26,7 +26,7 @@ import csv
 import io
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import replace, asdict, dataclass
 from pathlib import Path
 
 from ..errors import InputError
@@ -92,6 +92,12 @@ class Trace:
 
     def gpu_seconds_requested(self) -> float:
         return sum(j.gpus_requested * j.duration_s for j in self.jobs)
+
+
+def whole_gpus(trace: Trace) -> Trace:
+    """Each job of GPU fractions asking one whole GPU per pod instead (`kailab replay --whole-gpus`):
+    for comparing with a stack that counts whole GPUs on the same jobs, at the same times."""
+    return Trace(trace.path, [replace(j, gpus=1.0) if j.fractional else j for j in trace.jobs])
 
 
 def load_trace(path: str | Path) -> Trace:

@@ -15,7 +15,8 @@ workload, held by a scheduling gate until admitted).
 
 What has no Kueue equivalent is refused by name, never dropped: GPU fractions, elastic pod groups,
 a gang smaller than its Job, KAI's preemptibility label, topology, queue priority, a parent's quota
-or non-zero limit, a leaf with no quota (-1).
+other than -1 or its children's sum (what a Cohort pools anyway), a parent's non-zero limit, a leaf
+with no quota (-1).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ NO_EQUIVALENT = {
     "topology": "KAI's topology constraints are not translated to Kueue's Topology Aware Scheduling",
     "priority": "Kueue has no queue priority (KAI orders queues by it); drop `priority`",
     "parent-quota": "a parent queue becomes a Kueue Cohort, whose quota adds to its members' instead of bounding "
-                    "them; use quota -1 on a parent",
+                    "them; use quota -1 on a parent, or the sum of its children's quotas (what a Cohort pools)",
     "parent-limit": "a Kueue Cohort cannot cap its members' own use; only -1 (none) or 0 (closed: its leaves are "
                     "held) translate",
     "leaf-quota": "a Kueue ClusterQueue has no unlimited quota; give the queue a number of GPUs (0 borrows only)",
@@ -78,6 +79,13 @@ def _closed(q: QueueDecl, by_name: dict[str, QueueDecl]) -> bool:
     return False
 
 
+def _children_quota(parent: QueueDecl, queues: list[QueueDecl]) -> float | None:
+    """What a Cohort pools anyway: the sum of its members' quotas (None when one is unlimited, -1).
+    A parent whose quota is exactly that is what a Cohort is, so it translates."""
+    quotas = [q.gpu.get("quota", -1) for q in queues if q.parent == parent.name]
+    return None if not quotas or any(x < 0 for x in quotas) else sum(quotas)
+
+
 def queue_objects(queues: list[QueueDecl], namespace: str) -> list[dict]:
     by_name = {q.name: q for q in queues}
     out: list[dict] = [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}}]
@@ -87,7 +95,7 @@ def queue_objects(queues: list[QueueDecl], namespace: str) -> list[dict]:
         meta = {"name": q.name, "labels": {"app.kubernetes.io/managed-by": "kailab", **q.labels}}
         weight = {"weight": _n(q.gpu.get("overQuotaWeight", 1))}
         if not q.leaf:
-            if q.gpu.get("quota", -1) != -1:
+            if q.gpu.get("quota", -1) not in (-1, _children_quota(q, queues)):
                 raise refuse(f"{q.where}.gpu.quota", "parent-quota")
             if q.gpu.get("limit", -1) not in (-1, 0):
                 raise refuse(f"{q.where}.gpu.limit", "parent-limit")
