@@ -21,6 +21,13 @@ from .base import cli, console, out
               help="With --repeat-exercises: a running lab to use (default: one brought up and down for it).")
 @click.option("--soak", type=click.IntRange(1, 1000), default=None,
               help="Instead: N up/down cycles of a KAI lab; checks nothing is left after each down.")
+@click.option("--churn", type=click.IntRange(2, 10000), default=None,
+              help="Instead: N KAI lab starts (fleet small, with metrics), --churn-at-once at a time, each brought "
+                   "down again: deaths at start by cause (whole logs kept under evidence/failed-starts) and retries.")
+@click.option("--churn-at-once", type=click.IntRange(1, 8), default=2, show_default=True,
+              help="With --churn: labs starting at once.")
+@click.option("--churn-load", default=None, metavar="COMMAND",
+              help="With --churn: a command run again and again beside the starts, e.g. 'make exercises'.")
 @click.option("--scale", "scale_shapes", default=None,
               help="Instead: KAI's throughput at scale, shapes 'jobs', 'pods' or 'jobs,pods' (each on a "
                    "fresh lab of --scale-fleet).")
@@ -47,7 +54,7 @@ from .base import cli, console, out
               help="With --fill: 1/N of the fleet and tasks (8: the everyday copy).")
 @click.option("--fill-step", type=float, default=0.01, show_default=True,
               help="With --fill: most GPU workload per step, x the fleet's GPUs.")
-def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, scale_shapes, scale_count,
+def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, churn, churn_at_once, churn_load, scale_shapes, scale_count,
           scale_fleet, peer_only, replay_scale, side_by_side, compare_labs, fill_source, fill_tasks, fill_seeds,
           fill_sample, fill_step) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
@@ -103,6 +110,10 @@ def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, scal
         out.print(Path(peer["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
         return
 
+    if churn:
+        results = bench_mod.churn(churn, churn_at_once, load=churn_load, echo=console.print)
+        out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
+        sys.exit(0 if not results["died"] else 1)
     if soak:
         results = bench_mod.soak(soak, echo=console.print)
         out.print((Path(results["written"]).with_suffix(".md")).read_text(), markup=False, highlight=False)
