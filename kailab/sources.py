@@ -1,6 +1,7 @@
 """Registered git repositories: where source comes from when the Go module proxy refuses a project.
 
-One mechanism for every such project (KAI, fake-gpu-operator, cri-tools, kube-state-metrics):
+One mechanism for every such project (KAI, fake-gpu-operator, cri-tools, kube-state-metrics, Kueue,
+Volcano, vCluster):
 `kailab tools source NAME PATH` checks PATH is a git repository of that project with release tags,
 mirrors it into kailab's cache (so it outlives PATH), and any tag can then be exported next to it
 (one tree per version, never re-exported) and built inside the project's own module.
@@ -57,6 +58,12 @@ PROJECTS: dict[str, Project] = {p.name: p for p in [
     Project("kueue", "Kueue", "github.com/kubernetes-sigs/kueue",
             _module(r"sigs\.k8s\.io/kueue"), re.compile(r"^v\d+\.\d+\.\d+$"),
             "Kueue's controller manager, CRDs and webhooks (the kueue stack)"),
+    Project("volcano", "Volcano", "github.com/volcano-sh/volcano",
+            _module(r"volcano\.sh/volcano"), re.compile(r"^v\d+\.\d+\.\d+$"),
+            "Volcano's scheduler, controller manager, webhook manager and CRDs (the volcano stack)"),
+    Project("vcluster", "vCluster", "github.com/loft-sh/vcluster",
+            _module(r"github\.com/loft-sh/vcluster"), re.compile(r"^v\d+\.\d+\.\d+$"),
+            "the vcluster CLI, its syncer and chart (version trials in vClusters)"),
 ]}
 
 

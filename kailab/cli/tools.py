@@ -95,7 +95,7 @@ def tools_kai_source(path) -> None:
 def tools_source(project, path, folder) -> None:
     """Register a git repository of PROJECT to build from where the Go module proxy refuses it.
 
-    PROJECT: kai, fake-gpu-operator, cri-tools, kube-state-metrics, kueue. The repository is copied
+    PROJECT: kai, fake-gpu-operator, cri-tools, kube-state-metrics, kueue, volcano, vcluster. The repository is copied
     into kailab's cache as a bare mirror (it outlives PATH); its release tags can then be built.
     Without PATH: show the registered one. With --from DIR: every project found under DIR, known by
     its go.mod's module, and what is still missing.
