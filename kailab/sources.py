@@ -189,19 +189,99 @@ def export_tree(name: str, version: str) -> Path:
         return _export(name, version, commit, dest)
 
 
+MISSING = ".kailab-missing"  # beside an export: the files its repository lacked, one path a line
+
+
 def _export(name: str, version: str, commit: str, dest: Path) -> Path:
     partial = dest.with_name(version + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    archive = subprocess.Popen(["git", f"--git-dir={mirror(name)}", "archive", commit], stdout=subprocess.PIPE)
+    archive = subprocess.Popen(["git", f"--git-dir={mirror(name)}", "archive", commit], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
     untar = subprocess.run(["tar", "-x", "-C", str(partial)], stdin=archive.stdout, capture_output=True)
+    said = archive.stderr.read().decode(errors="replace") if archive.stderr else ""
+    missing: list[str] = []
     if archive.wait() != 0 or untar.returncode != 0:
+        if "cannot read" not in said and "invalid object" not in said:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise BuildError(f"could not export {name} {version} from {mirror(name)}: "
+                             f"{(said or untar.stderr.decode()).strip().splitlines()[-1:]}")
+        # a snapshot without some blobs (a shallow or partial fetch): export what exists, file by
+        # file, and record what is not there; whether a build needs those is for its builder to say
         shutil.rmtree(partial, ignore_errors=True)
-        raise BuildError(f"could not export {name} {version} from {mirror(name)}: {untar.stderr.decode().strip()}")
+        partial.mkdir(parents=True)
+        missing = _export_present(mirror(name), commit, partial)
+        (partial / MISSING).write_text("".join(f"{p}\n" for p in missing))
     (partial / ".kailab-commit").write_text(commit + "\n")
     shutil.rmtree(dest, ignore_errors=True)
     partial.rename(dest)
     return dest
+
+
+def _export_present(git_dir: Path, commit: str, dest: Path) -> list[str]:
+    """Write every file of `commit` whose blob the repository has into `dest`; return the paths of
+    those it lacks. One `git cat-file --batch` reads them all."""
+    listing = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", "--full-tree", commit],
+                             capture_output=True, check=True).stdout
+    entries = []  # (mode, sha, path)
+    for item in listing.split(b"\0"):
+        if not item:
+            continue
+        meta, path = item.split(b"\t", 1)
+        mode, kind, sha = meta.split(b" ")
+        if kind == b"blob":  # a submodule (commit) is an empty folder, as `git archive` leaves it
+            entries.append((mode.decode(), sha.decode(), path.decode()))
+        else:
+            (dest / path.decode()).mkdir(parents=True, exist_ok=True)
+    missing: list[str] = []
+    batch = subprocess.Popen(["git", f"--git-dir={git_dir}", "cat-file", "--batch"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE)
+    assert batch.stdin is not None and batch.stdout is not None
+    # requests go in from a thread while answers are read here: a pipe holds only so much
+    import threading
+
+    def feed() -> None:
+        for _, sha, _ in entries:
+            batch.stdin.write(sha.encode() + b"\n")
+        batch.stdin.close()
+
+    threading.Thread(target=feed, daemon=True).start()
+    for mode, sha, path in entries:
+        header = batch.stdout.readline().split()
+        if len(header) < 3 or header[1] == b"missing":
+            missing.append(path)
+            continue
+        data = batch.stdout.read(int(header[2]))
+        batch.stdout.read(1)  # the newline after each object
+        target = dest / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if mode == "120000":
+            target.symlink_to(data.decode())
+        else:
+            target.write_bytes(data)
+            target.chmod(0o755 if mode == "100755" else 0o644)
+    if batch.wait() != 0:
+        raise BuildError(f"git cat-file failed reading {commit} in {git_dir}")
+    return missing
+
+
+def missing_in(tree: Path) -> list[str]:
+    """The files an export lacks because its repository lacks them ([] for a complete export)."""
+    try:
+        return (tree / MISSING).read_text().split()
+    except OSError:
+        return []
+
+
+def needed_but_missing(name: str, version: str, tree: Path, read: list[str]) -> None:
+    """One line naming the first missing file under any of the folders a build reads (`read`, relative
+    to the tree), and how to get a complete repository; nothing when none of them is missing."""
+    hit = [p for p in missing_in(tree) if any(p == r or p.startswith(r.rstrip("/") + "/") for r in read)]
+    if hit:
+        p = project(name)
+        raise BuildError(f"{p.title} {version}: the registered repository ({(registered(name) or {}).get('origin')}) "
+                         f"lacks {hit[0]}{f' and {len(hit) - 1} more file(s)' if len(hit) > 1 else ''}, which the "
+                         f"build needs: register a complete clone of {p.repository} (`{register_command(name)} PATH`)")
 
 
 # ------------------------------------------------------------------ a folder of repositories

@@ -336,6 +336,49 @@ def _build_in_module(recipe: Recipe, tree: Path, commit: str, out: Path, log, on
             os.replace(built, out / name)
 
 
+def _package_dirs(recipe: Recipe, tree: Path, log) -> set[str]:
+    """The folders (relative to `tree`) of every package the recipe's binaries import, as Go resolves
+    them in the recipe's mode (vendor: offline)."""
+    go = go_binary()
+    pkgs = ["./" + pkg.removeprefix(recipe.module).lstrip("/") for pkg in recipe.binaries.values()]
+    out = subprocess.run([go, "list", "-deps", *_tags(recipe), "-f", "{{.Dir}}", *pkgs], cwd=tree,
+                         env=_go_env(tree, readonly=True, recipe=recipe), capture_output=True, text=True)
+    log.write(out.stderr)
+    if out.returncode != 0:
+        raise BuildError(f"`go list -deps` failed in {tree}: {_first_error(out.stderr.splitlines())} "
+                         f"(full log: {log.name})")
+    root = str(tree.resolve())
+    return {str(Path(d).resolve().relative_to(root)) for d in out.stdout.split() if d.startswith(root)}
+
+
+def _despite_missing(recipe: Recipe, tree: Path, log, on_phase) -> Recipe:
+    """A tree exported from a repository that lacks some files (sources.missing_in): vendored
+    dependencies it lacks come from the module proxy instead (the tree's go.sum, never rewritten);
+    a missing file of a package the build compiles is one line naming it."""
+    from dataclasses import replace
+
+    from . import sources
+
+    def hit(dirs: set[str]) -> list[str]:
+        return [p for p in sources.missing_in(tree) if str(Path(p).parent) in dirs]
+
+    if recipe.vendor:
+        on_phase("checking which packages the missing files belong to")
+        try:
+            if not hit(_package_dirs(recipe, tree, log)):
+                return recipe
+        except BuildError:  # a vendored package lost all its files: Go cannot even list it
+            if not any(p.startswith("vendor/") for p in sources.missing_in(tree)):
+                raise
+        on_phase("vendor/ is incomplete here: modules through the proxy instead")
+        recipe = replace(recipe, vendor=False)
+    name = recipe.repository or recipe.component
+    needed = hit(_package_dirs(recipe, tree, log))
+    if needed:
+        sources.needed_but_missing(name, recipe.version, tree, needed)
+    return recipe
+
+
 def _source_of(recipe: Recipe) -> tuple[Path | None, dict]:
     """(tree to build in, or None for the proxy's module; the manifest's 'source' record)."""
     if recipe.repository is None:
@@ -344,8 +387,11 @@ def _source_of(recipe: Recipe) -> tuple[Path | None, dict]:
         from . import sources
 
         tree = sources.export_tree(recipe.repository, recipe.version)
-        return tree, {"kind": "repository", "origin": sources.registered(recipe.repository)["origin"],
-                      "commit": sources.commit_of(recipe.repository, recipe.version), "tree": str(tree)}
+        record = {"kind": "repository", "origin": sources.registered(recipe.repository)["origin"],
+                  "commit": sources.commit_of(recipe.repository, recipe.version), "tree": str(tree)}
+        if sources.missing_in(tree):
+            record["missing_files"] = len(sources.missing_in(tree))
+        return tree, record
     origin = kai_origin(recipe)
     if origin == "work-tree":
         return recipe.source, {"kind": origin, "tree": str(recipe.source)}
@@ -382,6 +428,9 @@ def _build_locked(recipe: Recipe, work: Path, dest: Path, on_phase: Callable[[st
             if tree is None:
                 _build_wrapped(recipe, work, tmp, log, on_phase)
             else:
+                if source.get("missing_files"):
+                    recipe = _despite_missing(recipe, tree, log, on_phase)
+                    source["mode"] = "vendor" if recipe.vendor else "modules"
                 _build_in_module(recipe, tree, source.get("commit", "work-tree"), tmp, log, on_phase)
             dest.mkdir(parents=True, exist_ok=True)
             for name in recipe.binaries:
