@@ -536,6 +536,17 @@ def kai_unavailable_reason() -> str | None:
     return None
 
 
+def repository_tree(recipe: Recipe) -> Path:
+    """The source tree a registered repository's cached build was made in (its manifest says), so a
+    stack's CRDs and manifests come from the same tree as its binaries; exported again if removed."""
+    info = (manifest(recipe.component, recipe.version) or {}).get("source") or {}
+    if info.get("tree") and Path(info["tree"], "go.mod").is_file():
+        return Path(info["tree"])
+    from . import sources
+
+    return sources.export_tree(recipe.repository or recipe.component, recipe.version)
+
+
 def kai_tree(recipe: Recipe) -> Path:
     """The source tree KAI's cached binaries were built from (its manifest says), so the lab's
     CRDs match its binaries; for a module-proxy build, the module cache's copy."""

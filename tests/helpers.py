@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from kailab.errors import InputError
+from kailab.runtimes import processes
 
 
 def assert_one_line_input_error(load, path, *fragments: str) -> str:
@@ -32,3 +40,70 @@ def place_pod(kube, namespace: str, name: str, node: str | None, queue: str, wor
     if node:
         pod["spec"]["nodeName"] = node
     kube.apply(pod)
+
+
+def lab_listeners(lab_dir: Path) -> set[tuple[str, int]]:
+    """(address, port) of every TCP listener in the host's network namespace owned by the lab."""
+    inodes: set[str] = set()
+    for pid in processes.marked_pids(lab_dir):
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            cols = line.split()
+            addr, port = cols[1].split(":")
+            if cols[3] == "0A" and cols[9] in inodes:  # 0A = LISTEN
+                if len(addr) == 8:
+                    ip = ".".join(str(int(addr[i:i + 2], 16)) for i in (6, 4, 2, 0))
+                else:
+                    ip = "::" if set(addr) == {"0"} else addr
+                found.add((ip, int(port, 16)))
+    return found
+
+
+@contextlib.contextmanager
+def stack_lab(stack: str, fleet: str = "tiny"):
+    """A binary lab of its own running `stack` (no metrics), down again on exit."""
+    from kailab.lab import LabSpec, get_runtime
+    from kailab.stacks import get_stack
+
+    name = f"{stack.replace('+', '-')}-{fleet}-{os.getpid()}"
+    rt = get_runtime("binary")
+    try:
+        yield rt.up(LabSpec(name=name, runtime="binary", fleet=fleet, with_kai=get_stack(stack).kai_inside,
+                            stack=stack, metrics=False))
+    finally:
+        rt.down(name)
+
+
+def kind_refusal(stack: str) -> str:
+    """What `kailab up --runtime kind --scheduler STACK --dry-run` says on stderr (it must refuse)."""
+    out = subprocess.run([sys.executable, "-m", "kailab.cli", "up", "--runtime", "kind", "--scheduler", stack,
+                          "--name", f"{stack.replace('+', '-')}-kind", "--dry-run", "--fleet", "tiny"],
+                         capture_output=True, text=True)
+    assert out.returncode != 0, out.stdout
+    return out.stderr
+
+
+def bound_then_held(kube, namespace: str, count: int, name=lambda pod: pod["metadata"]["name"],
+                    window: float = 10) -> list[str]:
+    """Wait (60 s at most) until `count` pods of the namespace are bound, then assert that stays so
+    for `window` seconds (held, not just at one moment); returns the bound pods' names (`name` of each)."""
+    def bound() -> list[str]:
+        return sorted(name(p) for p in kube.list("v1", "Pod", namespace) if (p.get("spec") or {}).get("nodeName"))
+
+    deadline = time.monotonic() + 60
+    while len(bound()) < count and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert len(bound()) == count, bound()
+    until = time.monotonic() + window
+    while time.monotonic() < until:
+        assert len(bound()) == count, bound()
+        time.sleep(0.5)
+    return bound()

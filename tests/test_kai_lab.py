@@ -20,6 +20,8 @@ from kailab.kube import Kube
 from kailab.runtimes import processes
 from kailab.runtimes.waits import wait_until
 
+from helpers import lab_listeners
+
 pytestmark = [pytest.mark.lab, pytest.mark.kai]
 
 
@@ -61,33 +63,8 @@ def test_kai_quickstart_applies_unchanged_and_its_pods_get_bound(kai_lab):
         kube.close()
 
 
-def _lab_listeners(lab_dir: Path) -> set[tuple[str, int]]:
-    """(address, port) of every TCP listener in the host's network namespace owned by the lab."""
-    inodes: set[str] = set()
-    for pid in processes.marked_pids(lab_dir):
-        try:
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                target = os.readlink(fd)
-                if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
-        except OSError:
-            continue
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            cols = line.split()
-            addr, port = cols[1].split(":")
-            if cols[3] == "0A" and cols[9] in inodes:  # 0A = LISTEN
-                if len(addr) == 8:
-                    ip = ".".join(str(int(addr[i:i + 2], 16)) for i in (6, 4, 2, 0))
-                else:
-                    ip = "::" if set(addr) == {"0"} else addr
-                found.add((ip, int(port, 16)))
-    return found
-
-
 def test_every_listener_of_a_kai_lab_is_on_loopback(kai_lab):
-    listeners = _lab_listeners(kai_lab.dir)
+    listeners = lab_listeners(kai_lab.dir)
     ports = {p for _, p in listeners}
     # every port kailab recorded for the lab is listened on (the podgroupcontroller's through its bridge)
     assert set(kai_lab.ports.values()) <= ports, sorted(set(kai_lab.ports.values()) - ports)

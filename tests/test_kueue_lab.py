@@ -4,15 +4,13 @@ docs), and a lab that leaves nothing behind. Kueue is built from its registered 
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-import time
 
 import pytest
 
+from helpers import bound_then_held, kind_refusal, stack_lab
 from kailab.kube import Kube
-from kailab.lab import LabRecord, LabSpec, get_runtime
+from kailab.lab import LabRecord, get_runtime
 from kailab.runtimes import processes
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("own_labs")]  # a lab of its own, one such test at a time
@@ -23,13 +21,8 @@ NS = "kueue-quota"
 
 @pytest.fixture(scope="module")
 def kueue_lab():
-    name = f"kueue-{os.getpid()}"
-    rt = get_runtime("binary")
-    rec = rt.up(LabSpec(name=name, runtime="binary", fleet="tiny", with_kai=False, stack="kueue", metrics=False))
-    try:
+    with stack_lab("kueue") as rec:
         yield rec
-    finally:
-        rt.down(name)
 
 
 def _job(name: str, gpus: int) -> dict:
@@ -74,20 +67,10 @@ def test_kueue_admits_within_a_clusterqueues_gpu_quota_and_holds_the_rest(kueue_
         for i in range(3):
             kube.apply(_job(f"j{i}", 1))
 
-        def bound() -> list[str]:
-            return sorted(p["metadata"]["labels"]["job-name"] for p in kube.list("v1", "Pod", NS)
-                          if (p.get("spec") or {}).get("nodeName"))
-
-        deadline = time.monotonic() + 60
-        while len(bound()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert len(bound()) == 2, bound()
-        window = time.monotonic() + 10  # the third stays held for a window, not just at one moment
-        while time.monotonic() < window:
-            assert len(bound()) == 2
-            time.sleep(0.5)
+        # two bound, the third held for a window, not just at one moment
+        bound = bound_then_held(kube, NS, 2, name=lambda p: p["metadata"]["labels"]["job-name"])
         held = [j["metadata"]["name"] for j in kube.list("batch/v1", "Job", NS) if j["spec"].get("suspend")]
-        assert len(held) == 1 and held[0] not in bound()
+        assert len(held) == 1 and held[0] not in bound
         cq = kube.get(API, "ClusterQueue", "team")
         assert cq["status"]["admittedWorkloads"] == 2 and cq["status"]["pendingWorkloads"] == 1
     finally:
@@ -95,9 +78,7 @@ def test_kueue_admits_within_a_clusterqueues_gpu_quota_and_holds_the_rest(kueue_
 
 
 def test_a_kueue_lab_on_kind_is_refused_in_one_line():
-    out = subprocess.run([sys.executable, "-m", "kailab.cli", "up", "--runtime", "kind", "--scheduler", "kueue",
-                          "--name", "kueue-kind", "--dry-run", "--fleet", "tiny"], capture_output=True, text=True)
-    assert out.returncode != 0 and "cannot run on the kind runtime" in out.stderr
+    assert "cannot run on the kind runtime" in kind_refusal("kueue")
 
 
 def test_a_dead_kueue_is_named_and_down_leaves_nothing(kueue_lab):

@@ -28,8 +28,8 @@ from .base import cli, console, name_option, out
               help="Bring up Kubernetes and the fleet only (infrastructure checks; exercises need KAI): "
                    "the same as --scheduler none.")
 @click.option("--scheduler", "stack", default="kai", show_default=True,
-              help="What schedules in the lab, a scheduler stack: kai, none, kueue, kueue+kai "
-                   "(kueue and kueue+kai: binary runtime).")
+              help="What schedules in the lab, a scheduler stack: kai, none, kueue, kueue+kai, volcano "
+                   "(kueue, kueue+kai and volcano: binary runtime).")
 @click.option("--without-metrics", is_flag=True,
               help="No Prometheus or kube-state-metrics (binary and kind runtimes; on by default).")
 @click.option("--kubeconfig", default=None, help="With --runtime existing: the cluster to adopt.")

@@ -19,6 +19,7 @@ STACKS = {
     "none": "kailab.stacks.none:NoStack",
     "kueue": "kailab.stacks.kueue:KueueStack",
     "kueue+kai": "kailab.stacks.kueue_kai:KueueKaiStack",
+    "volcano": "kailab.stacks.volcano:VolcanoStack",
 }
 
 

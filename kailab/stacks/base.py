@@ -44,6 +44,28 @@ class Ref:
     namespace: str | None = None
 
 
+def held_by_a_closed_parent(q: QueueDecl, by_name: dict[str, QueueDecl]) -> bool:
+    """An ancestor with limit 0 holds the queue (until a step opens it)."""
+    parent = by_name.get(q.parent or "")
+    while parent is not None:
+        if parent.gpu.get("limit", -1) == 0:
+            return True
+        parent = by_name.get(parent.parent or "")
+    return False
+
+
+def gpus(x: float) -> str:
+    """A GPU count as a Kubernetes quantity (12.0 -> "12")."""
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def count(q) -> float:
+    """A Kubernetes quantity as a number ("12" -> 12.0, "500m" -> 0.5)."""
+    from kubernetes.utils import parse_quantity
+
+    return float(parse_quantity(str(q)))
+
+
 def read_or_empty(read) -> list:
     """A snapshot read that a broken lab (a stack's kinds not served) turns into an empty list."""
     try:

@@ -35,12 +35,7 @@ def scheduler_recipe(kubernetes: str) -> toolchain.Recipe:
 
 def tree(recipe: toolchain.Recipe) -> Path:
     """The source tree the cached kueue binary was built in (its manifest says)."""
-    info = (toolchain.manifest(recipe.component, recipe.version) or {}).get("source") or {}
-    if info.get("tree") and Path(info["tree"], "go.mod").is_file():
-        return Path(info["tree"])
-    from ... import sources
-
-    return sources.export_tree("kueue", recipe.version)
+    return toolchain.repository_tree(recipe)
 
 
 def crd_documents(src: Path) -> list[dict]:

@@ -25,7 +25,7 @@ import copy
 
 from ...errors import KailabError
 from ... import workloads
-from ..base import QueueDecl, Ref
+from ..base import QueueDecl, Ref, count as _count, gpus as _n, held_by_a_closed_parent as _closed
 from .install import API
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -54,29 +54,8 @@ NO_EQUIVALENT = {
 }
 
 
-def _n(x: float) -> str:
-    """A GPU count as a Kubernetes quantity (12.0 -> "12")."""
-    return str(int(x)) if float(x).is_integer() else str(x)
-
-
-def _count(q) -> float:
-    from kubernetes.utils import parse_quantity
-
-    return float(parse_quantity(str(q)))
-
-
 def refuse(where: str, what: str, stack: str = "kueue") -> KailabError:
     return KailabError(f"{where}: not on the {stack} stack: {NO_EQUIVALENT[what]}")
-
-
-def _closed(q: QueueDecl, by_name: dict[str, QueueDecl]) -> bool:
-    """An ancestor with limit 0 holds the leaf."""
-    parent = by_name.get(q.parent or "")
-    while parent is not None:
-        if parent.gpu.get("limit", -1) == 0:
-            return True
-        parent = by_name.get(parent.parent or "")
-    return False
 
 
 def _children_quota(parent: QueueDecl, queues: list[QueueDecl]) -> float | None:

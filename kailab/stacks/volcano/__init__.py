@@ -1,0 +1,159 @@
+"""The volcano stack: Volcano's scheduler, controller manager (PodGroups for plain pods, Jobs and
+Deployments; queue state) and webhook manager (its admission of Queues, PodGroups and its Jobs) —
+a stack added by this package and one registry entry.
+
+  install.py     its CRDs, webhook registrations and scheduler configuration from its own tree at
+                 the pinned release (kailab/data/volcano.yaml), the three processes' flags
+  probe.py       proof that the stack schedules: a pod in a Queue, given a PodGroup and bound
+  vocabulary.py  an exercise's queue tree and workloads as Volcano's objects; what has no
+                 equivalent is refused by name
+  config.py      the scheduler's configuration as a design input (`scheduler:` steps and designs)
+
+On the binary runtime only, for now: its processes run as local processes beside the control plane
+(webhooks on 127.0.0.1, signed by the lab's CA).
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+
+from ...errors import LabError
+from ...runtimes.addon import Addon, ProcessHost
+from ...runtimes.base import LabRecord, LabSpec, Runtime, Unsupported
+from ...runtimes.waits import wait_until
+from ..base import Stack, read_or_empty
+from . import install, vocabulary
+
+PROCESSES = [install.WEBHOOKS, install.CONTROLLERS, install.SCHEDULER]
+
+
+class VolcanoAddon(Addon):
+    name = "volcano"
+    installs = frozenset({"processes"})
+    start_title = "Volcano serving, its webhooks answering, probe pod bound"
+
+    def __init__(self, version: str | None = None) -> None:
+        self.version = version or install.pins()["version"]
+        self.recipe = install.recipe(self.version)
+
+    def processes(self) -> list[str]:
+        return list(PROCESSES)
+
+    def namespaces(self) -> list[str]:
+        return [install.pins()["namespace"]]
+
+    def recipes(self) -> list:
+        return [self.recipe]
+
+    def port_names(self) -> list[str]:
+        return [f"{p}.{port}" for p in PROCESSES for port in install.PORTS[p]]
+
+    def health_url(self, name: str, ports: dict[str, int]) -> str:
+        return install.health_url(name, ports)
+
+    def seed_objects(self, built: dict) -> list[dict]:
+        src = install.tree(self.recipe)
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": install.pins()["namespace"]}}
+        return install.crd_documents(src) + install.priority_classes() + [namespace] + install.chart_config_maps(src)
+
+    def start(self, host: ProcessHost) -> None:
+        from . import config, probe
+
+        lab, ports, src = host.lab, host.ports, install.tree(self.recipe)
+        certs = lab / "webhooks" / "volcano"
+        certs.mkdir(parents=True, exist_ok=True)
+        # the lab CA's 127.0.0.1 serving certificate, and the CA the webhook manager writes into its registrations
+        shutil.copyfile(lab / "pki" / "kai-webhooks.crt", certs / "tls.crt")
+        shutil.copyfile(lab / "pki" / "kai-webhooks.key", certs / "tls.key")
+        shutil.copyfile(lab / "pki" / "ca.crt", certs / "ca.crt")
+        with host.timed("Volcano CRDs Established"):
+            host.install_crds(install.crd_documents(src))
+        config.write_default(lab)
+        (lab / install.ADMISSION_CONF).write_text(install.admission_conf(src))
+        with host.timed("Volcano's webhooks registered"):
+            # before its webhook manager starts: it waits for them by name to set their CA
+            ca = base64.b64encode((lab / "pki" / "ca.crt").read_bytes()).decode()
+            for obj in install.webhook_configurations(src, ports[f"{install.WEBHOOKS}.webhook"], ca):
+                host.kube.apply(obj)
+        # the webhook manager first: the scheduler creates Volcano's root and default queues at start
+        # and gives up (exits) when their admission has not answered within a minute
+        def start(name: str) -> None:
+            host.start(name, install.argv(name, host.bins[name], ports, lab, src), env=install.env(name, lab, host.kubeconfig))
+
+        with host.timed(f"{install.WEBHOOKS} answering"):
+            start(install.WEBHOOKS)
+            host.wait_healthy(install.WEBHOOKS)
+            wait_until("Volcano's queue validation webhook to answer", lambda: vocabulary.webhook_answers(host.kube),
+                       timeout="scheduler-component-healthy", lab=lab, component=install.WEBHOOKS,
+                       hint="the API server calls it on 127.0.0.1; see its log")
+        with host.timed(f"{install.CONTROLLERS} and {install.SCHEDULER} serving"):
+            for name in (install.CONTROLLERS, install.SCHEDULER):
+                start(name)
+            for name in (install.CONTROLLERS, install.SCHEDULER):
+                host.wait_healthy(name)
+        with host.timed("probe pod bound"):
+            probe.run(host.kube, lab)
+
+    def scrape_jobs(self, ports: dict[str, int]) -> list[dict]:
+        return [{"job_name": name, "static_configs": [{"targets": [f"127.0.0.1:{ports[name + '.metrics']}"]}]}
+                for name in (install.SCHEDULER, install.CONTROLLERS)]
+
+
+class VolcanoStack(Stack):
+    name = "volcano"
+    title = "Volcano"
+
+    def addon(self, spec: LabSpec) -> Addon:
+        return VolcanoAddon()
+
+    def describe(self, runtime: Runtime, record: LabRecord) -> dict:
+        out = super().describe(runtime, record)
+        out["install"] = f"Volcano's scheduler, controller manager and webhook manager {runtime.install_style}"
+        return out
+
+    def scheduler_config(self, runtime: Runtime, record: LabRecord) -> dict | None:
+        from . import config
+
+        return config.current(record.dir)
+
+    def preflight(self, kube, record: LabRecord) -> None:
+        if kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "queues.scheduling.volcano.sh") is None:
+            raise LabError(f"lab {record.name!r} has no Volcano (CRD queues.scheduling.volcano.sh is missing): "
+                           "bring one up with `kailab up --scheduler volcano`")
+
+    # ------------------------------------------------------------ the `scheduler:` step
+    def configures_scheduler(self, runtime: Runtime) -> bool:
+        return runtime.controls_processes
+
+    def scheduler_setting(self, record: LabRecord, value, usage_url: str | None, where: str):
+        from . import config
+
+        return config.setting(value, where)
+
+    def configure_scheduler(self, runtime: Runtime, record: LabRecord, setting) -> None:
+        from . import config
+
+        if not runtime.controls_processes:
+            raise Unsupported(f"the {runtime.name} runtime cannot reconfigure Volcano's scheduler (step `scheduler:`)")
+        config.apply(record.dir, setting)
+
+    # ------------------------------------------------------------ the exercise's vocabulary (vocabulary.py)
+    queue_objects = staticmethod(vocabulary.queue_objects)
+    queue_leftovers = staticmethod(vocabulary.queue_leftovers)
+    queue_view = staticmethod(vocabulary.queue_view)
+    workload_objects = staticmethod(vocabulary.workload_objects)
+    workload_leftovers = staticmethod(vocabulary.workload_leftovers)
+
+    def watched(self) -> dict[str, tuple[str, str, bool]]:
+        return dict(vocabulary.WATCHED)
+
+    def snapshot_objects(self, kube, namespace: str, queues: list[str]) -> dict[str, list]:
+        """Volcano's Queues (deserved, capability, state, allocated) and PodGroups (minMember, phase,
+        and the conditions saying why a group waits)."""
+        qs = read_or_empty(lambda: [kube.get(install.API, "Queue", q) for q in queues])
+        pgs = read_or_empty(lambda: kube.list(install.API, "PodGroup", namespace))
+        return {"queues.yaml": [q for q in qs if q],
+                "podgroups.yaml": [{"name": p["metadata"]["name"], "annotations": p["metadata"].get("annotations"),
+                                    "owner": (p["metadata"].get("ownerReferences") or [{}])[0].get("name"),
+                                    "spec": p.get("spec"), "status": p.get("status")} for p in pgs]}
