@@ -15,6 +15,7 @@ import yaml
 
 from helpers import bound_then_held, kind_refusal, lab_listeners, stack_lab
 from kailab.exercise.runner import run_exercise
+from kailab.exercise.spec import SchedulerSetting
 from kailab.kube import Kube
 from kailab.lab import LabRecord, get_runtime
 from kailab.runtimes import processes
@@ -76,12 +77,12 @@ def test_the_scheduler_runs_the_configuration_the_lab_wrote_and_records(volcano_
     assert f"actions=[{' '.join(conf['actions'])}], plugins=[{plugins}]" in log
 
 
-def _pod(name: str, queue: str) -> dict:
+def _pod(name: str, queue: str, namespace: str = NS) -> dict:
     container = {"name": "main", "image": "kailab.io/never-pulled",
                  "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
                                "limits": {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": "1"}}}
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS, "annotations": {"scheduling.volcano.sh/queue-name": queue}},
+            "metadata": {"name": name, "namespace": namespace, "annotations": {"scheduling.volcano.sh/queue-name": queue}},
             "spec": {"schedulerName": "volcano", "containers": [container], "terminationGracePeriodSeconds": 0,
                      "automountServiceAccountToken": False}}
 
@@ -111,6 +112,33 @@ def test_volcano_places_within_a_queues_gpu_capability_and_holds_the_rest(volcan
         kube.delete("v1", "Namespace", NS)
         kube.delete_pods(NS)
         kube.close()
+
+
+@pytest.mark.parametrize("placement, nodes", [("binpack", 1), ("spread", 2)])
+def test_binpack_on_or_off_is_a_design_input_volcano_acts_on(volcano_lab, placement, nodes):
+    """The scheduler's configuration changed as an exercise's `scheduler:` step changes it: with its
+    binpack plugin two 1-GPU pods share a node of the tiny fleet's two, without it (nodeorder alone)
+    each gets a node of its own; the scheduler's log says it loaded the file, and the lab's default
+    is put back after."""
+    rt, ns = get_runtime("binary"), f"volcano-{placement}"
+    setting = rt.scheduler_setting(volcano_lab, SchedulerSetting(placement=placement), None, "test")
+    rt.configure_scheduler(volcano_lab, setting)
+    kube = Kube(volcano_lab.kubeconfig)
+    try:
+        assert rt.scheduler_config(volcano_lab)["tiers"] == setting.conf["tiers"]
+        for obj in [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                    {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}}]:
+            kube.apply(obj)
+        for i in range(2):
+            kube.apply(_pod(f"p{i}", "default", ns))
+        bound_then_held(kube, ns, 2, window=0)
+        assert len({p["spec"]["nodeName"] for p in kube.list("v1", "Pod", ns)}) == nodes
+    finally:
+        kube.delete("v1", "Namespace", ns)
+        kube.delete_pods(ns)
+        kube.close()
+        rt.configure_scheduler(volcano_lab, None)
+    assert rt.scheduler_config(volcano_lab) == install.scheduler_conf()
 
 
 def test_a_volcano_lab_on_kind_is_refused_in_one_line():

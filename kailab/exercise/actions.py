@@ -60,8 +60,9 @@ class Scheduler(Action):
         r = ctx.run
         setting = r.scheduler_settings[ctx.index]
         stem = f"scheduler-conf/{ctx.index + 1:02d}-{value.placement}"
-        r.evidence.write(f"{stem}.yaml", setting.conf)  # what KAI's operator renders from the shard
-        r.evidence.write(f"{stem}.schedulingshard.yaml", setting.shard)  # what KAI's operator is told
+        r.evidence.write(f"{stem}.yaml", setting.conf)  # what the scheduler runs (KAI: its operator's rendering)
+        if getattr(setting, "shard", None) is not None:
+            r.evidence.write(f"{stem}.schedulingshard.yaml", setting.shard)  # what KAI's operator is told
         r.runtime.configure_scheduler(r.lab, setting)
         r.scheduler_changed = True
         r.observer.note(f"scheduler restarted with placement {value.placement}"

@@ -252,8 +252,9 @@ class UsageSetting(Strict):
 
 
 class SchedulerSetting(Strict):
-    """How KAI's scheduler places pods from this step on (restarted with a generated configuration;
-    binary runtime). Any value but the exact word `spread` would silently mean binpack in KAI."""
+    """How the lab's scheduler places pods from this step on (KAI: restarted with a generated
+    configuration; Volcano: its configuration file rewritten; binary runtime). Any value but the
+    exact word `spread` would silently mean binpack in KAI."""
 
     placement: Literal["binpack", "spread"] = Field("binpack", description="binpack: fullest node first "
                                                    "(KAI's default); spread: emptiest node first")
@@ -262,6 +263,10 @@ class SchedulerSetting(Strict):
     shard: dict[str, Any] | None = Field(None, description="any SchedulingShard spec fragment (plugins, actions, "
                                          "kValue, queueDepthPerAction, …) merged over placement and usage; the lab's "
                                          "KAI operator code renders it and refuses what that KAI version does not accept")
+    volcano: str | dict[str, Any] | None = Field(None, description="the volcano stack's scheduler configuration: a "
+                                                 "name kailab ships (capacity, proportion: kailab/data/volcano.yaml) or "
+                                                 "a whole one (actions, tiers); placement turns its binpack plugin on "
+                                                 "(binpack) or off (spread). Other stacks refuse it by name")
 
 
 class DeleteItem(Strict):

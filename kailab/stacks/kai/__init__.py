@@ -232,6 +232,9 @@ def rendered_setting(where: str, value, kai_version: str, usage_url: str | None)
     """An exercise's or a design's scheduler setting, rendered by KAI `kai_version`'s operator code."""
     from ...errors import BuildError
 
+    if getattr(value, "volcano", None) is not None:
+        raise KailabError(f"{where} scheduler.volcano: not on the kai stack: Volcano's configuration is the volcano "
+                          "stack's; give KAI's as `shard:` (a SchedulingShard fragment)")
     recipe = toolchain.kai_recipe(versions.kai_release(kai_version))
     fragment: dict = {"placementStrategy": {"gpu": value.placement, "cpu": value.placement}}
     if value.usage is not None:

@@ -95,11 +95,7 @@ def setting(value, where: str) -> Setting:
     else:
         conf, source = _checked(dict(chosen), where), "given"
     binpack = value.placement == "binpack"
-    tiers = [{**t, "plugins": [p for p in t.get("plugins") or [] if p.get("name") != "binpack"]} for t in conf["tiers"]]
-    if binpack:
-        tiers[-1]["plugins"].append({"name": "binpack"})
-    conf["tiers"] = tiers
-    return Setting(conf, f"{source}, binpack {'on' if binpack else 'off'}")
+    return Setting(install.with_binpack(conf, binpack), f"{source}, binpack {'on' if binpack else 'off'}")
 
 
 def _checked(conf: dict, where: str) -> dict:

@@ -164,10 +164,20 @@ def health_url(name: str, ports: dict[str, int]) -> str:
     return f"{scheme}://127.0.0.1:{ports[name + '.healthz']}/healthz"
 
 
-def scheduler_conf(name: str | None = None) -> dict:
-    """A scheduler configuration kailab ships (kailab/data/volcano.yaml `configurations`), as data."""
-    confs = pins()["configurations"]
-    return copy.deepcopy(confs[name or pins()["default_configuration"]])
+def scheduler_conf(name: str | None = None, binpack: bool = True) -> dict:
+    """A scheduler configuration kailab ships (kailab/data/volcano.yaml `configurations`), as data,
+    with the lab's binpack plugin (GPUs packed) in its last tier or without any."""
+    conf = copy.deepcopy(pins()["configurations"][name or pins()["default_configuration"]])
+    return with_binpack(conf, binpack)
+
+
+def with_binpack(conf: dict, on: bool) -> dict:
+    """The configuration with the lab's binpack plugin (a given one's arguments kept), or without it."""
+    given = [p for t in conf["tiers"] for p in t.get("plugins") or [] if p.get("name") == "binpack"]
+    tiers = [{**t, "plugins": [p for p in t.get("plugins") or [] if p.get("name") != "binpack"]} for t in conf["tiers"]]
+    if on:
+        tiers[-1]["plugins"].append(given[0] if given else copy.deepcopy(pins()["binpack"]))
+    return {**conf, "tiers": tiers}
 
 
 def conf_text(conf: dict) -> str:

@@ -22,8 +22,9 @@ Volcano PodGroup with its minMember, its pods naming it (`scheduling.k8s.io/grou
 preemptibility label becomes `volcano.sh/preemptable`.
 
 What has no Volcano equivalent is refused by name, never dropped: GPU fractions and GPU memory,
-topology constraints, an overQuotaWeight Volcano's integer weight cannot hold, a leaf with unlimited
-quota, a parent quota below its children's.
+topology constraints, an overQuotaWeight or priority Volcano's integers cannot hold, a leaf with
+unlimited quota, a parent quota below its children's, a limit below the quota, a tree deeper than
+Volcano's webhook takes.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ ROOT = "root"  # Volcano's own top queue (its scheduler makes it)
 # deserved to at least its children's sum at every moment - so a number far above any fleet kailab
 # makes (as KAI's unlimited cpu and memory are on its queues)
 UNLIMITED = 1_000_000
+MAX_DEPTH = 5  # vc-webhook-manager's --max-queue-depth default at v1.15.1, which the lab keeps
 WATCHED = {"queue": (API, "Queue", False), "group": (API, "PodGroup", True)}
 NO_EQUIVALENT = {
     "share": "Volcano shares a GPU only through its deviceshare plugin and a vGPU device plugin "
@@ -56,6 +58,9 @@ NO_EQUIVALENT = {
     "parent-quota": "Volcano's queue webhook refuses a parent whose deserved is below the sum of its children's; "
                     "use -1 (their sum) or at least that sum",
     "limit": "a Volcano Queue's deserved must be at most its capability: give a limit of at least the quota (or -1)",
+    "depth": f"Volcano's queue webhook allows queues {MAX_DEPTH} levels below its root (its --max-queue-depth, "
+             "the chart's default): flatten the tree",
+    "priority": "a Volcano Queue's priority is a whole number from 0 up; give `priority` as one",
 }
 
 
@@ -85,6 +90,11 @@ def queue_objects(queues: list[QueueDecl], namespace: str = "") -> list[dict]:
     by_name = {q.name: q for q in queues}
     out = []
     for q in queues:
+        depth, up = 1, by_name.get(q.parent or "")
+        while up is not None:
+            depth, up = depth + 1, by_name.get(up.parent or "")
+        if depth > MAX_DEPTH:
+            raise refuse(f"{q.where}", "depth")
         weight = q.gpu.get("overQuotaWeight", 1)
         if not float(weight).is_integer() or not 1 <= weight <= 65535:
             raise refuse(f"{q.where}.gpu.overQuotaWeight", "weight")
@@ -101,6 +111,8 @@ def queue_objects(queues: list[QueueDecl], namespace: str = "") -> list[dict]:
         if limit >= 0:
             spec["capability"] = {GPU: gpus(limit)}
         if "priority" in q.gpu:
+            if not float(q.gpu["priority"]).is_integer() or q.gpu["priority"] < 0:
+                raise refuse(f"{q.where}.gpu.priority", "priority")
             spec["priority"] = int(q.gpu["priority"])
         out.append({"apiVersion": API, "kind": "Queue",
                     "metadata": {"name": q.name, "labels": {"app.kubernetes.io/managed-by": "kailab", **q.labels}},
