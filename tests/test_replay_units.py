@@ -327,3 +327,14 @@ def test_a_replay_page_counts_the_replay_not_runs(tmp_path):
     page = render_report([d], base=tmp_path)
     header = page[page.index("<header>"):page.index("</header>")]
     assert "1 replay." in header and "run(s)" not in header and "exercise run" not in header
+
+
+def test_the_shipped_stacks_replay_file_compares_kai_and_kueue_on_whole_gpus():
+    """exercises/stacks/replay-kai-vs-kueue.yaml: one design, two stacks, fractions asked as whole GPUs
+    (Kueue counts whole GPUs); it passes every check made before a lab starts."""
+    from kailab.replay.spec import load_replay
+
+    _, plan = load_replay(SHIPPED.parent / "stacks" / "replay-kai-vs-kueue.yaml")
+    assert [(v.label, v.stack, v.design.name) for v in plan.variants] == [("kai", "kai", "team-a-first"),
+                                                                          ("kueue", "kueue", "team-a-first")]
+    assert plan.whole_gpus and not [j for j in plan.trace.jobs if j.fractional]

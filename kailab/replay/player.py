@@ -37,6 +37,7 @@ class PodRecord:
     succeeded: float | None = None
     gone: float | None = None  # deleted (or being deleted) before it succeeded
     bound_by_us: bool = True
+    scheduler: str = ""  # the pod's schedulerName: which scheduler a stack has place it
 
 
 @dataclass
@@ -68,7 +69,8 @@ class PodWatch(threading.Thread):
         with self.ledger.lock:
             rec = self.ledger.pods.get(name)
             if rec is None:
-                rec = self.ledger.pods[name] = PodRecord(job=job, seen=now)
+                rec = self.ledger.pods[name] = PodRecord(job=job, seen=now,
+                                                         scheduler=(pod.get("spec") or {}).get("schedulerName", ""))
             node = (pod.get("spec") or {}).get("nodeName")
             if node and rec.bound is None:
                 rec.bound, rec.node = now, node
@@ -255,7 +257,7 @@ def records(trace: Trace, ledger: Ledger, clock: dict, compress: float, outcomes
         })
     gpus = {j.name: j.gpus for j in trace.jobs}
     end = clock["end"]
-    intervals = [{"job": r.job, "gpus": gpus.get(r.job, 0), "node": r.node, "from": rel(r.bound),
+    intervals = [{"job": r.job, "gpus": gpus.get(r.job, 0), "node": r.node, "scheduler": r.scheduler, "from": rel(r.bound),
                   "to": rel(r.succeeded or r.gone or end), "ended": "succeeded" if r.succeeded else
                   ("evicted" if r.gone else "running")}
                  for r in ledger.pods.values() if r.bound is not None]
