@@ -187,3 +187,9 @@ def test_validate_stops_at_the_first_broken_file(tmp_path, kailab):
 def test_kailab_error_exit_code_is_not_zero():
     assert InputError("f", "x", "y").exit_code != 0
     assert issubclass(InputError, KailabError)
+
+
+def test_tools_build_refuses_an_unknown_stack_before_building_anything(kailab, tmp_path):
+    the_error(kailab("tools", "build", "--without-kai", "--stack", "volcan"),
+              "unknown scheduler stack 'volcan'", "volcano")
+    assert not (tmp_path / "cache" / "bin").exists()

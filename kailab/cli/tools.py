@@ -21,7 +21,10 @@ def tools() -> None:
 @click.option("--kai-version", default=lambda: os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI,
               show_default=versions.DEFAULT_KAI)
 @click.option("--without-kai", is_flag=True, help="Build only etcd, Kubernetes and kwok.")
-def tools_build(kai_version, without_kai) -> None:
+@click.option("--stack", "stacks", multiple=True, metavar="NAME",
+              help="Also what this scheduler stack's labs run (e.g. kueue, volcano: from their registered "
+                   "repositories); repeatable.")
+def tools_build(kai_version, without_kai, stacks) -> None:
     """Build whatever is missing from the cache (never rebuilds a cached binary).
 
     KAI's source, first that applies: KAILAB_KAI_SOURCE (a work tree, e.g. a patched KAI: cached
@@ -31,6 +34,13 @@ def tools_build(kai_version, without_kai) -> None:
     recipes = toolchain.recipes_for(versions.normalise(kai_version)) + toolchain.metrics_recipes()
     if without_kai:
         recipes = [r for r in recipes if r.component != "kai"]
+    if stacks:
+        from ..lab import LabSpec, with_addon
+
+        for name in stacks:  # an unknown name: one line naming the choices
+            spec = with_addon(LabSpec(name="build", runtime="binary", fleet="tiny", kai_version=kai_version,
+                                      with_kai=False, stack=name))
+            recipes += [r for r in spec.addon.recipes() if r.key not in {x.key for x in recipes}]
     built = toolchain.build_all(recipes, console)
     for key, path in built.items():
         out.print(f"{key}: {path}")
