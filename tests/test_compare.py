@@ -29,7 +29,7 @@ def test_compare_runs_an_exercise_on_kai_and_kueue_and_writes_the_matrix(tmp_pat
         assert json.loads((cdir / cell["evidence"] / "verdict.json").read_text())["stack"] == stack
     # what the file expects of one stack only, with its why, is part of the comparison
     per_stack = matrix["per_stack"]["gang"]
-    assert any(it["stacks"] == ["kai"] and it["expects"].get("workload") == "loose-job" for it in per_stack)
+    assert any("kai" in it["stacks"] and it["expects"].get("workload") == "loose-job" for it in per_stack)
     assert any("kueue" in it["stacks"] and "admits a Job whole" in it["why"] for it in per_stack)
     md = (cdir / "matrix.md").read_text()
     assert "| gang" in md and "gang: written per stack" in md
