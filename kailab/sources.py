@@ -109,6 +109,21 @@ def release_tags(git_dir: Path, p: Project) -> list[str]:
     return sorted(tags, key=p.tag_key)
 
 
+def copy_mirror(git_dir: Path, dest: Path, src: Path) -> None:
+    """A bare mirror of `git_dir` at `dest`, replacing an earlier one only once the copy is whole
+    (a data repository, such as a public trace's, is registered the same way)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    out = subprocess.run(["git", "clone", "--mirror", "--quiet", str(git_dir), str(partial)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise KailabError(f"could not copy {src} into kailab's cache: {out.stderr.strip()}")
+    shutil.rmtree(dest, ignore_errors=True)
+    partial.rename(dest)
+
+
 def register(name: str, path: str) -> dict:
     """Mirror project `name`'s repository at `path` into the cache (replacing an earlier one)."""
     p = project(name)
@@ -125,16 +140,7 @@ def register(name: str, path: str) -> dict:
     if not p.module.search(gomod):
         raise KailabError(f"{src}: not a {p.title} repository (its {tags[-1]}:go.mod is not the module of "
                           f"{p.repository})")
-    home(name).mkdir(parents=True, exist_ok=True)
-    partial = home(name) / "repo.git.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    out = subprocess.run(["git", "clone", "--mirror", "--quiet", str(git_dir), str(partial)],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise KailabError(f"could not copy {src} into kailab's cache: {out.stderr.strip()}")
-    shutil.rmtree(mirror(name), ignore_errors=True)
-    partial.rename(mirror(name))
+    copy_mirror(git_dir, mirror(name), src)
     record = {"project": name, "origin": str(src),
               "registered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "tags": len(tags), "oldest": tags[0], "newest": tags[-1]}

@@ -67,15 +67,60 @@ def test_an_import_is_a_fleet_a_trace_and_designs_kailab_reads(tmp_path):
     assert counts["a fraction of one GPU"] == 1 and counts["pods"] == 6 == s["counts"]["pods"]
 
 
-def test_a_bare_mirror_reads_as_a_clone_does(tmp_path):
-    work = clone(tmp_path / "work")
+def git_clone(work: Path) -> Path:
+    """`work` made a git work tree with its files committed."""
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t"}
     for cmd in (["git", "init", "-q"], ["git", "add", "."], ["git", "commit", "-qm", "t"]):
         subprocess.run(cmd, cwd=work, check=True, env=env)
+    return work
+
+
+def test_a_bare_mirror_reads_as_a_clone_does(tmp_path):
+    work = git_clone(clone(tmp_path / "work"))
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(tmp_path / "mirror.git")], check=True)
     s = import_trace(tmp_path / "mirror.git", tmp_path / "out")
     assert s["nodes"] == 3 and s["counts"]["pods"] == 6
+
+
+def _cli(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kailab.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=60)
+
+
+def test_a_registered_clone_outlives_it_and_its_name_stands_for_a_path(tmp_path):
+    env = {**os.environ, "NO_COLOR": "1", "KAILAB_CACHE": str(tmp_path / "cache")}
+    work = git_clone(clone(tmp_path / "work"))
+    missing = _cli("trace", "import", "alibaba-gpu-2023", "alibaba-gpu-2023", "--out", str(tmp_path / "o"), env=env)
+    assert missing.returncode != 0 and not (tmp_path / "o").exists()
+    [line] = missing.stderr.strip().splitlines()
+    assert "kailab trace source alibaba-gpu-2023 PATH" in line, line
+    shown = _cli("trace", "source", "alibaba-gpu-2023", env=env)
+    assert shown.returncode != 0 and "kailab trace source alibaba-gpu-2023 PATH" in shown.stderr
+    reg = _cli("trace", "source", "alibaba-gpu-2023", str(work), env=env)
+    assert reg.returncode == 0 and str(work) in reg.stdout, reg.stderr
+    subprocess.run(["rm", "-rf", str(work)], check=True)  # the cache's copy is what is read from now on
+    imp = _cli("trace", "import", "alibaba-gpu-2023", "alibaba-gpu-2023", "--out", str(tmp_path / "o"), env=env)
+    assert imp.returncode == 0, imp.stderr
+    summary = json.loads((tmp_path / "o" / "import.json").read_text())
+    assert summary["nodes"] == 3 and summary["counts"]["pods"] == 6 and len(summary["commit"]) == 40
+    assert str(tmp_path / "cache") in summary["source"]
+    listed = _cli("tools", "list", env=env)
+    assert f"trace alibaba-gpu-2023: registered from {work}" in listed.stdout, listed.stdout[-2000:]
+
+
+def test_only_a_repository_holding_the_trace_registers(tmp_path):
+    env = {**os.environ, "NO_COLOR": "1", "KAILAB_CACHE": str(tmp_path / "cache")}
+    plain = clone(tmp_path / "plain")  # the files, but no git: read in place, not registered
+    run = _cli("trace", "source", "alibaba-gpu-2023", str(plain), env=env)
+    assert run.returncode != 0 and "not a git repository" in run.stderr and "trace import" in run.stderr, run.stderr
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "README").write_text("not the trace\n")
+    run = _cli("trace", "source", "alibaba-gpu-2023", str(git_clone(other)), env=env)
+    assert run.returncode != 0 and "cluster-trace-gpu-v2023/csv/openb_node_list_gpu_node.csv" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert not (tmp_path / "cache" / "traces" / "alibaba-gpu-2023" / "repo.git").exists()
 
 
 def test_a_sample_keeps_every_model_and_is_seeded(tmp_path):

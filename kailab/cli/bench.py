@@ -47,7 +47,8 @@ from .base import cli, console, out
                    "(e.g. binary and kind): verdicts side by side.")
 @click.option("--fill", "fill_source", default=None, metavar="PATH",
               help="Instead: the fill experiment on Alibaba's GPU trace from your clone of alibaba/clusterdata "
-                   "(full scale: 1,213 nodes), binpack vs spread, one lab at a time.")
+                   "or alibaba-gpu-2023, the one `kailab trace source` registered (full scale: 1,213 nodes), "
+                   "binpack vs spread, one lab at a time.")
 @click.option("--fill-tasks", default="default", show_default=True, help="With --fill: the task list.")
 @click.option("--fill-seeds", default="1,2,3", show_default=True, help="With --fill: comma-separated seeds.")
 @click.option("--fill-sample", type=click.IntRange(1, 1000), default=1, show_default=True,

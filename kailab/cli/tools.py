@@ -165,6 +165,13 @@ def tools_list() -> None:
                                              f"`{sources.register_command(name)} PATH`)"),
                   markup=False, highlight=False)
 
+    from ..replay import alibaba
+
+    trace = alibaba.registered()  # a public trace's repository (data, not source), registered the same way
+    out.print(f"trace {alibaba.FORMAT}: " + (f"registered from {trace['origin']} @ {trace['commit'][:12]}" if trace
+                                             else f"not registered (the fill exercise item: `{alibaba.REGISTER}`)"),
+              markup=False, highlight=False)
+
     lacking = missing_host_packages()
     out.print("kind labs (images built here): " + (f"this host lacks {', '.join(p['name'] for p in lacking)}: "
                                                    f"`{install_line(lacking)}`" if lacking

@@ -221,8 +221,9 @@ def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_vers
 @click.option("--queue", default="openb", show_default=True, help="The one leaf queue every task goes to.")
 def trace_import(trace_format, source, out_dir, tasks, sample, seed, queue) -> None:
     """Turn a public trace into a kailab fleet, trace and designs (binpack, spread). PATH is your clone
-    of alibaba/clusterdata (or its cluster-trace-gpu-v2023 folder, or a bare mirror): the data is read
-    there and never copied into kailab."""
+    of alibaba/clusterdata (or its cluster-trace-gpu-v2023 folder, or a bare mirror), or the name
+    alibaba-gpu-2023 once `kailab trace source` registered one: the data is read there and never
+    copied into kailab."""
     from ..replay.alibaba import import_trace
 
     s = import_trace(Path(source), Path(out_dir), tasks=tasks, sample=sample, seed=seed, queue=queue)
@@ -234,6 +235,23 @@ def trace_import(trace_format, source, out_dir, tasks, sample, seed, queue) -> N
             out.print(f"  {n:6d}  {what}", markup=False)
     out.print(f"replay: kailab replay {s['files']['trace']} --fleet {s['files']['fleet']} "
               f"--designs {s['files']['binpack']},{s['files']['spread']}", markup=False)
+
+
+@trace.command("source")
+@click.argument("trace_format", metavar="FORMAT", type=click.Choice(["alibaba-gpu-2023"]))
+@click.argument("path", required=False)
+def trace_source(trace_format, path) -> None:
+    """Register your clone (or bare mirror) of a public trace's repository: it is copied into kailab's
+    cache as a bare mirror (it outlives PATH), and FORMAT's name then stands for a PATH (`kailab trace
+    import alibaba-gpu-2023 alibaba-gpu-2023`, the exercise item, `bench --fill`). Without PATH: show
+    the registered one (one line naming this command when there is none)."""
+    from ..replay import alibaba
+
+    record = alibaba.register(path) if path else alibaba.registered()
+    if record is None:
+        raise KailabError(alibaba.not_registered())
+    out.print(f"{trace_format}: {record['origin']} @ {record['commit'][:12]} ({len(record['task_lists'])} task "
+              f"lists), mirrored at {alibaba.mirror()}", markup=False, highlight=False)
 
 
 @trace.command("check")

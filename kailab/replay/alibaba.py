@@ -15,6 +15,10 @@ How a row becomes a trace job (one pod each):
               no scheduled_time) runs from its creation, as demand that was there; a pod still running
               at the trace's end (deletion_time = the trace's last time) is cut there; 0 s becomes 1 s.
 Every choice is counted in import.json, so a reader sees what the import did.
+
+`kailab trace source alibaba-gpu-2023 PATH` registers the user's clone as KAI's source is: a bare
+mirror in kailab's cache (it outlives the clone, and a CI run on a fresh clone of kailab keeps the
+cache), after which the name alibaba-gpu-2023 stands for a PATH.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import io
 import json
 import random
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,10 +37,13 @@ import yaml
 
 from ..errors import InputError, KailabError
 from ..inputs import one_line
-from ..sources import git
+from ..paths import cache_dir
+from ..sources import copy_mirror, git
 from .trace import TraceJob, load_trace, write_trace
 
 FORMAT = "alibaba-gpu-2023"
+REPOSITORY = "github.com/alibaba/clusterdata"
+REGISTER = f"kailab trace source {FORMAT} PATH"
 FOLDER = "cluster-trace-gpu-v2023"
 NODE_FILE = "csv/openb_node_list_gpu_node.csv"
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
@@ -100,6 +108,63 @@ class Source:
         else:
             names = git(self.git_dir, "ls-tree", "--name-only", f"HEAD:{FOLDER}/csv/", check=False).split()
         return sorted(n[len("openb_pod_list_"):-4] for n in names if n.startswith("openb_pod_list_") and n.endswith(".csv"))
+
+
+def mirror() -> Path:
+    return cache_dir() / "traces" / FORMAT / "repo.git"
+
+
+def _record_path() -> Path:
+    return mirror().parent / "source.json"
+
+
+def register(path: str | Path) -> dict:
+    """Mirror the user's clone (or bare mirror) of alibaba/clusterdata into kailab's cache; it must
+    hold the trace at its HEAD. Replaces an earlier registration only once the new copy is whole."""
+    src = Path(path).expanduser()
+    if not src.exists():
+        raise KailabError(f"{path}: no such directory (give a clone or bare mirror of {REPOSITORY})")
+    src = src.resolve()
+    if (src / "HEAD").is_file() and (src / "objects").is_dir():
+        git_dir = src
+    elif (src / ".git").exists():
+        git_dir = src / ".git"
+    else:
+        raise KailabError(f"{src}: not a git repository: register a clone or bare mirror of {REPOSITORY} "
+                          f"(a plain folder is read where it is: `kailab trace import {FORMAT} FOLDER`)")
+    if Source._git_show(git_dir, f"{FOLDER}/{NODE_FILE}") is None:
+        raise KailabError(f"{src}: its HEAD has no {FOLDER}/{NODE_FILE}: not a clone of {REPOSITORY}, or "
+                          "one without the trace's files")
+    copy_mirror(git_dir, mirror(), src)
+    record = {"format": FORMAT, "origin": str(src), "commit": git(mirror(), "rev-parse", "HEAD").strip(),
+              "registered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "task_lists": Source(mirror()).task_lists()}
+    _record_path().write_text(json.dumps(record, indent=2))
+    return record
+
+
+def registered() -> dict | None:
+    """The registration record, or None when no clone is registered (or its copy is gone)."""
+    try:
+        record = json.loads(_record_path().read_text())
+    except (OSError, ValueError):
+        return None
+    return record if (mirror() / "HEAD").is_file() else None
+
+
+def not_registered() -> str:
+    return f"no {FORMAT} trace is registered: `{REGISTER}` (a clone or bare mirror of {REPOSITORY})"
+
+
+def resolve(where: str | Path) -> Path:
+    """A path to the trace: `where` itself when it exists, the registered mirror for the name
+    alibaba-gpu-2023."""
+    path = Path(where).expanduser()
+    if path.exists() or str(where) != FORMAT:
+        return path
+    if registered() is None:
+        raise KailabError(not_registered())
+    return mirror()
 
 
 def _rows(text: str, path: Path, columns: tuple[str, ...]) -> list[dict]:
@@ -244,7 +309,7 @@ def import_trace(source: Path, out: Path, tasks: str = "default", sample: int = 
     nothing is written when any row is refused."""
     if sample < 1:
         raise KailabError(f"--sample {sample}: give N >= 1 (1/N of the nodes and tasks)")
-    src = Source(Path(source))
+    src = Source(resolve(source))
     node_rel, pod_rel = NODE_FILE, f"csv/openb_pod_list_{tasks}.csv"
     if tasks not in src.task_lists():
         raise InputError(src.where(pod_rel), "", f"no task list {tasks!r}",
@@ -268,7 +333,8 @@ def import_trace(source: Path, out: Path, tasks: str = "default", sample: int = 
     for placement in ("binpack", "spread"):
         written[placement].write_text(yaml.safe_dump(design(placement, queue, gpus, placement), sort_keys=False))
     load_trace(written["trace"])  # what was written reads back
-    summary = {"format": FORMAT, "source": str(src.where(pod_rel)), "tasks": tasks, "sample": sample, "seed": seed,
+    summary = {"format": FORMAT, "source": str(src.where(pod_rel)),
+               **({"commit": git(src.git_dir, "rev-parse", "HEAD").strip()} if src.git_dir else {}), "tasks": tasks, "sample": sample, "seed": seed,
                "nodes": sum(p["count"] for p in fleet["pools"]), "gpus": gpus,
                "gpus_requested": round(sum(j.gpus_requested for j in jobs), 3),
                "counts": dict(sorted(counts.items())), "files": {k: str(v) for k, v in written.items()}}
