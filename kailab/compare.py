@@ -4,7 +4,9 @@ A trial whose columns are stacks instead of KAI versions: every lab runs the sam
 Kubernetes, the exercises run on each (repeated: a difference must hold over every repeat, never a
 flake), and the matrix is read back from each run's verdict.json. What the table says is only what
 the runs showed; each cell links its evidence. An exercise a stack cannot express is that stack's
-`error` verdict with the refusal naming the field - itself a result.
+`error` verdict with the refusal naming the field - itself a result. A column may be a stack with its
+scheduler's configuration as the design input (`volcano:proportion`, `volcano:spread`, `kai:spread`):
+that lab runs every exercise under it, and its stack.json and each run's evidence record it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from . import evidence, toolchain, trial, versions
 from .errors import KailabError
 from .exercise.load import load_exercise
 from .exercise.runner import ExerciseRun
-from .lab import LabSpec, lab, with_addon
+from .lab import LabSpec, get_runtime, lab, with_addon
 from .paths import evidence_dir
 
 AXIS = "scheduler stack"
@@ -31,15 +33,19 @@ KEY_FIGURES = re.compile(r"^(binds|evictions|pending_peak|gangs_(in)?complete|ne
                          r"wait_(p50|p95)_s\..+)$")
 
 
-def parse_stacks(text: str) -> list[str]:
+def _known(name: str) -> str:
     from .stacks import STACKS
 
+    if name not in STACKS or name == "none":
+        raise KailabError(f"--stacks: {name!r} is not a scheduler stack: choose from "
+                          f"{', '.join(s for s in STACKS if s != 'none')}")
+    return name
+
+
+def parse_stacks(text: str) -> list[str]:
     out: list[str] = []
     for name in [s.strip() for s in text.split(",") if s.strip()]:
-        if name not in STACKS or name == "none":
-            raise KailabError(f"--stacks: {name!r} is not a scheduler stack: choose from "
-                              f"{', '.join(s for s in STACKS if s != 'none')}")
-        if name in out:
+        if _known(name) in out:
             raise KailabError(f"--stacks lists {name} twice")
         out.append(name)
     if len(out) < 2:
@@ -47,11 +53,61 @@ def parse_stacks(text: str) -> list[str]:
     return out
 
 
-def lab_spec(stack: str, stamp: str, fleet: str, kai_version: str) -> LabSpec:
+def parse_columns(text: str) -> list[str]:
+    """`--stacks` of compare: stacks, each optionally with its scheduler's configuration as a design
+    input, `STACK:WORD[:WORD]` - `binpack` or `spread` (placement), any other word a configuration
+    the stack ships (volcano: capacity, proportion), e.g. volcano,volcano:proportion,volcano:spread."""
+    out: list[str] = []
+    for column in [c.strip() for c in text.split(",") if c.strip()]:
+        _known(column.split(":")[0])
+        if column in out:
+            raise KailabError(f"--stacks lists {column} twice")
+        setting_of(column, f"--stacks {column}")  # what the stack refuses, before any lab
+        out.append(column)
+    if len(out) < 2:
+        raise KailabError("a comparison needs at least two stacks: --stacks kai,kueue (or volcano,volcano:proportion)")
+    return out
+
+
+def setting_of(column: str, where: str):
+    """A column's SchedulerSetting (None: the stack as its lab starts), as the exercise format says it."""
+    from .exercise.spec import SchedulerSetting
+
+    words = column.split(":")[1:]
+    if not words:
+        return None
+    placements = [w for w in words if w in ("binpack", "spread")]
+    named = [w for w in words if w not in ("binpack", "spread")]
+    if len(placements) > 1 or len(named) > 1 or not all(words):
+        raise KailabError(f"{where}: give at most one placement (binpack or spread) and one configuration name")
+    value = SchedulerSetting(placement=placements[0] if placements else "binpack", volcano=named[0] if named else None)
     from .stacks import get_stack
 
-    return LabSpec(name=f"compare-{stamp}-{stack}".replace("+", "-"), runtime="binary", fleet=fleet,
-                   kai_version=kai_version, with_kai=get_stack(stack).kai_inside, stack=stack)
+    stack = get_stack(column.split(":")[0])
+    if not stack.configures_scheduler(_BinaryRuntime()):
+        raise KailabError(f"{where}: the {stack.title} stack has no scheduler configuration to change")
+    stack.scheduler_setting(_Record(), value, None, where)  # its one-line refusal
+    return value
+
+
+class _BinaryRuntime:
+    """What a column's check needs of the runtime its lab will have (compare's labs are binary)."""
+
+    controls_processes, installs_charts = True, False
+
+
+class _Record:
+    """What a column's check needs of its lab (KAI renders with the lab's KAI version)."""
+
+    kai_version = versions.DEFAULT_KAI
+
+
+def lab_spec(column: str, stamp: str, fleet: str, kai_version: str) -> LabSpec:
+    from .stacks import get_stack
+
+    stack = column.split(":")[0]
+    return LabSpec(name=f"compare-{stamp}-{column}".replace("+", "-").replace(":", "-"), runtime="binary",
+                   fleet=fleet, kai_version=kai_version, with_kai=get_stack(stack).kai_inside, stack=stack)
 
 
 def run_compare(stacks: list[str], exercises: list[str], fleet: str = "small", repeat: int = 2,
@@ -74,9 +130,14 @@ def run_compare(stacks: list[str], exercises: list[str], fleet: str = "small", r
         sdir.mkdir()
         try:
             with lab(specs[stack]) as rec:
-                (sdir / "stack.json").write_text(json.dumps(rec.stack or {"name": stack}, indent=2))
+                runtime, value = get_runtime("binary"), setting_of(stack, f"--stacks {stack}")
+                setting = value and runtime.scheduler_setting(rec, value, None, f"--stacks {stack}")
+                (sdir / "stack.json").write_text(json.dumps({**(rec.stack or {"name": stack}), "column": stack,
+                                                             "configuration": setting and setting.conf}, indent=2))
                 for i in range(1, repeat + 1):
                     for p in the_plan["exercises"]:
+                        if setting is not None:  # before every run: a run's own `scheduler:` step ends on the lab's default
+                            runtime.configure_scheduler(rec, setting)
                         ExerciseRun(load_exercise(p), Path(p), rec, sdir / f"run-{i}").run()
         except KailabError as err:
             (sdir / "lab-error.txt").write_text(str(err) + "\n")
@@ -118,13 +179,31 @@ def build(compare_dir: Path) -> dict:
             per_stack.setdefault(ex.exercise, []).append(
                 {"step": "whole run", "stacks": [stack], "why": "", "expects": {"invariants": list(invs)}})
     matrix["per_stack"] = per_stack
+    # a column that is a stack with its scheduler's configuration: what that lab ran (its stack.json)
+    matrix["configurations"] = {c: conf for c in plan["versions"] if ":" in c
+                                and (conf := _stack_json(compare_dir / c).get("configuration"))}
     return matrix
+
+
+def _stack_json(column_dir: Path) -> dict:
+    try:
+        return json.loads((column_dir / "stack.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def markdown(matrix: dict) -> str:
     text = trial.matrix_markdown(matrix).replace("across these versions", "across these stacks")
     lines = [f"Columns: {AXIS}s on one fleet ({matrix['fleet']}), Kubernetes of KAI {matrix.get('kai_version')}.", "",
              text.rstrip(), ""]
+    for column, conf in (matrix.get("configurations") or {}).items():
+        plugins = [p["name"] for t in conf.get("tiers") or [] for p in t.get("plugins") or []]
+        actions = conf.get("actions") or []
+        actions = actions if isinstance(actions, str) else ", ".join(actions)  # KAI's: one string, as Volcano's file
+        lines.append(f"{column} ran its scheduler with actions {actions}; "
+                     f"plugins {', '.join(plugins)}")
+    if matrix.get("configurations"):
+        lines.append("")
     for name, items in (matrix.get("per_stack") or {}).items():
         lines.append(f"{name}: written per stack")
         for it in items:

@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
+
 import pytest
+import yaml
 
 from kailab.paths import lab_dir
 
@@ -40,8 +42,36 @@ def test_compare_runs_an_exercise_on_kai_and_kueue_and_writes_the_matrix(tmp_pat
 
 def test_compare_refuses_an_unknown_or_single_stack_in_one_line(tmp_path):
     for arg, words in (("kai,volcanoo", "'volcanoo' is not a scheduler stack"), ("kai", "at least two stacks"),
-                       ("kai,none", "'none' is not a scheduler stack")):
+                       ("kai,none", "'none' is not a scheduler stack"),
+                       ("volcano,volcano:fair", "'fair' is no configuration kailab ships"),
+                       ("kai,kueue:spread", "the Kueue stack has no scheduler configuration to change"),
+                       ("kai,volcano:spread:binpack", "at most one placement")):
         out = subprocess.run([sys.executable, "-m", "kailab.cli", "compare", "--stacks", arg],
                              capture_output=True, text=True, env={**os.environ, "KAILAB_EVIDENCE": str(tmp_path)})
         assert out.returncode != 0 and words in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_compare_takes_volcanos_configuration_as_a_design_input(tmp_path):
+    """Two columns of one stack: Volcano as its lab starts (capacity, binpack) and Volcano with its
+    proportion plugin and no binpack; each lab runs the exercise under its own configuration, which
+    its stack.json, every run's evidence and the matrix record."""
+    env = {**os.environ, "KAILAB_EVIDENCE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "kailab.cli", "compare", "--stacks", "volcano,volcano:proportion:spread",
+                          "--exercises", "borrow", "--repeat", "1", "--parallel", "1"],
+                         capture_output=True, text=True, env=env, timeout=1800)
+    (cdir,) = [p for p in tmp_path.iterdir() if p.name.startswith("compare-")]
+    matrix = json.loads((cdir / "matrix.json").read_text())
+    assert matrix["versions"] == ["volcano", "volcano:proportion:spread"]
+    plugins = {}
+    for column in matrix["versions"]:
+        cell = matrix["exercises"]["borrow"][column]
+        assert cell["runs"] == 1 and cell["verdict"] in ("passed", "failed"), cell  # ran, under its configuration
+        ran = yaml.safe_load((cdir / cell["evidence"] / "scheduler-conf" / "00-lab.yaml").read_text())
+        plugins[column] = {p["name"] for t in ran["tiers"] for p in t["plugins"]}
+    assert {"capacity", "binpack"} <= plugins["volcano"] and "proportion" not in plugins["volcano"]
+    assert "proportion" in plugins["volcano:proportion:spread"]
+    assert not {"capacity", "binpack"} & plugins["volcano:proportion:spread"]
+    assert set(matrix["configurations"]) == {"volcano:proportion:spread"}
+    assert "volcano:proportion:spread ran its scheduler with actions" in (cdir / "matrix.md").read_text()
+    assert out.returncode in (0, 1), out.stderr[-3000:]  # 1: a column's verdict was not `passed` (a result)

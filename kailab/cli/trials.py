@@ -48,7 +48,9 @@ def trial(version_text, exercises, fleet, parallel, runtime, dry_run, repeat) ->
 
 @cli.command()
 @click.option("--stacks", "stack_text", default="kai,kueue", show_default=True,
-              help="Comma-separated scheduler stacks, one lab each, side by side.")
+              help="Comma-separated scheduler stacks, one lab each, side by side; a stack may carry its "
+                   "scheduler's configuration as STACK:WORD (binpack, spread, or a configuration it ships: "
+                   "volcano:proportion).")
 @click.option("--exercises", default="quota,borrow,reclaim,gang,starvation", show_default=True,
               help="Comma-separated exercise names or paths.")
 @click.option("--fleet", default="small", show_default=True)
@@ -61,7 +63,7 @@ def compare(stack_text, exercises, fleet, kai_version, repeat, parallel) -> None
     from .. import compare as compare_mod
     from .. import evidence
 
-    stacks = compare_mod.parse_stacks(stack_text)  # fails before any lab starts
+    stacks = compare_mod.parse_columns(stack_text)  # fails before any lab starts
     names = [e.strip() for e in exercises.split(",") if e.strip()]
     out_dir = compare_mod.run_compare(stacks, names, fleet, repeat, kai_version, console=console, parallel=parallel)
     matrix = json.loads((out_dir / evidence.MATRIX).read_text())
