@@ -85,10 +85,11 @@ def churn(starts: int, at_once: int = 2, fleet: str = "small", load: str | None 
     rows: list[dict] = []
     lock = threading.Lock()
     counter = iter(range(1, starts + 1))
+    stop = threading.Event()  # Ctrl-C: each slot ends after the start it is in, and its lab goes down
 
     def worker(slot: int) -> None:
         name = f"churn-{stamp.lower()}-{slot}"
-        while True:
+        while not stop.is_set():
             with lock:
                 i = next(counter, None)
             if i is None:
@@ -119,9 +120,19 @@ def churn(starts: int, at_once: int = 2, fleet: str = "small", load: str | None 
     load_log = evidence_dir() / f"churn-{stamp}-load.log"  # the load's own output: evidence, not a result
     t0 = time.perf_counter()
     sampler = _MachineSampler()
+    interrupted = False
     with sampler, _Load(load, load_log) as beside:
         with ThreadPoolExecutor(max_workers=at_once) as pool:
-            list(pool.map(worker, range(1, at_once + 1)))
+            slots = [pool.submit(worker, slot) for slot in range(1, at_once + 1)]
+            try:
+                for f in slots:
+                    f.result()
+            except KeyboardInterrupt:
+                interrupted = True
+                stop.set()
+                echo("interrupted: each lab slot stops after the start it is in")
+                for f in slots:
+                    f.result()
     wall = round(time.perf_counter() - t0, 1)
     rows.sort(key=lambda r: r["start"])
     died = [r for r in rows if not r["ok"]]
@@ -129,7 +140,8 @@ def churn(starts: int, at_once: int = 2, fleet: str = "small", load: str | None 
     retried = Counter(f"{x['component']}: {re.sub(r' [(]attempt .*', '', x['reason'])}" for r in rows for x in r["retries"])
     ups = [r["up_s"] for r in rows if r["ok"]]
     results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
-               "fleet": fleet, "starts": starts, "at_once": at_once, "load": load, "load_log": str(load_log) if load else None, "wall_s": wall,
+               "fleet": fleet, "starts": len(rows), "starts_planned": starts, "interrupted": interrupted,
+               "at_once": at_once, "load": load, "load_log": str(load_log) if load else None, "wall_s": wall,
                "load_runs": beside.runs, "machine_load": sampler.figures(wall),
                "ok": len(rows) - len(died), "died": len(died), "deaths_by_cause": dict(causes),
                "starts_with_retries": sum(1 for r in rows if r["retries"]), "retries_by_cause": dict(retried),
@@ -141,7 +153,9 @@ def churn(starts: int, at_once: int = 2, fleet: str = "small", load: str | None 
 def markdown(r: dict) -> str:
     load = (f"while `{r['load']}` ran beside them ({len(r['load_runs'])} complete run(s), exit codes "
             f"{sorted(Counter(x['exit'] for x in r['load_runs']).items())})") if r["load"] else "with nothing beside them"
-    lines = [f"# Start churn: {r['starts']} KAI lab starts ({r['fleet']}, with metrics), {r['at_once']} at a time, "
+    stopped = (f" (interrupted after {r['starts']} of {r['starts_planned']})"
+               if r.get("interrupted") else "")
+    lines = [f"# Start churn: {r['starts']} KAI lab starts{stopped} ({r['fleet']}, with metrics), {r['at_once']} at a time, "
              f"{r['date']}", "",
              f"{r['starts']} starts {load}, in {r['wall_s'] / 60:.1f} min on {r['machine']['cores']} cores "
              f"(busy cores: mean {r['machine_load']['busy_cores_mean']}, p90 {r['machine_load']['busy_cores_p90']}).", "",
