@@ -72,3 +72,12 @@ def test_a_folder_of_repositories_is_registered_in_one_command(tmp_path):
 def test_bad_input_is_one_line(tmp_path, args):
     out = kailab(tmp_path, "tools", "source", *args)
     assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_a_volcano_lab_on_a_fresh_machine_names_volcanos_repository_before_anything_is_made(tmp_path):
+    out = kailab(tmp_path, "up", "--runtime", "binary", "--fleet", "tiny", "--without-metrics", "--scheduler",
+                 "volcano", "--name", "fresh")
+    assert out.returncode != 0
+    err = out.stderr.strip().splitlines()[-1]
+    assert "Volcano v1.15.1" in err and "kailab tools source volcano PATH" in err and "KAI" not in err, out.stderr
+    assert not (tmp_path / "state" / "labs" / "fresh").exists()
