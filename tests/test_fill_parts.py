@@ -49,10 +49,11 @@ def test_fragmentation_counts_what_the_next_task_cannot_use():
     assert frag == 225  # (3 x 300 + 1 x 0) / 4
 
 
-def test_the_summary_reads_back_and_the_page_draws_it(tmp_path):
+def _fill_dir(tmp_path: Path, expectations: list[str] | None = None) -> Path:
     out = tmp_path / "fill-x"
     plan = {"trace": "t.csv", "fleet": "f", "seeds": [1, 2], "target": 1.3, "step": 0.1, "settle_s": 3,
-            "kai_version": "v0.17.0", "designs": [{"name": "binpack", "file": "b.yaml"}, {"name": "spread", "file": "s.yaml"}]}
+            "kai_version": "v0.17.0", "designs": [{"name": "binpack", "file": "b.yaml"}, {"name": "spread", "file": "s.yaml"}],
+            **({"expectations": expectations} if expectations is not None else {})}
     out.mkdir()
     (out / "plan.json").write_text(json.dumps(plan))
     for d, loss in (("binpack", 0), ("spread", 5)):
@@ -62,6 +63,11 @@ def test_the_summary_reads_back_and_the_page_draws_it(tmp_path):
             rows = [{"step": i, "arrived_pct": 10.0 * i, "allocated_pct": min(10.0 * i, 100 - loss - seed),
                      "fragmented_pct": loss, "unplaced_gpu_pct": max(0, 10 * i - 100 + loss)} for i in range(1, 14)]
             (sdir / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return out
+
+
+def test_the_summary_reads_back_and_the_page_draws_it(tmp_path):
+    out = _fill_dir(tmp_path)
     s = summarise(out)
     assert s["ok"] and s["table"]["spread"]["allocated_pct@100%"] == [93.0, 94.0]
     assert s["table"]["binpack"]["allocated_pct@80%"] == [80.0, 80.0]
@@ -72,3 +78,21 @@ def test_the_summary_reads_back_and_the_page_draws_it(tmp_path):
     page = render_report([out], base=tmp_path)
     assert page.count('<polyline class="design"') == 2 and 'class="spread"' in page
     assert "1 fill experiment." in page
+
+
+def test_expectations_judge_the_median_over_the_seeds_and_a_failed_one_fails_the_fill(tmp_path):
+    out = _fill_dir(tmp_path, ["binpack/arrived-100.allocated_pct >= 98",  # seeds 99 and 98: median 98.5
+                               "binpack/arrived-100.allocated_pct > spread/arrived-100.allocated_pct",
+                               "arrived-100.fragmented_pct <= 4",  # every design: spread's 5 fails
+                               "spread/arrived-100.no_such_figure > 1"])
+    s = summarise(out)
+    assert s["figures"]["binpack"]["arrived-100.allocated_pct"] == 98.5
+    assert s["figures"]["spread"]["arrived-100.allocated_pct"] == 93.5
+    held = [(e["expect"], e["held"]) for e in s["expectations"]]
+    assert held == [("binpack/arrived-100.allocated_pct >= 98", True),
+                    ("binpack/arrived-100.allocated_pct > spread/arrived-100.allocated_pct", True),
+                    ("arrived-100.fragmented_pct <= 4", True), ("arrived-100.fragmented_pct <= 4", False),
+                    ("spread/arrived-100.no_such_figure > 1", False)]
+    assert "no_such_figure" in s["expectations"][-1]["figures"] and not s["ok"]
+    assert "- expect `arrived-100.fragmented_pct <= 4`: FAILED (spread/arrived-100.fragmented_pct = 5.0 <= 4)" \
+        in markdown(s)

@@ -190,7 +190,12 @@ def trace_generate(output, jobs, hours, queue_text, fleet, load, burst, seed) ->
 @click.option("--labs", type=click.IntRange(1, 8), default=None,
               help="Labs at once (default: every design side by side); 1 for large fleets on few cores.")
 @click.option("--with-metrics", is_flag=True, help="Run the labs' Prometheus and kube-state-metrics too (a fill reads neither).")
-def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_version, labs, with_metrics) -> None:
+@click.option("--expect", "expectations", multiple=True,
+              help="[design/]arrived-<P>.<figure> OP value|figure, e.g. 'binpack/arrived-100.allocated_pct >= 85' "
+                   "(figures: allocated_pct, fragmented_pct, unplaced_gpu_pct at P = 80, 90, 100, 110, 130; the "
+                   "median over the seeds); exit 1 when one fails.")
+def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_version, labs, with_metrics,
+         expectations) -> None:
     """Fill a fleet with a trace's tasks, no departures, and measure how much GPU KAI allocates against
     what arrived, per placement design (the "Beware of Fragmentation" procedure, on real KAI)."""
     from ..replay.design import load_designs
@@ -203,7 +208,7 @@ def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_vers
         raise KailabError(f"--seeds {seeds!r}: write whole numbers separated by commas, e.g. 1,2,3") from None
     plan = FillPlan(trace=load_trace(trace_file), designs=load_designs(design_text), fleet=fleet, seeds=seed_list,
                     target=target, step=step, settle_s=settle_s, labs=labs, metrics=with_metrics,
-                    kai_version=kai_version or versions.DEFAULT_KAI)
+                    kai_version=kai_version or versions.DEFAULT_KAI, expectations=list(expectations))
     out_dir = run_fill(plan, echo=lambda text: out.print(text, markup=False))
     out.print((out_dir / "fill.md").read_text(), markup=False)
     summary = json.loads((out_dir / "fill.json").read_text())

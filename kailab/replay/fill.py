@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+import statistics
 import threading
 import time
 from collections import Counter
@@ -37,6 +38,7 @@ from ..lab import LabSpec, lab, runtime_of
 from ..paths import evidence_dir
 from ..scale import cpu_seconds, peak_memory_mib
 from .design import Design
+from .figures import Expectation
 from .fragmentation import Node, Shape, fragmented_milli
 from .player import _create
 from .session import apply_design, wait_gone, write_lab_json
@@ -45,6 +47,7 @@ from .trace import Trace, TraceJob, check_against
 STEP_LABEL = "kailab.io/fill-step"
 FILL_PRIORITY = "train"  # one priority for every task: the artifact preempts nothing
 MARKS = (0.8, 0.9, 1.0, 1.1, 1.3)  # arrived shares the table reports
+FIGURES = ("allocated_pct", "fragmented_pct", "unplaced_gpu_pct")  # at each mark: arrived-100.allocated_pct
 STOP = threading.Event()  # Ctrl-C: every design's fill stops after its step, and its lab goes down
 
 
@@ -63,12 +66,14 @@ class FillPlan:
     # a fill reads no metric: without Prometheus and kube-state-metrics scraping every node, a large
     # fleet's lab spends its CPU on KAI and the API server
     metrics: bool = False
+    # `[design/]arrived-100.allocated_pct >= 85` (figures(): the median over the seeds), as a replay's
+    expectations: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict:
         return {"trace": str(self.trace.path), "tasks_in_trace": sum(j.pods for j in self.trace.jobs),
                 "fleet": self.fleet, "fleet_name": load_fleet(self.fleet).name, "seeds": self.seeds,
                 "target": self.target, "step": self.step, "settle_s": self.settle_s, "runtime": self.runtime,
-                "kai_version": self.kai_version, "metrics": self.metrics,
+                "kai_version": self.kai_version, "metrics": self.metrics, "expectations": self.expectations,
                 "designs": [{"name": d.name, "file": str(d.path)} for d in self.designs]}
 
 
@@ -170,8 +175,9 @@ def fleet_nodes(fleet_name: str) -> dict[str, Node]:
     return {node_name(p, i): Node(p.gpus, p.cpu * 1000, p.memory_gib * 1024) for p in fleet.pools for i in range(p.count)}
 
 
-def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say) -> list[dict]:
-    """One fill of the lab's empty fleet with the seed's task order; a line per step in steps.jsonl."""
+def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say, queue_objects) -> list[dict]:
+    """One fill of the lab's empty fleet with the seed's task order; a line per step in steps.jsonl.
+    `queue_objects(namespace)`: the design's queues as the lab's stack makes them."""
     sdir.mkdir(parents=True)
     nodes = fleet_nodes(plan.fleet)
     capacity = sum(n.gpus for n in nodes.values())
@@ -180,6 +186,8 @@ def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say) -> lis
     ns = f"fill-seed-{seed}"
     kube.apply(workloads.namespace(ns, labels={"kailab.io/fill": str(seed)}))
     kube.apply(workloads.service_account("default", ns))
+    for obj in queue_objects(ns):  # a stack's queues may live in the namespace
+        kube.apply(obj)
     state = FleetState(kube, ns, nodes)
     state.thread.start()
     state.ready.wait(30)
@@ -283,6 +291,11 @@ def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
     fleet = load_fleet(plan.fleet)
     if not 0 < plan.step <= 0.5 or not 0 < plan.target <= 5:
         raise KailabError(f"--step {plan.step:g} / --target {plan.target:g}: a step in (0, 0.5], a target in (0, 5]")
+    for text in plan.expectations:
+        try:
+            Expectation(text)  # its syntax, before any lab
+        except ValueError as err:
+            raise KailabError(str(err)) from None
     for d in plan.designs:
         check_against(plan.trace, d.leaf_queues(), f"design {d.path}", fleet.gpus_total, products=fleet.products)
         if len(d.leaf_queues()) != 1:
@@ -322,8 +335,10 @@ def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
                     apply_design(kube, rec, runtime, d, ddir)
                     queue = next(iter(d.leaf_queues()))  # every task goes to the design's one queue
                     ours = replace(plan, trace=Trace(plan.trace.path, [replace(j, queue=queue) for j in plan.trace.jobs]))
+                    stack = runtime.stack(rec)
                     for seed in plan.seeds:
-                        run_seed(kube, rec, ours, seed, ddir / f"seed-{seed}", say)
+                        run_seed(kube, rec, ours, seed, ddir / f"seed-{seed}", say,
+                                 lambda ns: stack.queue_objects(d.queue_decls(), ns))
                         dead = runtime.dead_components(rec, ignore=set())
                         if dead:
                             raise KailabError("; ".join(f"component died: {c}" for c, _ in dead))
@@ -379,15 +394,24 @@ def summarise(out: Path) -> dict:
             f = ddir / f"seed-{s}" / "steps.jsonl"
             if f.exists():
                 curves[d["name"]][str(s)] = [json.loads(line) for line in f.read_text().splitlines() if line]
-    table = {}
+    table, figures = {}, {}
     for name, seeds in curves.items():
-        table[name] = {}
+        table[name], figures[name] = {}, {}
         for m in MARKS:
-            for key in ("allocated_pct", "fragmented_pct", "unplaced_gpu_pct"):
+            for key in FIGURES:
                 vals = [v for rows in seeds.values() if (v := at_mark(rows, m, key)) is not None]
                 table[name][f"{key}@{m:.0%}"] = [min(vals), max(vals)] if vals else None
-    return {"plan": plan, "curves": curves, "table": table, "errors": errors,
-            "ok": not errors and all(len(s) == len(plan["seeds"]) for s in curves.values())}
+                if vals:
+                    figures[name][f"arrived-{round(m * 100)}.{key}"] = round(statistics.median(vals), 2)
+    checked = []
+    for text in plan.get("expectations", []):
+        try:
+            checked += [{"expect": text, "held": held, "figures": what} for held, what in Expectation(text).check(figures)]
+        except ValueError as err:  # a design or figure the fill has no value for
+            checked.append({"expect": text, "held": False, "figures": str(err)})
+    return {"plan": plan, "curves": curves, "table": table, "figures": figures, "expectations": checked,
+            "errors": errors, "ok": not errors and all(len(s) == len(plan["seeds"]) for s in curves.values())
+            and all(c["held"] for c in checked)}
 
 
 def _table(s: dict, key: str) -> list[str]:
@@ -411,6 +435,8 @@ def markdown(s: dict) -> str:
              *_table(s, "allocated_pct"), "",
              "Fragmented GPU (% of capacity, the next task's expected unusable free GPU) at the same points:", "",
              *_table(s, "fragmented_pct")]
+    for e in s.get("expectations", []):
+        lines += ["", f"- expect `{e['expect']}`: {'held' if e['held'] else 'FAILED'} ({e['figures']})"]
     for name, err in s["errors"].items():
         lines += ["", f"- {name}: error: {err}"]
     return "\n".join(lines) + "\n"

@@ -95,41 +95,82 @@ def _attach(outcome, figures: str) -> None:
             allure.attach.file(str(root / name), name=name, attachment_type=kind)
 
 
-class ReplayFile(pytest.File):
-    """exercises/replays/*.yaml: a replay as one test item (its own labs, one per design)."""
+class OwnLabsItem(pytest.Item):
+    """A file run as one item on labs of its own (one per design): a replay or a fill. Its failure
+    is its comparison or one line, never a traceback."""
 
-    def collect(self):
-        yield ReplayItem.from_parent(self, name=self.path.stem)
+    kind = ""
 
-
-class ReplayItem(pytest.Item):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.add_marker(pytest.mark.kai)
         self.add_marker(pytest.mark.lab)
 
-    def runtest(self) -> None:
-        import json
-
-        from ..replay import session
-        from ..replay.spec import load_replay
-
-        _, plan = load_replay(self.path)  # a bad file fails here, before any lab starts
+    def evidence_root(self) -> Path | None:
         root = self.config.getoption("--kailab-evidence")
-        out = session.run_replay(plan, Path(root) if root else None, echo=lambda text: None)
-        comparison = json.loads((out / session.COMPARISON).read_text())
-        self.user_properties.append(("replay_evidence", str(out)))
-        if not comparison["ok"]:
-            raise ReplayFailed(session.markdown(comparison) + f"\nreplay evidence: {out}")
+        return Path(root) if root else None
 
     def repr_failure(self, excinfo):
-        if isinstance(excinfo.value, (ReplayFailed, KailabError)):
+        if isinstance(excinfo.value, (OwnLabsFailed, KailabError)):
             return str(excinfo.value)
         return super().repr_failure(excinfo)
 
     def reportinfo(self):
-        return self.path, 0, f"replay {self.name}"
+        return self.path, 0, f"{self.kind} {self.name}"
 
 
-class ReplayFailed(Exception):
+class OwnLabsFailed(Exception):
     pass
+
+
+class ReplayItem(OwnLabsItem):
+    kind = "replay"
+
+    def runtest(self) -> None:
+        from ..replay import session
+        from ..replay.spec import load_replay
+
+        _, plan = load_replay(self.path)  # a bad file fails here, before any lab starts
+        out = session.run_replay(plan, self.evidence_root(), echo=lambda text: None)
+        comparison = json.loads((out / session.COMPARISON).read_text())
+        self.user_properties.append(("replay_evidence", str(out)))
+        if not comparison["ok"]:
+            raise OwnLabsFailed(session.markdown(comparison) + f"\nreplay evidence: {out}")
+
+
+class FillItem(OwnLabsItem):
+    """exercises/fills/*.yaml: the fill experiment on a registered public trace (kailab.replay.fill_spec)."""
+
+    kind = "fill"
+
+    def runtest(self) -> None:
+        import tempfile
+
+        from ..replay.fill import markdown, run_fill
+        from ..replay.fill_spec import fill_plan, load_fill
+
+        spec = load_fill(self.path)  # a bad file fails here, before any lab starts
+        with tempfile.TemporaryDirectory(prefix="kailab-fill-import-") as tmp:
+            # no trace registered: a KailabError naming the command that registers it (a failure, never a skip)
+            out = run_fill(fill_plan(spec, Path(tmp)), self.evidence_root(), echo=lambda text: None)
+        summary = json.loads((out / "fill.json").read_text())
+        self.user_properties.append(("fill_evidence", str(out)))
+        if not summary["ok"]:
+            raise OwnLabsFailed(markdown(summary) + f"\nfill evidence: {out}")
+
+
+class OneItemFile(pytest.File):
+    """A replay file (exercises/replays/) or a fill file (exercises/fills/): one item."""
+
+    item: type[OwnLabsItem] = ReplayItem
+
+    def collect(self):
+        yield self.item.from_parent(self, name=self.path.stem)
+
+
+class ReplayFile(OneItemFile):
+    item = ReplayItem
+
+
+class FillFile(OneItemFile):
+    item = FillItem

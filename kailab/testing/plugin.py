@@ -2,8 +2,8 @@
 
 - `kailab_labs` (session): brings labs up on demand (one per fleet), tears them down at the end,
   and first reaps labs of earlier test sessions that died without cleaning up.
-- `pytest exercises/` collects every exercise YAML as a test item, and every replay file in
-  exercises/replays/ (see kailab.testing.items).
+- `pytest exercises/` collects every exercise YAML as a test item, every replay file in
+  exercises/replays/ and every fill file in exercises/fills/ (see kailab.testing.items).
 - Tests marked `kai` need KAI's components. When KAI cannot be built here and the run sets
   KAILAB_ALLOW_NO_KAI=1, they are *deselected* (never counted as passed) and the summary says
   why; otherwise they fail with the build error.
@@ -18,7 +18,7 @@ import pytest
 
 from ..lab import LabRecord, get_runtime
 from ..toolchain import kai_unavailable_reason
-from .items import ExerciseFile, ReplayFile, ReplayItem, outcome_of
+from .items import ExerciseFile, FillFile, OwnLabsItem, ReplayFile, outcome_of
 from .labs import kind_unavailable_reason, lab_pool
 
 
@@ -43,8 +43,9 @@ def pytest_configure(config):
 @pytest.hookimpl(trylast=True)  # after -m/-k: count only what would otherwise run
 def pytest_collection_modifyitems(session, config, items):
     _deselect_kind_without_docker(config, items)
-    # the longest first, so labs side by side (-n) finish together: a replay runs minutes on labs of its own
-    items.sort(key=lambda item: not isinstance(item, ReplayItem))
+    # the longest first, so labs side by side (-n) finish together: a replay or a fill runs minutes on
+    # labs of its own
+    items.sort(key=lambda item: not isinstance(item, OwnLabsItem))
     needs_kai = [i for i in items if i.get_closest_marker("kai")]
     config._kailab_kai_collected = len(needs_kai)
     if not needs_kai or config.getoption("--kailab-lab"):
@@ -211,6 +212,8 @@ def pytest_collect_file(parent, file_path: Path):
         return None
     if file_path.parent.name == "replays":
         return ReplayFile.from_parent(parent, path=file_path)
+    if file_path.parent.name == "fills":
+        return FillFile.from_parent(parent, path=file_path)
     if file_path.parent.name == "exercises" or _named(parent.config, file_path):
         return ExerciseFile.from_parent(parent, path=file_path)  # `kailab run --labs N` names files anywhere
     return None
