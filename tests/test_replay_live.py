@@ -91,3 +91,54 @@ def test_the_shipped_what_if_more_quota_waits_less(tmp_path):
     for design in ("team-a-first", "team-b-first"):
         assert m[design]["all.jobs"] == 80
         assert "submit.lag_p99_wall_s" in m[design]  # recorded (its size is a benchmark's, not asserted)
+
+
+def test_a_scheduler_killed_while_a_replays_lab_starts_leaves_its_whole_logs(tmp_path):
+    """#46, as CI saw it: a replay lab's KAI scheduler dies while the lab starts. The replay goes on to
+    its clean-up (`down`), and what it says points at a folder that still holds every component's whole
+    log afterwards, with the death classified in one line."""
+    import signal
+    import time
+
+    from kailab.runtimes import processes
+
+    trace, design = tmp_path / "t.csv", tmp_path / "even.yaml"
+    design.write_text(DESIGN)
+    evidence = tmp_path / "evidence"
+    env = {**os.environ, "KAILAB_EVIDENCE": str(evidence), "NO_COLOR": "1"}
+    gen = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "generate", str(trace), "--jobs", "4",
+                          "--hours", "0.05", "--fleet", "tiny", "--seed", "2"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert gen.returncode == 0, gen.stderr
+    before = {p.name for p in state_dir().glob("replay-*")}
+    proc = subprocess.Popen([sys.executable, "-m", "kailab.cli", "replay", str(trace), "--designs", str(design),
+                             "--fleet", "tiny", "--compress", "40", "--repeat", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline, pidfile = time.time() + 300, None
+        while time.time() < deadline and pidfile is None:  # the replay's lab, once its scheduler started
+            assert proc.poll() is None, proc.communicate()
+            labs = [p for p in state_dir().glob("replay-*") if p.name not in before]
+            pidfile = next((p / "pids" / "scheduler.json" for p in labs if (p / "pids" / "scheduler.json").exists()), None)
+            time.sleep(0.05)
+        assert pidfile is not None, "the replay's lab never started KAI's scheduler"
+        lab = pidfile.parent.parent
+        log = lab / "logs" / "scheduler.log"
+        while time.time() < deadline and not (log.exists() and log.stat().st_size):  # its Go runtime is up
+            time.sleep(0.02)
+        os.kill(processes.records(lab)["scheduler"].pid, signal.SIGQUIT)  # a Go crash report, as in CI
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out[-2000:] + err[-2000:]
+    [replay] = _replay_dirs(evidence)
+    said = (replay / "even" / "error.txt").read_text()
+    assert "scheduler exited while waiting for" in said and "signal: SIGQUIT: quit" in said, said
+    kept = next((evidence / "failed-starts").glob(f"*-{lab.name}"))
+    assert str(kept) in said.replace("\n", " ")  # the place the message names, after the replay's down
+    assert not lab.exists(), "the replay's clean-up did not take its lab down"
+    whole = (kept / "scheduler.log").read_text()
+    assert "SIGQUIT: quit" in whole and len(whole.splitlines()) > 15
+    assert {"etcd.log", "kube-apiserver.log", "binder.log", "deaths.txt"} <= {p.name for p in kept.iterdir()}
+    assert "scheduler: signal: SIGQUIT: quit" in (kept / "deaths.txt").read_text()

@@ -152,7 +152,10 @@ def churn(starts: int, at_once: int = 2, fleet: str = "small", load: str | None 
 
 def markdown(r: dict) -> str:
     load = (f"while `{r['load']}` ran beside them ({len(r['load_runs'])} complete run(s), exit codes "
-            f"{sorted(Counter(x['exit'] for x in r['load_runs']).items())})") if r["load"] else "with nothing beside them"
+            f"{sorted(Counter(x['exit'] for x in r['load_runs']).items())})") if r["load"] else "with no load command of their own"
+    ml = r["machine_load"]
+    if ml.get("load_avg_mean") is not None:
+        load += f"; the machine's load average {ml['load_avg_mean']} mean, {ml['load_avg_max']} at most"
     stopped = (f" (interrupted after {r['starts']} of {r['starts_planned']})"
                if r.get("interrupted") else "")
     lines = [f"# Start churn: {r['starts']} KAI lab starts{stopped} ({r['fleet']}, with metrics), {r['at_once']} at a time, "

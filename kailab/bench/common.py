@@ -61,6 +61,7 @@ class _MachineSampler:
         self.stop = threading.Event()
         self.busy_cores: list[float] = []
         self.mem_mib: list[int] = []
+        self.load: list[float] = []  # the kernel's 1-minute load average: runnable tasks, beyond the cores too
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     @staticmethod
@@ -88,6 +89,8 @@ class _MachineSampler:
                 self.busy_cores.append(round(cores * (busy - busy0) / (total - total0), 2))
             busy0, total0 = busy, total
             self.mem_mib.append(self._mem())
+            with open("/proc/loadavg") as f:
+                self.load.append(float(f.read().split()[0]))
 
     def __enter__(self):
         self.mem_before = self._mem()
@@ -107,7 +110,10 @@ class _MachineSampler:
         return {"cpu_seconds": self.cpu_seconds, "busy_cores_mean": round(self.cpu_seconds / wall, 2) if wall else 0,
                 "busy_cores_p90": round(sorted(self.busy_cores)[int(0.9 * (len(self.busy_cores) - 1))], 2)
                 if self.busy_cores else 0,
-                "memory_peak_mib": max(0, max(self.mem_mib, default=self.mem_before) - self.mem_before)}
+                "memory_peak_mib": max(0, max(self.mem_mib, default=self.mem_before) - self.mem_before),
+                # how oversubscribed the cores were (whatever ran: this benchmark's labs and anything beside them)
+                "load_avg_mean": round(sum(self.load) / len(self.load), 1) if self.load else None,
+                "load_avg_max": max(self.load, default=None)}
 
 
 def _junit_items(path: Path) -> list[dict]:
