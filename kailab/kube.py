@@ -138,23 +138,29 @@ class Kube:
 def watch_pods(kube: Kube, namespace: str, on_event, stopping, errors: list[str], ready=None,
                timeout_s: int = 120) -> None:
     """List, then watch, the pods of `namespace` until `stopping` is set, calling on_event(type,
-    pod) for every pod listed ("LISTED") and every ADDED / MODIFIED / DELETED event; relists after a
-    dropped watch. Lean on purpose (JSON over the client's connection pool, no typed models): the
-    harness must keep up with thousands of pods. Errors are kept in `errors`, never raised."""
+    pod) for every pod listed ("LISTED") and every ADDED / MODIFIED / DELETED event. A watch that
+    ends at its timeout goes on from the last resourceVersion seen (bookmarks keep it current); only
+    a dropped or expired one relists (a namespace of 10,000 pods is tens of MB to list and decode).
+    Lean on purpose (JSON over the client's connection pool, no typed models): the harness must
+    keep up with thousands of pods. Errors are kept in `errors`, never raised."""
     import time
 
     pool = kube.api_client.rest_client.pool_manager
     base = f"{kube.api_client.configuration.host}/api/v1/namespaces/{namespace}/pods"
+    rv = None
     while not stopping.is_set():
         try:
-            listed = json.loads(pool.request("GET", base, timeout=60).data)
-            for pod in listed.get("items", []):
-                on_event("LISTED", pod)
-            if ready is not None:
-                ready.set()
-            rv = listed["metadata"]["resourceVersion"]
-            resp = pool.request("GET", f"{base}?watch=1&resourceVersion={rv}&timeoutSeconds={timeout_s}",
-                                preload_content=False, timeout=None)
+            if rv is None:
+                listed = json.loads(pool.request("GET", base, timeout=60).data)
+                for pod in listed.get("items", []):
+                    on_event("LISTED", pod)
+                if ready is not None:
+                    ready.set()
+                rv = listed["metadata"]["resourceVersion"]
+            resp = pool.request("GET", f"{base}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
+                                f"&timeoutSeconds={timeout_s}", preload_content=False, timeout=None)
+            if resp.status != 200:
+                raise RuntimeError(f"watch answered {resp.status}: {resp.data[:200]!r}")
             buf = b""
             for chunk in resp.stream(65536):
                 buf += chunk
@@ -162,13 +168,18 @@ def watch_pods(kube: Kube, namespace: str, on_event, stopping, errors: list[str]
                 for line in lines:
                     if line:
                         event = json.loads(line)
-                        if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                            on_event(event["type"], event["object"])
+                        kind = event.get("type")
+                        if kind == "ERROR":  # 410 Gone: the resourceVersion expired; list again
+                            raise RuntimeError(f"watch ended: {event['object'].get('message', '')}")
+                        rv = event["object"]["metadata"]["resourceVersion"]
+                        if kind in ("ADDED", "MODIFIED", "DELETED"):
+                            on_event(kind, event["object"])
                 if stopping.is_set():
                     break
             resp.release_conn()
         except Exception as err:  # noqa: BLE001 - relist and go on; kept for the report
             errors.append(f"{type(err).__name__}: {err}"[:200])
+            rv = None
             time.sleep(0.5)
 
 

@@ -77,6 +77,14 @@ def cpu_seconds(lab: Path) -> dict[str, float]:
     return out
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has been busy since boot (all but idle and iowait): beside a
+    lab's own CPU, what else ran meanwhile on a shared machine."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return (sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)) / os.sysconf("SC_CLK_TCK")
+
+
 def peak_memory_mib(lab: Path) -> dict[str, float]:
     """Each lab process's peak resident memory so far (VmHWM), MiB: what a fleet's size costs."""
     out = {}

@@ -36,7 +36,7 @@ from ..fleet import load_fleet, node_name
 from ..kube import Kube, watch_pods
 from ..lab import LabSpec, lab, runtime_of
 from ..paths import evidence_dir
-from ..scale import cpu_seconds, peak_memory_mib
+from ..scale import cpu_seconds, machine_busy_seconds, peak_memory_mib
 from .design import Design
 from .figures import Expectation
 from .fragmentation import Node, Shape, fragmented_milli
@@ -121,6 +121,7 @@ class FleetState:
         self.capacity = {n: (v.gpus, v.cpu_milli, v.memory_mib) for n, v in nodes.items()}
         self.shapes: dict[str, tuple[int, Shape]] = {}  # pod name -> (step, shape)
         self.pods: dict[str, dict] = {}
+        self.in_step: dict[int, set[str]] = {}  # step -> its pods seen (polled 5 times a second: not a scan)
         self.gone: Counter = Counter()  # step -> pods of it deleted after they were bound (not by us)
         self.ours: set[str] = set()  # pods this run deleted as unplaced
         self.lock = threading.Lock()
@@ -140,17 +141,20 @@ class FleetState:
                 return
             if kind == "DELETED" or meta.get("deletionTimestamp"):
                 old = self.pods.pop(name, None)
+                if old:
+                    self.in_step[old["step"]].discard(name)
                 if old and old["node"] and name not in self.ours:
                     self.gone[old["step"]] += 1
                 return
             step, s = self.shapes[name]
+            self.in_step.setdefault(step, set()).add(name)
             self.pods[name] = {"step": step, "shape": s, "node": spec.get("nodeName"),
                                "group": (meta.get("labels") or {}).get(workloads.GPU_GROUP_LABEL),
                                "podgroup": (meta.get("annotations") or {}).get(workloads.PODGROUP_ANNOTATION)}
 
     def step_pods(self, step: int) -> list[tuple[str, dict]]:
         with self.lock:
-            return [(n, p) for n, p in self.pods.items() if p["step"] == step]
+            return [(n, self.pods[n]) for n in self.in_step.get(step, ())]
 
     def nodes(self) -> dict[str, Node]:
         out = {n: Node(g, c, m) for n, (g, c, m) in self.capacity.items()}
@@ -194,7 +198,7 @@ def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say, queue_
     arrived = arrived_cpu = 0.0
     unplaced = unplaced_milli = 0
     cpu_capacity = sum(n.cpu_milli for n in nodes.values())
-    rows, started, cpu0 = [], time.monotonic(), cpu_seconds(rec.dir)
+    rows, started, cpu0, busy0 = [], time.monotonic(), cpu_seconds(rec.dir), machine_busy_seconds()
     steps = steps_of(tasks, capacity, plan.step)
     try:
         for i, group in enumerate(steps, 1):
@@ -223,7 +227,8 @@ def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say, queue_
                          "cpu_arrived_pct": round(100 * arrived_cpu / cpu_capacity, 2),
                          "unplaced_pods": unplaced, "unplaced_gpu_pct": round(100 * unplaced_milli / (capacity * 1000), 2),
                          "fragmented_pct": round(100 * fragmented_milli(now, shapes) / (capacity * 1000), 2),
-                         "evicted_pods": sum(state.gone.values()), "settle_s": round(time.monotonic() - t0, 2)})
+                         "evicted_pods": sum(state.gone.values()), "settle_s": round(time.monotonic() - t0, 2),
+                         "cycle_ms": scheduler_cycle_ms(rec)})
             with open(sdir / "steps.jsonl", "a") as f:
                 f.write(json.dumps(rows[-1]) + "\n")
             if i % 10 == 0 or i == len(steps):
@@ -231,13 +236,41 @@ def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say, queue_
                     f"{rows[-1]['allocated_pct']:.1f} %, unplaced {unplaced} pods")
     finally:
         state.stopping.set()
-    cpu1 = cpu_seconds(rec.dir)
+    cpu1, busy1 = cpu_seconds(rec.dir), machine_busy_seconds()
     (sdir / "run.json").write_text(json.dumps({
         "seed": seed, "tasks": len(tasks), "steps": len(steps), "capacity_gpus": capacity,
         "wall_s": round(time.monotonic() - started, 1), "watch_errors": state.errors[:5],
         "cpu_seconds": {k: round(cpu1[k] - cpu0.get(k, 0), 1) for k in cpu1},
-        "peak_memory_mib": peak_memory_mib(rec.dir)}, indent=2))
+        "peak_memory_mib": peak_memory_mib(rec.dir), "machine_cpu_seconds": round(busy1 - busy0, 1),
+        "nodes_not_ready": nodes_not_ready(kube)}, indent=2))
     return rows
+
+
+def scheduler_cycle_ms(rec) -> float | None:
+    """How long KAI's last scheduling cycle took (its scheduler's own gauge), None where it has none."""
+    import urllib.request
+
+    port = (rec.ports or {}).get("scheduler.metrics")
+    if not port:
+        return None
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:  # noqa: S310 - loopback
+            for line in resp.read().decode().splitlines():
+                if line.startswith("kai_e2e_scheduling_latency_milliseconds "):
+                    return float(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def nodes_not_ready(kube: Kube) -> int:
+    """Fleet nodes whose Ready condition is not True (a lab that let its nodes' Leases lapse would
+    change what KAI can place)."""
+    pool = kube.api_client.rest_client.pool_manager
+    nodes = json.loads(pool.request("GET", f"{kube.api_client.configuration.host}/api/v1/nodes", timeout=120).data)
+    return sum(1 for n in nodes.get("items", [])
+               if not any(c.get("type") == "Ready" and c.get("status") == "True"
+                          for c in (n.get("status") or {}).get("conditions") or []))
 
 
 def _pod(t: TraceJob, ns: str, step: int) -> list[dict]:

@@ -65,5 +65,8 @@ def fragmented_milli(nodes: dict[str, Node], shapes: Counter) -> float:
     total = sum(n for s, n in shapes.items() if s.milli > 0)
     if not total:
         return 0.0
-    return sum(n * sum(unusable_milli(node, s) for node in nodes.values())
-               for s, n in shapes.items() if s.milli > 0) / total
+    gpu_shapes = [(s, n) for s, n in shapes.items() if s.milli > 0]
+    # a node with no free GPU loses none: late in a fill most nodes (1,213 nodes x 151 task shapes
+    # took 0.2 s of the harness's CPU a step)
+    open_nodes = [node for node in nodes.values() if node.free_milli]
+    return sum(n * sum(unusable_milli(node, s) for node in open_nodes) for s, n in gpu_shapes) / total

@@ -96,9 +96,24 @@ def run_together(lab: Path, tasks: dict[str, object], phases: Phases) -> None:
         raise failed.exception()
 
 
-def kwok_config_text() -> str:
-    """kwok's configuration: its options plus kailab's stages (shared by every runtime)."""
+# a fleet's nodes report their status (the heartbeat stage) at most this often in all; a larger
+# fleet's nodes report less often, as its Leases renew less often (binary.node_lease_seconds)
+NODE_STATUS_REPORTS_PER_S = 1.0
+# kwok-stages.yaml's heartbeat delay: between 4 and 5 min (KWOK draws it from [duration, jitter])
+HEARTBEAT_MS, HEARTBEAT_JITTER_MS = 240000, 300000
+
+
+def kwok_config_text(nodes: int = 0) -> str:
+    """kwok's configuration: its options plus kailab's stages (shared by every runtime). For a fleet
+    of more nodes than report once a second at the stages' pace (270 nodes), the heartbeat stage is
+    slowed in proportion: 1,213 nodes reporting every 4.5 min on average were 4.5 node writes a
+    second, each sent to every node watcher, through the whole of a fill."""
     stages = resources.files("kailab").joinpath("data/kwok-stages.yaml").read_text()
+    factor = nodes / ((HEARTBEAT_MS + HEARTBEAT_JITTER_MS) / 2000 * NODE_STATUS_REPORTS_PER_S)
+    if factor > 1:
+        for ms in (HEARTBEAT_MS, HEARTBEAT_JITTER_MS):
+            assert stages.count(f"Milliseconds: {ms}\n") == 1, "kwok-stages.yaml's heartbeat delay changed"
+            stages = stages.replace(f"Milliseconds: {ms}\n", f"Milliseconds: {round(ms * factor)}\n")
     options = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
                "options": {"podPlayStageParallelism": 16, "nodePlayStageParallelism": 16,
                            "nodeLeaseParallelism": 16, "podsOnNodeSyncParallelism": 4}}
