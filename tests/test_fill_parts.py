@@ -96,3 +96,21 @@ def test_expectations_judge_the_median_over_the_seeds_and_a_failed_one_fails_the
     assert "no_such_figure" in s["expectations"][-1]["figures"] and not s["ok"]
     assert "- expect `arrived-100.fragmented_pct <= 4`: FAILED (spread/arrived-100.fragmented_pct = 5.0 <= 4)" \
         in markdown(s)
+
+
+def test_the_repeat_spread_is_each_figures_range_over_the_runs(tmp_path):
+    from kailab.bench.fill import repeat_spread, spread_lines
+
+    runs = []
+    for i in range(3):
+        (tmp_path / f"run-{i}").mkdir()
+        out = _fill_dir(tmp_path / f"run-{i}")
+        s = summarise(out)
+        for rows in s["curves"]["binpack"].values():
+            for r in rows:
+                r["allocated_pct"] -= i  # each run allocates one point less
+        runs.append(s)
+    spread = repeat_spread(runs)
+    assert spread["binpack"]["1"]["allocated_pct@100%"] == [97.0, 99.0, 3]
+    assert spread["spread"]["2"]["allocated_pct@100%"] == [93.0, 93.0, 3]
+    assert "| binpack | 1 | 78.0-80.0 | 88.0-90.0 | 97.0-99.0 |" in "\n".join(spread_lines(spread, 3))

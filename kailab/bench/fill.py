@@ -14,41 +14,96 @@ from .common import _MachineSampler, _record, machine
 
 
 def fill_bench(source: str, tasks: str = "default", seeds: list[int] | None = None, sample: int = 1,
-               step: float = 0.01, out_dir: Path | None = None, echo=print) -> dict:
+               step: float = 0.01, out_dir: Path | None = None, echo=print, repeat: int = 1) -> dict:
+    """Import, then fill `repeat` times (fresh labs each time, the same seeds): with more than one,
+    the repeat spread of every figure at the arrived marks is recorded too."""
     from ..replay.alibaba import import_trace
     from ..replay.design import load_designs
-    from ..replay.fill import FillPlan, markdown, run_fill
+    from ..replay.fill import FillPlan, markdown
     from ..replay.trace import load_trace
 
     seeds = seeds or [1, 2, 3]
+    done = []
     with tempfile.TemporaryDirectory(prefix="kailab-fill-bench-") as tmp:
         imported = import_trace(Path(source), Path(tmp), tasks=tasks, sample=sample)
         f = imported["files"]
         plan = FillPlan(trace=load_trace(f["trace"]), designs=load_designs(f"{f['binpack']},{f['spread']}"),
                         fleet=f["fleet"], seeds=seeds, step=step,
                         labs=1 if imported["nodes"] > 500 else None)  # a full-scale lab wants the machine alone
-        t0 = time.monotonic()
-        with _MachineSampler() as sampler:  # the whole machine: on a shared one, what else ran
-            evidence = run_fill(plan, echo=echo)
-        wall = round(time.monotonic() - t0, 1)
+        for i in range(repeat):
+            if repeat > 1:
+                echo(f"fill bench: run {i + 1} of {repeat}")
+            done.append(_one(plan, echo))
+    first = done[0]
+    results = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "tasks": tasks, "sample": sample,
+               "nodes": imported["nodes"], "gpus": imported["gpus"], "seeds": seeds, "step": step, "repeat": repeat,
+               "wall_seconds": first["wall"], "machine_load": first["load"], "evidence": str(first["evidence"]),
+               "table": first["summary"]["table"], "runs": first["runs"],
+               "errors": {k: v for d in done for k, v in d["summary"]["errors"].items()},
+               **({"repeats": [{k: d[k] for k in ("wall", "load", "runs")} | {"evidence": str(d["evidence"]),
+                                "table": d["summary"]["table"], "errors": d["summary"]["errors"]} for d in done],
+                   "repeat_spread": repeat_spread([d["summary"] for d in done])} if repeat > 1 else {})}
+    lines = [markdown(first["summary"])]
+    for i, d in enumerate(done, 1):
+        lines += [(f"Run {i} of {repeat}: " if repeat > 1 else "") + f"whole bench (labs up, fills, labs down): {d['wall']} s on "
+                  f"{results['machine']['cores']} cores; evidence {d['evidence']}. The machine was busy "
+                  f"{d['load']['busy_cores_mean']} cores on average (p90 {d['load']['busy_cores_p90']}), every "
+                  "process on it counted.", "", *where_the_time_goes(d["runs"], d["summary"]), ""]
+    if repeat > 1:
+        lines += spread_lines(results["repeat_spread"], repeat)
+    return _record(results, f"-fill-{tasks}" + (f"-1of{sample}" if sample > 1 else "") + (f"-x{repeat}" if repeat > 1 else ""),
+                   "\n".join(lines) + "\n", out_dir)
+
+
+def _one(plan, echo) -> dict:
+    from ..replay.fill import run_fill
+
+    t0 = time.monotonic()
+    with _MachineSampler() as sampler:  # the whole machine: on a shared one, what else ran
+        evidence = run_fill(plan, echo=echo)
+    wall = round(time.monotonic() - t0, 1)
     summary = json.loads((evidence / "fill.json").read_text())
     runs = {}
     for d in summary["plan"]["designs"]:
         ddir = evidence / d["name"]
         up = json.loads((ddir / "up.json").read_text()) if (ddir / "up.json").exists() else {}
         runs[d["name"]] = {"up": up, "seeds": {
-            s: json.loads((ddir / f"seed-{s}" / "run.json").read_text()) for s in seeds
+            s: json.loads((ddir / f"seed-{s}" / "run.json").read_text()) for s in plan.seeds
             if (ddir / f"seed-{s}" / "run.json").exists()}}
-    results = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "tasks": tasks, "sample": sample,
-               "nodes": imported["nodes"], "gpus": imported["gpus"], "seeds": seeds, "step": step,
-               "wall_seconds": wall, "machine_load": sampler.figures(wall), "evidence": str(evidence), "table": summary["table"], "runs": runs,
-               "errors": summary["errors"]}
-    lines = [markdown(summary), f"Whole bench (import, labs up, fills, labs down): {wall} s on "
-             f"{results['machine']['cores']} cores; evidence {evidence}. The machine was busy "
-             f"{results['machine_load']['busy_cores_mean']} cores on average (p90 "
-             f"{results['machine_load']['busy_cores_p90']}) over the bench, every process on it counted.", "",
-             *where_the_time_goes(runs, summary)]
-    return _record(results, f"-fill-{tasks}" + (f"-1of{sample}" if sample > 1 else ""), "\n".join(lines) + "\n", out_dir)
+    return {"evidence": evidence, "wall": wall, "load": sampler.figures(wall), "summary": summary, "runs": runs}
+
+
+def repeat_spread(summaries: list[dict]) -> dict:
+    """Per design, seed and figure at each mark: [min, max] over the repeated fills (one run each)."""
+    from ..replay.fill import FIGURES, MARKS, at_mark
+
+    out: dict = {}
+    for s in summaries:
+        for design, seeds in s["curves"].items():
+            for seed, rows in seeds.items():
+                for m in MARKS:
+                    for key in FIGURES:
+                        v = at_mark(rows, m, key)
+                        if v is not None:
+                            out.setdefault(design, {}).setdefault(seed, {}).setdefault(f"{key}@{m:.0%}", []).append(v)
+    return {d: {seed: {k: [min(v), max(v), len(v)] for k, v in figs.items()} for seed, figs in seeds.items()}
+            for d, seeds in out.items()}
+
+
+def spread_lines(spread: dict, repeat: int) -> list[str]:
+    from ..replay.fill import MARKS
+
+    lines = [f"Repeat spread: the same seed filled {repeat} times, fresh labs each time; GPU allocated (%) at "
+             "each arrived mark, min-max over the runs (what KAI's own timing moves):", "",
+             "| design | seed | " + " | ".join(f"arrived {m:.0%}" for m in MARKS) + " |", "|---" * (len(MARKS) + 2) + "|"]
+    for design, seeds in spread.items():
+        for seed, figs in seeds.items():
+            cells = []
+            for m in MARKS:
+                v = figs.get(f"allocated_pct@{m:.0%}")
+                cells.append("-" if v is None else f"{v[0]:.1f}-{v[1]:.1f}" + ("" if v[2] == repeat else f" ({v[2]} runs)"))
+            lines.append(f"| {design} | {seed} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 PARTIES = ("kube-apiserver", "etcd", "scheduler", "binder", "queuecontroller", "podgrouper", "podgroupcontroller",

@@ -55,9 +55,11 @@ from .base import cli, console, out
               help="With --fill: 1/N of the fleet and tasks (8: the everyday copy).")
 @click.option("--fill-step", type=float, default=0.01, show_default=True,
               help="With --fill: most GPU workload per step, x the fleet's GPUs.")
+@click.option("--fill-repeat", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="With --fill: fill N times, fresh labs each time, and record the repeat spread.")
 def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, churn, churn_at_once, churn_load, scale_shapes, scale_count,
           scale_fleet, peer_only, replay_scale, side_by_side, compare_labs, fill_source, fill_tasks, fill_seeds,
-          fill_sample, fill_step) -> None:
+          fill_sample, fill_step, fill_repeat) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from .. import bench as bench_mod
 
@@ -66,7 +68,7 @@ def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, chur
             seeds = [int(s) for s in fill_seeds.split(",") if s.strip()]
         except ValueError:
             raise KailabError(f"--fill-seeds {fill_seeds!r}: whole numbers separated by commas") from None
-        results = bench_mod.fill_bench(fill_source, fill_tasks, seeds, fill_sample, fill_step,
+        results = bench_mod.fill_bench(fill_source, fill_tasks, seeds, fill_sample, fill_step, repeat=fill_repeat,
                                        echo=lambda text: console.print(text, markup=False, highlight=False))
         out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
         sys.exit(1 if results["errors"] else 0)
