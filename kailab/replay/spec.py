@@ -37,7 +37,7 @@ class ReplayFile(Strict):
     trace: str
     designs: list[str] = Field(min_length=1)
     kai_versions: list[str] = Field([], alias="kaiVersions")
-    stacks: list[str] = Field([], description="scheduler stacks to compare one design on (kai, kueue, kueue+kai)")
+    stacks: list[str] = Field([], description="scheduler stacks to compare one design on (kai, kueue, kueue+kai, volcano)")
     whole_gpus: bool = Field(False, alias="wholeGpus",
                              description="each job of GPU fractions asks one whole GPU, on every variant")
     compress: float = Field(12.0, gt=0)
