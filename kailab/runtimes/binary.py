@@ -395,8 +395,8 @@ class BinaryRuntime(Runtime):
             f"--service-account-private-key-file={pki_dir / 'sa.key'}",
             f"--root-ca-file={pki_dir / 'ca.crt'}",
             # node-ipam/route/service-lb make no sense without a network; ttl sets an annotation only
-            # kubelets read, and patched all 1,213 nodes of a large fleet three times as it came up
-            # (into the first minutes of a fill); the rest is real
+            # kubelets read, and wrote it about 1,000 times as a 1,213-node fleet came up (into the
+            # first minutes of a fill); the rest is real
             "--controllers=*,-nodeipam,-service-lb-controller,-route,-cloud-node-lifecycle,-ttl",
             "--kube-api-qps=200", "--kube-api-burst=400", "--v=1", *grace],
             {"secure": port})
