@@ -107,3 +107,24 @@ def bound_then_held(kube, namespace: str, count: int, name=lambda pod: pod["meta
         assert len(bound()) == count, bound()
         time.sleep(0.5)
     return bound()
+
+
+def refused_with_nothing_made(lab, path, queues: tuple[str, str], evidence: Path) -> str:
+    """Run an exercise the lab's stack must refuse: its verdict is `error` in one line, and no
+    namespace and no queue (`queues`: apiVersion and kind of the stack's) was made; returns the error."""
+    from kailab.exercise.runner import run_exercise
+    from kailab.kube import Kube
+
+    kube = Kube(lab.kubeconfig)
+    try:
+        def made() -> set[tuple[str, str]]:
+            return ({("Namespace", n["metadata"]["name"]) for n in kube.list("v1", "Namespace")}
+                    | {(queues[1], q["metadata"]["name"]) for q in kube.list(*queues)})
+
+        before = made()
+        out = run_exercise(path, lab, evidence)
+        assert out.verdict == "error" and "\n" not in out.error, out.error
+        assert made() <= before
+        return out.error
+    finally:
+        kube.close()

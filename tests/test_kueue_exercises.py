@@ -9,8 +9,8 @@ import os
 
 import pytest
 
+from helpers import refused_with_nothing_made
 from kailab.exercise.runner import resolve_exercise, run_exercise
-from kailab.kube import Kube
 from kailab.lab import LabSpec, get_runtime
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("kueue_labs")]  # its labs one at a time, beside the own_labs group
@@ -49,21 +49,10 @@ def test_the_exercise_passes_on_kueue(kueue_small, exercise, tmp_path):
 
 
 def test_a_gpu_fraction_is_refused_by_name_and_nothing_is_made(kueue_small, tmp_path):
-    kube = Kube(kueue_small.kubeconfig)
-    try:
-        def made() -> set[tuple[str, str]]:
-            return ({("Namespace", n["metadata"]["name"]) for n in kube.list("v1", "Namespace")}
-                    | {("ClusterQueue", q["metadata"]["name"]) for q in kube.list("kueue.x-k8s.io/v1beta2", "ClusterQueue")})
-
-        before = made()
-        out = run_exercise(resolve_exercise("fractional"), kueue_small, tmp_path)
-        assert out.verdict == "error"
-        stack = kueue_small.stack["name"]
-        assert "fractional.yaml: step" in out.error and f" share: not on the {stack} stack: Kueue " in out.error
-        assert "\n" not in out.error
-        assert made() <= before
-    finally:
-        kube.close()
+    error = refused_with_nothing_made(kueue_small, resolve_exercise("fractional"),
+                                      ("kueue.x-k8s.io/v1beta2", "ClusterQueue"), tmp_path)
+    stack = kueue_small.stack["name"]
+    assert "fractional.yaml: step" in error and f" share: not on the {stack} stack: Kueue " in error
 
 
 def test_kueue_and_kai_coexist_each_pod_choosing_or_the_exercise_is_refused_by_name(kueue_small, tmp_path):

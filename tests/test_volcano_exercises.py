@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import stack_lab
+from helpers import refused_with_nothing_made, stack_lab
 from kailab.exercise.runner import resolve_exercise, run_exercise
-from kailab.kube import Kube
 from kailab.stacks.volcano import install
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("volcano_labs")]  # one lab, its runs one at a time
@@ -48,20 +47,8 @@ def test_the_exercise_passes_on_volcano(volcano_small, exercise, tmp_path):
 
 
 def test_a_gpu_fraction_is_refused_by_name_and_nothing_is_made(volcano_small, tmp_path):
-    kube = Kube(volcano_small.kubeconfig)
-    try:
-        def made() -> set[tuple[str, str]]:
-            return ({("Namespace", n["metadata"]["name"]) for n in kube.list("v1", "Namespace")}
-                    | {("Queue", q["metadata"]["name"]) for q in kube.list(install.API, "Queue")})
-
-        before = made()
-        out = run_exercise(resolve_exercise("fractional"), volcano_small, tmp_path)
-        assert out.verdict == "error"
-        assert "fractional.yaml: step" in out.error and " share: not on the volcano stack: Volcano shares" in out.error
-        assert "\n" not in out.error
-        assert made() <= before
-    finally:
-        kube.close()
+    error = refused_with_nothing_made(volcano_small, resolve_exercise("fractional"), (install.API, "Queue"), tmp_path)
+    assert "fractional.yaml: step" in error and " share: not on the volcano stack: Volcano shares" in error
 
 
 def test_an_exercise_for_other_stacks_is_refused_by_name(volcano_small, tmp_path):
