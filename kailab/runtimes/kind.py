@@ -29,6 +29,7 @@ from . import clusterinfo, kind_metrics, metrics
 from .base import LabRecord, LabSpec, Runtime, status_report, docker_answers
 from .labkit import lab_lock, refuse_other_lab
 from .processes import free_port
+from .restarts import restart_counts, why_it_died
 from .shell import last_line, progress, run_logged
 # the kind runtime's parts, re-exported: what callers and tests name as kind.X
 from .kind_host import (TOOL_ENV, HostFacts, check_kubectl, docker_facts, find_tool, find_tools,  # noqa: F401
@@ -176,7 +177,7 @@ class KindRuntime(Runtime):
         mark = super().log_mark(record)
         kube = Kube(record.kubeconfig)
         try:
-            self._restarts = _restart_counts(kube, _components(record))
+            self._restarts = restart_counts(kube, _components(record))
         except Exception:  # noqa: BLE001 - no baseline: deaths are not reported for this run
             self._restarts = None
         finally:
@@ -189,8 +190,8 @@ class KindRuntime(Runtime):
             return []
         kube = Kube(record.kubeconfig)
         try:
-            now = _restart_counts(kube, _components(record))
-            return [(name, _why_it_died(kube, pods)) for name, (count, pods) in now.items()
+            now = restart_counts(kube, _components(record))
+            return [(name, why_it_died(kube, pods)) for name, (count, pods) in now.items()
                     if count > baseline.get(name, (0, []))[0] and name not in ignore]
         finally:
             kube.close()
@@ -266,43 +267,6 @@ def _components(rec: LabRecord) -> dict[str, list[str]]:
     if rec.metrics:
         out[kind_metrics.NAMESPACE] = list(kind_metrics.DEPLOYMENTS)
     return out
-
-
-def _restart_counts(kube: Kube, components: dict[str, list[str]]) -> dict[str, tuple[int, list]]:
-    """Component -> (container restarts over its pods, [pod]), from the pods' owners."""
-    out: dict[str, tuple[int, list]] = {}
-    for ns, names in components.items():
-        for pod in kube.list("v1", "Pod", ns):
-            owner = next((o["name"] for o in pod["metadata"].get("ownerReferences") or []
-                          if o["kind"] == "ReplicaSet"), "")
-            name = owner.rsplit("-", 1)[0]
-            if name not in names:
-                continue
-            restarts = sum(c.get("restartCount", 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
-            count, pods = out.get(name, (0, []))
-            out[name] = (count + restarts, pods + [pod])
-    return out
-
-
-def _why_it_died(kube: Kube, pods: list, lines: int = 10) -> str:
-    """How the restarted container ended (the kubelet's reason and exit code: OOMKilled, a probe,
-    a crash) and its previous instance's last log lines."""
-    for pod in pods:
-        meta = pod["metadata"]
-        for c in (pod.get("status") or {}).get("containerStatuses") or []:
-            ended = ((c.get("lastState") or {}).get("terminated")) or {}
-            if not ended:
-                continue
-            how = (f"container {c['name']} of pod {meta['name']} ended {ended.get('reason') or 'without a reason'}"
-                   f" (exit code {ended.get('exitCode')}) at {ended.get('finishedAt')}")
-            try:
-                tail = kube.core.read_namespaced_pod_log(meta["name"], meta["namespace"], container=c["name"],
-                                                         previous=True, tail_lines=lines) or ""
-            except Exception:  # noqa: BLE001 - the previous log is gone (kubelet GC): the reason still tells
-                tail = ""
-            tail = " | ".join(line[:300] for line in tail.strip().splitlines())
-            return f"{how}; its last log lines: {tail or '(none)'}"
-    return "no terminated container state recorded"
 
 
 def _port(server: str) -> int | None:
