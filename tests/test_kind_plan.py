@@ -372,7 +372,9 @@ def test_a_plan_with_images_built_here_uses_them_all():
     assert plan.kind_config["nodes"][0]["image"] == "kailab/node:v1.36.3"
     assert plan.kind_config["networking"]["disableDefaultCNI"] is True  # no kindnetd image here
     assert plan.kind_config["networking"]["apiServerAddress"] == "127.0.0.1"
-    assert plan.preload_images == local.images and plan.local
+    # the base set every kind lab runs, then the kai stack's own images (KAI's): all of the set built here
+    assert plan.preload_images == [*local.base_images, *local.kai_images] and plan.local
+    assert sorted(plan.preload_images) == sorted(local.images)
     index_of(plan, "apply", "-f", str(local.kwok_manifest))
     helm_kai = plan.commands[index_of(plan, "helm", "upgrade", "--install", "kai-scheduler")]
     assert str(local.kai_chart) in helm_kai and "--version" not in helm_kai

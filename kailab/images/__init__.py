@@ -50,11 +50,18 @@ class ImageSet:
     fgo_chart: Path                      # helm-packaged fake-gpu-operator chart (.tgz)
     kwok_manifest: Path                  # KWOK's controller manifest, rendered from its Go module
     extra: dict = field(default_factory=dict)
+    kai_images: list[str] = field(default_factory=list)  # KAI's among `images` (the kai stack's)
 
     @property
     def built_images(self) -> list[str]:
         """The node image and every component image: what `kailab tools images` makes."""
         return [self.node_image, *self.images]
+
+    @property
+    def base_images(self) -> list[str]:
+        """What every kind lab runs whatever schedules in it (KWOK, fake-gpu-operator, the metrics):
+        a lab's scheduler adds its own (its Addon's `local_images`)."""
+        return [ref for ref in self.images if ref not in self.kai_images]
 
 
 def artifacts_dir() -> Path:
@@ -66,7 +73,8 @@ def image_set(kai_version: str) -> ImageSet:
     release = versions.kai_release(kai_version)
     v = release.version
     images = [f"registry.k8s.io/kwok/kwok:{versions.KWOK_VERSION}"]
-    images += [f"{KAI_REGISTRY}/{name}:{v}" for name in KAI_IMAGES]
+    kai = [f"{KAI_REGISTRY}/{name}:{v}" for name in KAI_IMAGES]
+    images += kai
     images += [f"{FGO_REGISTRY}/{name}:{FAKE_GPU_OPERATOR_VERSION}" for name in FGO_IMAGES]
     images += list(versions.metrics_images().values())  # the lab's Prometheus and kube-state-metrics
     art = artifacts_dir()
@@ -77,6 +85,7 @@ def image_set(kai_version: str) -> ImageSet:
         kai_chart=art / "charts" / f"kai-scheduler-{v}.tgz",
         fgo_chart=art / "charts" / f"fake-gpu-operator-{FAKE_GPU_OPERATOR_VERSION}.tgz",
         kwok_manifest=art / "manifests" / f"kwok-{versions.KWOK_VERSION}.yaml",
+        kai_images=kai,
     )
 
 

@@ -125,9 +125,30 @@ class Addon:
         """Images to preload into the kind node (the published ones; `local` adds nothing here)."""
         return []
 
+    # images and charts built here (`kailab tools images`), for hosts that reach no registry
+    image_stack: str | None = None  # what `kailab tools images --stack` names to build them (None: the base set)
+
+    def local_images(self, local) -> list[str]:
+        """The images built here its kind install runs, under their upstream names (`local`: the
+        lab's ImageSet); preloaded into the node, and a kind lab with `--images local` needs them."""
+        return []
+
+    def local_files(self, local) -> list[Path]:
+        """The charts (or manifests) built here its kind install reads."""
+        return []
+
+    def build_local(self, local, console=None, phase=print) -> list[str]:
+        """Make what local_images and local_files name, from source, unless made from the same inputs
+        already; returns the images made now."""
+        return []
+
     def plan_lines(self) -> list[str]:
         """What the printed plan says is installed (`kailab up --dry-run`)."""
         return []
+
+    def probe_text(self) -> str:
+        """What the printed plan says `await_ready` proves the scheduler with."""
+        return ""
 
     def await_ready(self, kube: "Kube") -> None:
         """Until the installed scheduler works (binds a probe pod)."""

@@ -63,8 +63,9 @@ class KindRuntime(Runtime):
     def _images(spec: LabSpec, version: str) -> tuple[ImageSet | None, str]:
         if spec.images not in IMAGES:
             raise KailabError(f"--images {spec.images}: choose one of {', '.join(IMAGES)}")
-        missing = [] if spec.images == "published" else missing_local(image_set(version))
-        return choose_images(spec.images, version, missing)
+        addon = addon_of(spec)  # the base set and its scheduler's images
+        missing = [] if spec.images == "published" else missing_local(image_set(version), addon)
+        return choose_images(spec.images, version, missing, addon)
 
     @staticmethod
     def _inputs(spec: LabSpec) -> tuple[Fleet, str]:

@@ -1,38 +1,57 @@
-"""Which images a kind lab uses: those built here (`kailab tools images`) or the published ones."""
+"""Which images a kind lab uses: those built here (`kailab tools images`) or the published ones.
+
+Built here, a lab needs the base set every kind lab runs (node, KWOK, fake-gpu-operator, metrics) and
+what its scheduler's Addon names (`local_images`, `local_files`: KAI's, Kueue's or Volcano's)."""
 
 from __future__ import annotations
 
-
+from pathlib import Path
 
 from ..errors import LabError
 from ..images import ImageSet, image_set
+from .addon import Addon
 
 
 IMAGES = ("auto", "local", "published")
 
 
-def missing_local(s: ImageSet) -> list[str]:
+def needed_local(s: ImageSet, addon: Addon | None = None) -> tuple[list[str], list[Path]]:
+    """The images and files built here a kind lab of `addon` uses (None: the base set with KAI's)."""
+    if addon is None:
+        return s.built_images, [s.kai_chart, s.fgo_chart, s.kwok_manifest]
+    return ([s.node_image, *s.base_images, *addon.local_images(s)],
+            [s.fgo_chart, s.kwok_manifest, *addon.local_files(s)])
+
+
+def missing_local(s: ImageSet, addon: Addon | None = None) -> list[str]:
     """What of the locally built image set is not here (images in Docker, charts, KWOK's manifest)."""
     from ..images import docker as images_docker
 
-    files = [str(p) for p in (s.kai_chart, s.fgo_chart, s.kwok_manifest) if not p.is_file()]
-    return [ref for ref in s.built_images if not images_docker.has(ref)] + files
+    images, files = needed_local(s, addon)
+    return [ref for ref in images if not images_docker.has(ref)] + [str(p) for p in files if not p.is_file()]
 
 
-def choose_images(requested: str, kai_version: str, missing: list[str]) -> tuple[ImageSet | None, str]:
+def build_command(kai_version: str, addon: Addon | None = None) -> str:
+    stack = f" --stack {addon.image_stack}" if addon is not None and addon.image_stack else ""
+    return f"`kailab tools images --kai-version {kai_version}{stack}`"
+
+
+def choose_images(requested: str, kai_version: str, missing: list[str],
+                  addon: Addon | None = None) -> tuple[ImageSet | None, str]:
     """Which images a kind lab uses, and the one line that says so. `local` needs every one of the
     set built here; `auto` takes them when all are there (the network is never probed)."""
     s = image_set(kai_version)
-    build = f"`kailab tools images --kai-version {s.kai_version}`"
+    build = build_command(s.kai_version, addon)
+    count = len(needed_local(s, addon)[0])
     if requested == "published":
         return None, "images: the published ones (registries), as asked"
     if requested == "local":
         if missing:
             raise LabError(f"--images local: {len(missing)} of the kind lab's images built here are missing "
                            f"({missing[0]}{', …' if len(missing) > 1 else ''}): build them with {build}")
-        return s, f"images: built here by {build} ({len(s.built_images)} images), as asked"
+        return s, f"images: built here by {build} ({count} images), as asked"
     if not missing:
-        return s, (f"images: built here by {build} (all {len(s.built_images)} present); "
+        return s, (f"images: built here by {build} (all {count} present); "
                    "--images published pulls the released ones")
     return None, (f"images: the published ones ({len(missing)} of the set built here are missing; {build} "
                   "makes them for hosts without a registry)")

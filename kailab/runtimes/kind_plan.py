@@ -21,7 +21,7 @@ from ..kube import FIELD_MANAGER
 from ..paths import lab_dir
 from . import kind_metrics
 from .base import LabSpec
-from .labkit import PROBE_NAMESPACE, kwok_config_text
+from .labkit import kwok_config_text
 from ..errors import LabError
 from .addon import addon_of
 from .kind_host import TOOL_ENV, HostFacts
@@ -245,8 +245,8 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | 
 
     steps += _fleet_steps(kubectl, path, t, fleet)  # last: every infrastructure pod is on the real node
 
-    if local:
-        images = list(local.images)
+    if local:  # the base set every kind lab runs, and its scheduler's
+        images = [*local.base_images, *addon.local_images(local)]
     else:
         images = [p["kwok"]["image"].format(version=versions.KWOK_VERSION), *fgo["images"]]
         images += addon.images(local)
@@ -320,10 +320,8 @@ def render_plan(plan: KindPlan, spec: LabSpec, fleet: Fleet, kai_version: str) -
                   f"scraping every Service with a metrics port in the scheduler's namespaces, at http://127.0.0.1:{plan.metrics_port} "
                   f"(NodePort {kind_metrics.NODE_PORT}) and {kind_metrics.IN_CLUSTER_URL} in the cluster"]
         step += 1
-    if addon_of(spec).plan_lines():
-        lines += [f"# {step}. kailab's probe, as the binary runtime: queues kailab-probe-root/"
-                  f"kailab-probe and one 1-GPU pod in namespace {PROBE_NAMESPACE}; the lab is up once the "
-                  "scheduler binds it"]
+    if addon_of(spec).probe_text():
+        lines += [f"# {step}. kailab's probe, as the binary runtime: {addon_of(spec).probe_text()}"]
     lines.append("")
     for name, text in plan.files.items():
         lines += [f"# ---- {plan.lab_dir}/{name}", text.rstrip("\n"), ""]

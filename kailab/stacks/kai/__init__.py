@@ -102,10 +102,20 @@ class KaiAddon(Addon):
 
         return [] if local else kind.kai_images(self.version)
 
+    def local_images(self, local) -> list[str]:
+        return list(local.kai_images)  # made by `kailab tools images` with the base set
+
+    def local_files(self, local) -> list:
+        return [local.kai_chart]
+
     def plan_lines(self) -> list[str]:
         from . import kind
 
         return [f"KAI {self.version} (chart {kind.kai_chart_ref(self.version)})"]
+
+    def probe_text(self) -> str:
+        return (f"queues kailab-probe-root/kailab-probe and one 1-GPU pod in namespace {PROBE_NAMESPACE}; the lab "
+                "is up once KAI binds it")
 
     def await_ready(self, kube) -> None:
         from . import kind
