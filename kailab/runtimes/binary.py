@@ -31,6 +31,7 @@ from ..paths import evidence_dir, lab_dir, state_dir
 from .waits import wait_until, why_it_died
 from . import clusterinfo, metrics, processes, seed
 from .addon import Addon, ProcessHost, addon_of
+from .hostlimits import require_inotify
 from .base import LabRecord, LabSpec, Runtime, status_report
 from .labkit import Phases, create_fleet, kwok_config_text, lab_lock, refuse_other_lab, run_together
 
@@ -94,6 +95,7 @@ class BinaryRuntime(Runtime):
                 self._teardown(spec.name)
             addon = addon_of(spec)
             addon.require("processes", self.name)
+            require_inotify(self.name)
             # by cache key: an addon may need a build the control plane has too (kube-scheduler)
             recipes = list({r.key: r for r in toolchain.cluster_recipes(release.version) + addon.recipes()}.values())
             if spec.metrics:

@@ -2,7 +2,8 @@
 
 A Go crash puts what matters first ("fatal error: …", "panic: …", "SIGSEGV: …") and a register
 dump last, so the whole log of the process's last run is read, not its tail. The classes, first
-match wins: port in use, bad flag, out of memory, Go fatal error, panic, signal, exit status.
+match wins: port in use, too many open files, bad flag, out of memory, Go fatal error, panic,
+signal, exit status.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ _RESTART_MARK = "----- kailab restarted"
 
 _PATTERNS = [
     ("port in use", re.compile(r"address already in use", re.I)),
+    # EMFILE: from inotify_init when the user's inotify instances are used up (hostlimits.py), or
+    # the process's open-file limit; controller-runtime says it as "problem running manager"
+    ("too many open files", re.compile(r"too many open files", re.I)),
     ("bad flag", re.compile(r"flag provided but not defined|unknown (shorthand )?flag|invalid argument .* for .*flag", re.I)),
     ("out of memory", re.compile(r"(runtime: |fatal error: )out of memory|cannot allocate memory|OOMKilled", re.I)),
     ("Go fatal error", re.compile(r"^fatal error: (.+)$", re.M)),

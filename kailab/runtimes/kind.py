@@ -29,6 +29,7 @@ from . import clusterinfo, kind_metrics, metrics
 from .base import LabRecord, LabSpec, Runtime, status_report, docker_answers
 from .labkit import lab_lock, refuse_other_lab
 from .processes import free_port
+from .hostlimits import require_inotify
 from .restarts import restart_counts, why_it_died
 from .shell import last_line, progress, run_logged
 # the kind runtime's parts, re-exported: what callers and tests name as kind.X
@@ -94,6 +95,7 @@ class KindRuntime(Runtime):
                 return self._reuse(existing, spec, fleet, version)
             if lab_dir(spec.name).exists():  # a failed or half-made lab: start clean
                 self._teardown(spec.name, tools["kind"])
+            require_inotify(self.name)
             local, said = self._images(spec, version)
             progress(said)
             plan = build_plan(spec, fleet, version, host, local, metrics_port=free_port())

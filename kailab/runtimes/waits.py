@@ -118,4 +118,9 @@ def why_it_died(lab: Path, component: str) -> str:
         log = (processes.logs_dir(lab) / f"{component}.log").read_text(errors="replace")
     except OSError:
         log = ""
-    return classify(log, ended)
+    why = classify(log, ended)
+    if why.startswith("too many open files"):  # which limit: the host's, counted at the death
+        from .hostlimits import describe
+
+        why += f" ({describe()})"
+    return why
