@@ -152,8 +152,15 @@ class Fleet(BaseModel):
     def dra_gpus(self) -> int:
         return sum(p.count * p.gpus for p in self.pools if p.dra)
 
-    def node_manifests(self) -> list[dict]:
-        return [node for pool in self.pools for node in _pool_nodes(self.name, pool)]
+    def node_manifests(self, prefix: str = "", labels: dict[str, str] | None = None) -> list[dict]:
+        """The fleet's KWOK nodes; with `prefix`, named `<prefix><name>` (a pool of its own on a host
+        shared with other pools of the same fleet), carrying `labels` besides the fleet's."""
+        nodes = [node for pool in self.pools for node in _pool_nodes(self.name, pool)]
+        for node in nodes if prefix or labels else []:
+            meta = node["metadata"]
+            meta["name"] = prefix + meta["name"]
+            meta["labels"].update({**(labels or {}), "kubernetes.io/hostname": meta["name"]})
+        return nodes
 
     def dra_objects(self) -> list[dict]:
         """The DeviceClass and one ResourceSlice per node of the DRA pools ([] without any)."""
@@ -249,8 +256,9 @@ def load_fleet(name_or_path: str) -> Fleet:
     return fleet
 
 
-# label keys Kubernetes itself may put on a node: not the fleet's to declare
-ADDED_BY_KUBERNETES = ("node.kubernetes.io/", "node-role.kubernetes.io/", "beta.kubernetes.io/")
+# label keys Kubernetes itself may put on a node, and those that select a pool of the fleet on a host
+# it shares with other pools (node_manifests' prefix): not the fleet's to declare
+NOT_THE_FLEETS = ("node.kubernetes.io/", "node-role.kubernetes.io/", "beta.kubernetes.io/", "trial.kailab.io/")
 
 
 def _labels_set_by_kailab(node: dict) -> set[str] | None:
@@ -267,12 +275,13 @@ def _labels_set_by_kailab(node: dict) -> set[str] | None:
     return keys
 
 
-def fleet_difference(fleet: Fleet, nodes: list[dict]) -> str | None:
+def fleet_difference(fleet: Fleet, nodes: list[dict], prefix: str = "") -> str | None:
     """How the cluster's fleet nodes (Node objects carrying kailab's fleet label) differ from what
     `fleet` declares - names, declared labels, GPUs, taints - or None when they are that fleet.
-    An exercise's numbers are chosen for one fleet: a lab of another must not run it."""
+    An exercise's numbers are chosen for one fleet: a lab of another must not run it. `prefix`: the
+    lab names its fleet's nodes `<prefix><name>` (node_manifests)."""
     have = {n["metadata"]["name"]: n for n in nodes if FLEET_LABEL in (n["metadata"].get("labels") or {})}
-    want = {n["metadata"]["name"]: n for n in fleet.node_manifests()}
+    want = {n["metadata"]["name"]: n for n in fleet.node_manifests(prefix)}
     running = sorted({(n["metadata"]["labels"] or {})[FLEET_LABEL] for n in have.values()})
     if set(have) != set(want):
         missing, extra = sorted(set(want) - set(have)), sorted(set(have) - set(want))
@@ -288,7 +297,7 @@ def fleet_difference(fleet: Fleet, nodes: list[dict]) -> str | None:
         # labels another fleet's file gave the node: those kailab set (a GPU operator's own labels,
         # e.g. fake-gpu-operator's nvidia.com/mig.strategy on a kind lab, are not the fleet's)
         ours = _labels_set_by_kailab(got)
-        extra = sorted(k for k in labels if k not in node["metadata"]["labels"] and not k.startswith(ADDED_BY_KUBERNETES)
+        extra = sorted(k for k in labels if k not in node["metadata"]["labels"] and not k.startswith(NOT_THE_FLEETS)
                        and (ours is None or k in ours))
         if extra:
             return f"fleet {', '.join(running)}: node {name} has label {extra[0]}={labels[extra[0]]}, which the fleet does not declare"

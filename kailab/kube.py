@@ -114,11 +114,13 @@ class Kube:
             return False
 
     def delete_pods(self, namespace: str) -> None:
-        """Every pod of a namespace, at once (no grace period): for clean-up."""
+        """Every pod of a namespace, at once (a 1 s grace period): for clean-up. Not 0: a pod removed
+        without its node's say never reaches a terminal phase, and in a vCluster (whose pods the host's
+        KWOK ends) a Job's pod then keeps its tracking finalizer, and its GPUs, for good."""
         try:
             # the client sends a collection delete only with a selector; this one matches every pod
             self.resource("v1", "Pod").delete(namespace=namespace, field_selector=f"metadata.namespace={namespace}",
-                                              body={"gracePeriodSeconds": 0})
+                                              body={"gracePeriodSeconds": 1})
         except _not_found():
             pass
 

@@ -29,7 +29,7 @@ from .base import cli, console, name_option, out
                    "the same as --scheduler none.")
 @click.option("--scheduler", "stack", default="kai", show_default=True,
               help="What schedules in the lab, a scheduler stack: kai, none, kueue, kueue+kai, volcano "
-                   "(kueue, kueue+kai and volcano: binary runtime).")
+                   "(kueue, kueue+kai and volcano: binary and kind runtimes).")
 @click.option("--without-metrics", is_flag=True,
               help="No Prometheus or kube-state-metrics (binary and kind runtimes; on by default).")
 @click.option("--kubeconfig", default=None, help="With --runtime existing: the cluster to adopt.")
@@ -80,11 +80,34 @@ def down(name) -> None:
     console.print(f"lab {name!r} is down" + (f" (stopped: {', '.join(stopped)})" if stopped else ""))
 
 
+def _all_status(as_json: bool) -> None:
+    """Every lab on this machine, one line each (a version trial's vClusters are labs of their own)."""
+    from ..paths import state_dir
+
+    recs = [r for p in sorted(state_dir().glob("*")) if p.is_dir() and (r := LabRecord.load(p.name))]
+    infos = [get_runtime(r.runtime).status(r) for r in recs]
+    if as_json:
+        click.echo(json.dumps(infos, indent=2))
+        return
+    table = Table(title=f"{len(infos)} lab(s)")
+    for col in ("lab", "runtime", "state", "scheduler", "fleet", "components not running"):
+        table.add_column(col)
+    for info in infos:
+        bad = [f"{n} {c['state']}" for n, c in info["components"].items() if c["state"] != "running"]
+        stack = info.get("stack") or {}
+        table.add_row(info["name"], info["runtime"], info["state"], f"{stack.get('name', '?')} {stack.get('version', '')}",
+                      info["fleet"], "; ".join(bad) or "-")
+    out.print(table)
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--all", "every", is_flag=True, help="Every lab on this machine, one line each.")
 @name_option
-def status(as_json, name) -> None:
+def status(as_json, every, name) -> None:
     """Show the lab's components, nodes and GPUs."""
+    if every:
+        return _all_status(as_json)
     rec = LabRecord.load(name)
     if rec is None:
         if as_json:

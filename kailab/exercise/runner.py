@@ -22,6 +22,7 @@ from ..runtimes.clusterinfo import ready_nodes_and_gpus
 from ..runtimes.waits import wait_until
 from .actions import ACTIONS, StepContext
 from .checks import Names, Result
+from .figures import figures, settle_times  # noqa: F401 - settle_times: as the runner's before
 from .observer import Observer
 from ..stacks.base import QueueDecl, Ref
 from .load import load_exercise
@@ -158,9 +159,9 @@ class ExerciseRun:
         except ComponentDied as err:
             self.outcome.verdict, self.outcome.error = "error", str(err)
         except KailabError as err:
-            self.outcome.verdict, self.outcome.error = "error", str(err)
+            self.outcome.verdict, self.outcome.error = "error", self._death_behind(str(err))
         except Exception as err:  # noqa: BLE001 - the verdict must say what happened
-            self.outcome.verdict, self.outcome.error = "error", f"{type(err).__name__}: {err}"
+            self.outcome.verdict, self.outcome.error = "error", self._death_behind(f"{type(err).__name__}: {err}")
         finally:
             self._conclude()
         return self.outcome
@@ -186,8 +187,11 @@ class ExerciseRun:
                               f"`kailab up --scheduler {self.ex.stacks[0]}`")
         # the fleet's identity, not just its size: an exercise's numbers and node names are chosen
         # for one fleet, and a verdict on another would be about a fleet it never saw
-        fleet = load_fleet(self.ex.fleet)
-        differs = fleet_difference(fleet, self.kube.list("v1", "Node"))
+        fleet, prefix = load_fleet(self.ex.fleet), self.lab.fleet_prefix
+        if prefix and self.ex.names_nodes:
+            raise LabError(f"exercise {self.ex.exercise} changes fleet nodes by name, and lab {self.lab.name!r} names "
+                           f"its fleet's nodes {prefix}NAME (a pool on a shared host): run it on a lab of its own")
+        differs = fleet_difference(fleet, self.kube.list("v1", "Node"), prefix)
         if differs:
             raise LabError(f"exercise {self.ex.exercise} is sized for fleet {fleet.name} ({fleet.nodes_total} nodes, "
                            f"{fleet.gpus_total} GPUs) but lab {self.lab.name!r} runs {differs}: run it on a lab "
@@ -288,6 +292,14 @@ class ExerciseRun:
     def list_events(self) -> list[dict]:
         """The run namespace's Events, with the API's field names."""
         return self.kube.list("v1", "Event", self.names.namespace)
+
+    def _death_behind(self, error: str) -> str:
+        """An error a lab component's death caused (its API server refusing connections) is that death."""
+        try:
+            self.check_components()
+        except Exception as died:  # noqa: BLE001 - no answer about deaths: the error stands as it is
+            return f"{died} (the run stopped on: {_clip(error)})" if isinstance(died, ComponentDied) else error
+        return error
 
     def check_components(self) -> None:
         dead = self.runtime.dead_components(self.lab, ignore=self.killed)
@@ -436,49 +448,6 @@ class ExerciseRun:
         self.delete(self.stack.queue_leftovers(self.queue_decls(), self.names.namespace))
         if self.topology_name:
             self.delete(self.stack.topology_leftovers(self.topology_name))
-
-
-def figures(state, ex: Exercise) -> dict:
-    """Key numbers for reports and trials: binds, evictions, gang bind spread."""
-    out: dict = {"binds": sum(1 for e in state.timeline if e.what == "bound"),
-                 "evictions": sum(1 for e in state.timeline if e.what == "evicted")}
-    out["pending_peak"] = pending_peak(state.timeline)
-    if state.gangs:  # gang success: at some moment every member the gang needs was bound at once
-        complete = sum(1 for w, need in state.gangs.items() if operations.peak_bound(state.timeline, w) >= need)
-        out["gangs_complete"], out["gangs_incomplete"] = complete, len(state.gangs) - complete
-    for workload in state.gangs:
-        times = [e.t for e in state.timeline if e.what == "bound" and e.workload == workload]
-        if times:
-            out[f"gang_bind_spread_s.{workload}"] = round(max(times) - min(times), 3)
-        decided = [e.t for e in state.timeline if e.what == "decided" and e.workload == workload]
-        if decided and times:  # KAI's decision (first BindRequest) to the last pod bound
-            out[f"gang_decision_to_bound_s.{workload}"] = round(max(times) - min(decided), 3)
-    return out
-
-
-def pending_peak(timeline) -> int:
-    """The most pods that existed unbound at one moment: what a cluster autoscaler would see
-    waiting (a scheduler that holds work back without making its pods shows fewer)."""
-    waiting: set[str] = set()
-    peak = 0
-    for e in timeline:
-        if e.what == "created":
-            waiting.add(e.pod)
-            peak = max(peak, len(waiting))
-        elif e.what in ("bound", "evicted", "deleted", "succeeded", "failed"):
-            waiting.discard(e.pod)
-    return peak
-
-
-def settle_times(results: list[Result], started: dict[str, float]) -> dict:
-    """Per step whose expectations all held: seconds from the step's start to the last of them
-    holding - how long KAI took to reach the expected state (a trial compares it across versions)."""
-    out: dict = {}
-    for i, (step, t0) in enumerate(started.items(), 1):
-        mine = [r for r in results if r.step == step and r.kind == "expect"]
-        if mine and all(r.passed and r.at is not None for r in mine):
-            out[f"expected_after_s.{i:02d}"] = round(max(r.at for r in mine) - t0, 3)
-    return out
 
 
 def run_exercise(path: str | Path, lab: LabRecord, evidence_root: Path | None = None) -> Outcome:

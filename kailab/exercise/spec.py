@@ -395,6 +395,11 @@ class Exercise(Strict):
     def queue_tree(self) -> list[tuple[str, str | None, GpuShare]]:
         return queue_tree(self.queues)
 
+    @property
+    def names_nodes(self) -> bool:
+        """It changes fleet nodes by name (faults nodeDown/nodeUp, `nodes:` steps)."""
+        return any(s.nodes or any(f.node_down or f.node_up for f in s.faults) for s in self.steps)
+
     def leaf_queues(self) -> set[str]:
         return leaf_queues(self.queues)
 

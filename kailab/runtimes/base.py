@@ -31,6 +31,10 @@ class LabSpec:
     kubeconfig: str | None = None  # only for the 'existing' runtime
     dry_run: bool = False
     images: str = "auto"  # kind: auto | local (built here by `kailab tools images`) | published
+    # existing: the fleet's nodes are named `<fleet_prefix><name>` (a pool of the fleet on a shared
+    # host), and what serves the adopted cluster's control plane from another cluster (LabRecord)
+    fleet_prefix: str = ""
+    control_plane: dict = field(default_factory=dict)
     # what schedules, handed in by the lab (kailab/lab.py) from the stack named by with_kai/stack;
     # a runtime calls its hooks and never asks what it is
     addon: Addon | None = None
@@ -57,6 +61,11 @@ class LabRecord:
     stack: dict = field(default_factory=dict)  # what schedules (Addon.record()): name, version, components
     # components `up` had to start again, and why (processes.note_start_retry): never a silent retry
     start_retries: list[dict] = field(default_factory=list)
+    fleet_prefix: str = ""  # its fleet's nodes are named <fleet_prefix><name> (fleet.node_manifests)
+    # an adopted cluster whose control plane runs as workloads of another cluster (its host):
+    # {"kubeconfig": the host's, "namespace": where they run, "deployments": {component: name}};
+    # those are the lab's components too (status, deaths)
+    control_plane: dict = field(default_factory=dict)
 
     @property
     def dir(self) -> Path:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 from .. import versions
 from ..errors import LabError
-from ..fleet import FLEET_LABEL, KWOK_ANNOTATION, load_fleet
+from ..fleet import FLEET_LABEL, KWOK_ANNOTATION, fleet_difference, load_fleet
 from ..kube import Kube
 from ..paths import lab_dir
 from .waits import wait_until
-from . import clusterinfo
+from . import clusterinfo, restarts
 from .addon import addon_of
 from .base import LabRecord, LabSpec, Runtime, status_report
 from .labkit import create_fleet, lab_lock
@@ -42,7 +42,8 @@ class ExistingRuntime(Runtime):
         if not source.is_file():
             raise LabError(f"kubeconfig {source} not found")
         add_fleet = os.environ.get(ADD_FLEET_ENV) == "1"
-        fleet = load_fleet(spec.fleet) if add_fleet else None  # validate before touching anything
+        # validate before touching anything
+        fleet = load_fleet(spec.fleet) if add_fleet or spec.fleet_prefix else None
         with lab_lock(spec.name):
             existing = LabRecord.load(spec.name)
             if existing and existing.runtime != self.name:
@@ -76,7 +77,12 @@ class ExistingRuntime(Runtime):
             missing = addon.adopt_problems(kube, server)
             if missing:
                 raise LabError(f"cluster at {server} is not ready for kailab: {'; '.join(missing)}")
-            if fleet is not None:
+            if spec.fleet_prefix:  # a pool of the fleet someone else made: it must be that fleet
+                differs = fleet_difference(fleet, kube.list("v1", "Node"), spec.fleet_prefix)
+                if differs:
+                    raise LabError(f"cluster at {server} does not run fleet {fleet.name} as nodes named "
+                                   f"{spec.fleet_prefix}NAME: {differs}")
+            elif fleet is not None:
                 create_fleet(kube, fleet)
                 selector = f"{FLEET_LABEL}={fleet.name}"
                 wait_until(f"the fleet's {fleet.nodes_total} nodes to be Ready",
@@ -84,7 +90,7 @@ class ExistingRuntime(Runtime):
                            timeout="nodes-ready",
                            hint=f"the cluster needs a KWOK controller managing nodes annotated "
                                 f"{KWOK_ANNOTATION}=fake")
-            nodes, gpus = clusterinfo.ready_nodes_and_gpus(kube)
+            nodes, gpus = clusterinfo.ready_nodes_and_gpus(kube, f"{FLEET_LABEL}={fleet.name}" if fleet else None)
             if gpus == 0:
                 raise LabError(f"cluster at {server} is not ready for kailab: no Ready node has allocatable "
                                f"nvidia.com/gpu (install fake-gpu-operator or a device plugin, or set "
@@ -95,9 +101,60 @@ class ExistingRuntime(Runtime):
         rec = LabRecord(name=spec.name, runtime=self.name, kai_version=version,
                         fleet=fleet.name if fleet is not None else ADOPTED, nodes=nodes, gpus=gpus,
                         with_kai=spec.with_kai, kubeconfig=str(kubeconfig), state="up", stack=addon.record(),
-                        ports=_ports(server), created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                        ports=_ports(server), created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        fleet_prefix=spec.fleet_prefix, control_plane=dict(spec.control_plane))
         rec.save()
         return rec
+
+    # ---------------------------------------------------------------- deaths
+    # as on kind: a restart since the run began is a death — of the scheduler's Deployments in the
+    # adopted cluster, and of what serves its control plane in its host (control_plane)
+    def log_mark(self, record: LabRecord) -> dict:
+        mark = super().log_mark(record)
+        try:
+            self._restarts = self._restart_counts(record)
+        except Exception:  # noqa: BLE001 - no baseline: deaths are not reported for this run
+            self._restarts = None
+        return mark
+
+    def dead_components(self, record: LabRecord, ignore: set[str]) -> list[tuple[str, str]]:
+        baseline = getattr(self, "_restarts", None)
+        if baseline is None:
+            return []
+        try:
+            now = self._restart_counts(record)
+        except Exception as err:  # noqa: BLE001 - the host no longer answers: what it serves is gone
+            return [(name, f"its host's API server does not answer ({type(err).__name__})")
+                    for name in (record.control_plane or {}).get("deployments", {})]
+        dead = []
+        for name, (count, kubeconfig, pods) in now.items():
+            if count > baseline.get(name, (0,))[0] and name not in ignore:
+                kube = Kube(kubeconfig)
+                try:
+                    dead.append((name, restarts.why_it_died(kube, pods)))
+                finally:
+                    kube.close()
+        return dead
+
+    @staticmethod
+    def _restart_counts(record: LabRecord) -> dict[str, tuple[int, str, list]]:
+        """Component -> (container restarts, the kubeconfig of its cluster, its pods): the adopted
+        cluster's scheduler Deployments and, on its host, what serves its control plane (named as
+        control_plane names it)."""
+        groups = [(record.kubeconfig, (record.stack or {}).get("deployments", {}), {})]
+        cp = record.control_plane or {}
+        if cp:
+            deps = cp.get("deployments", {})
+            groups.append((cp["kubeconfig"], {cp["namespace"]: list(deps.values())}, {v: k for k, v in deps.items()}))
+        out: dict[str, tuple[int, str, list]] = {}
+        for kubeconfig, components, rename in groups:
+            kube = Kube(kubeconfig)
+            try:
+                for name, (count, pods) in restarts.restart_counts(kube, components).items():
+                    out[rename.get(name, name)] = (count, str(kubeconfig), pods)
+            finally:
+                kube.close()
+        return out
 
     # ---------------------------------------------------------------- status / down
     def status(self, rec: LabRecord) -> dict:
@@ -118,8 +175,29 @@ class ExistingRuntime(Runtime):
                         components.update(clusterinfo.deployment_states(kube, ns))
             finally:
                 kube.close()
+        components.update(self._control_plane_states(rec))
         healthy = api_ok and gpus > 0 and all(c["state"] == "running" for c in components.values())
         return status_report(rec, healthy, nodes, gpus, components, clusterinfo.api_server(rec.kubeconfig))
+
+    @staticmethod
+    def _control_plane_states(rec: LabRecord) -> dict[str, dict]:
+        """Rows for what serves the adopted cluster's control plane in its host (control_plane)."""
+        cp = rec.control_plane or {}
+        deps = cp.get("deployments", {})
+        unreachable = {name: {"state": "host unreachable", "pid": None, "ports": {}, "log": None} for name in deps}
+        if not deps:
+            return {}
+        try:
+            host = Kube(cp["kubeconfig"])
+        except Exception:  # noqa: BLE001 - the host's kubeconfig is gone: nothing of it can be read
+            return unreachable
+        try:
+            if not host.readyz():
+                return unreachable
+            found = clusterinfo.deployment_states(host, cp["namespace"], list(deps.values()))
+            return {name: found[workload] for name, workload in deps.items()}
+        finally:
+            host.close()
 
     def down(self, name: str) -> list[str]:
         """Forget the lab: remove kailab's record and kubeconfig copy. The cluster is not touched."""
