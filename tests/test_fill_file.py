@@ -74,3 +74,12 @@ def test_an_unregistered_trace_fails_the_item_naming_the_command(tmp_path):
     lines = [line for line in run.stdout.splitlines() if "kailab trace source alibaba-gpu-2023 PATH" in line]
     assert lines and "no alibaba-gpu-2023 trace is registered" in lines[0], run.stdout[-2000:]
     assert not (tmp_path / "ev").exists() or not any((tmp_path / "ev").glob("fill-*"))
+
+
+def test_the_shipped_1of8_item_reads_and_judges_both_designs():
+    """exercises/fills/alibaba-1of8.yaml checks without a lab: a bad edit to it fails here in a second,
+    not minutes into `make exercises`. Its thresholds are judged live (test_fill_exercise_live)."""
+    spec = load_fill(PROJECT_ROOT / "exercises" / "fills" / "alibaba-1of8.yaml")
+    assert (spec.trace, spec.sample, spec.designs) == ("alibaba-gpu-2023", 8, ["binpack", "spread"])
+    named = " ".join(spec.expect)
+    assert "binpack/" in named and "spread/" in named and len(spec.expect) >= 2, spec.expect
