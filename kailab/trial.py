@@ -54,20 +54,29 @@ def checked_plan(version_list: list[str], exercises: list[str], fleet: str) -> d
 
 def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small",
               parallel: int | None = None, root: Path | None = None, console=None, repeat: int = 2,
-              runtime: str = "binary") -> Path:
+              runtime: str = "binary", kubeconfig: str | None = None, blast: bool | list[str] = True,
+              hooks: dict | None = None) -> Path:
     """One trial, whatever runs the versions: checked plan, trial directory, the versions' runs
-    (binary: a lab per version, side by side; kind: a vCluster per version on one kind host),
-    then the matrix and the report, all read back from the runs' evidence."""
+    (binary: a lab per version, side by side; kind / existing: a vCluster per version on one host,
+    a kind lab made for it or the cluster `kubeconfig` names), then the matrix and the report, all
+    read back from the runs' evidence."""
     the_plan = {**checked_plan(version_list, exercises, fleet), "repeat": repeat, "runtime": runtime}
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     trial_dir = (root or evidence_dir()) / f"trial-{stamp}"
-    if runtime == "kind":
-        from .stacks.kai import vcluster
+    if runtime in ("kind", "existing"):
+        from .vcluster import run as vtrial
 
-        tools = vcluster.host_tools()  # before anything is made
+        if runtime == "existing" and not kubeconfig:
+            raise KailabError("--runtime existing needs --kubeconfig PATH: the host cluster the vClusters go in")
+        # blast: True (every exercise again beside the broken version) or the exercises to run then
+        the_plan["blast"] = bool(blast) and len(version_list) > 1
+        if isinstance(blast, (list, tuple)):
+            the_plan["blast_exercises"] = [str(resolve_exercise(e)) for e in blast]
+        vtrial.check(the_plan, kubeconfig)  # before anything is made
         trial_dir.mkdir(parents=True)
         (trial_dir / "plan.json").write_text(json.dumps(the_plan, indent=2))
-        vcluster.run_versions(trial_dir, stamp, the_plan, tools)
+        vtrial.run_versions(trial_dir, stamp, the_plan, str(Path(kubeconfig).expanduser().resolve()) if kubeconfig else None,
+                            hooks)
     else:
         for v in version_list:  # builds are sequential (each already uses every core)
             toolchain.build_all(toolchain.recipes_for(v), console)
@@ -105,9 +114,10 @@ def _run_binary(trial_dir: Path, stamp: str, the_plan: dict, parallel: int | Non
         list(pool.map(one, version_list))
 
 
-def dry_run_kind(version_list: list[str], exercises: list[str], fleet: str) -> str:
-    """The kind trial's printed plan; a plan problem a real run would stop at is shown as a warning."""
-    from .stacks.kai import vcluster
+def dry_run_kind(version_list: list[str], exercises: list[str], fleet: str, runtime: str = "kind",
+                 kubeconfig: str | None = None) -> str:
+    """A vCluster trial's printed plan; a plan problem a real run would stop at is shown as a warning."""
+    from .vcluster.dry import dry_run_text
 
     load_fleet(fleet)  # bad input fails here, before anything is printed
     warnings = []
@@ -118,7 +128,7 @@ def dry_run_kind(version_list: list[str], exercises: list[str], fleet: str) -> s
     except KailabError as err:  # an exercise sized for another fleet: a real run stops there
         warnings.append(f"{err} (a real run stops here)")
         names = list(exercises)
-    return vcluster.dry_run_text(version_list, fleet, names, warnings)
+    return dry_run_text(version_list, fleet, names, warnings, runtime, kubeconfig)
 
 
 def kai_ran(rec) -> dict:
@@ -195,8 +205,22 @@ def build_matrix(trial_dir: Path) -> dict:
             cells[n][version] = _cell(found.get(n, []), lab_error)
     why = {n: d for n in names if (d := differences(cells[n]))}
     flaky = [n for n in names if any(c["runs"] and 0 < c["passed"] < c["runs"] for c in cells[n].values())]
+    promises = trial_dir / "promises.json"  # a vCluster trial's (kailab/vcluster/run.py)
     return {"versions": plan_["versions"], "fleet": plan_["fleet"], "repeat": plan_.get("repeat", 1),
-            "exercises": cells, "differing": list(why), "why_differing": why, "flaky": flaky, "kai": kai}
+            "exercises": cells, "differing": list(why), "why_differing": why, "flaky": flaky, "kai": kai,
+            **({"promises": json.loads(promises.read_text())} if promises.is_file() else {}),
+            **({"trial_error": (trial_dir / "trial-error.txt").read_text().strip()}
+               if (trial_dir / "trial-error.txt").is_file() else {})}
+
+
+def promises_broken(matrix: dict) -> list[str]:
+    """A vCluster trial's promises that did not hold, each in a line naming what (empty: all held)."""
+    out = [f"the trial stopped: {matrix['trial_error']}"] if matrix.get("trial_error") else []
+    for name, p in (matrix.get("promises") or {}).items():
+        if isinstance(p, dict) and p.get("verdict") == "broken":
+            what = p.get("left") or p.get("violations") or p.get("verdicts") or ""
+            out.append(f"{name}: broken — {what if isinstance(what, (str, dict)) else '; '.join(map(str, what[:5]))}")
+    return out
 
 
 def matrix_markdown(matrix: dict) -> str:
@@ -217,4 +241,14 @@ def matrix_markdown(matrix: dict) -> str:
         lines.append(f"\n{n} differs: " + "; ".join(reasons))
     if not matrix["differing"]:
         lines.append("\nNo exercise behaves differently across these versions.")
+    promises = matrix.get("promises")
+    if promises is not None:
+        lines += ["", "vCluster promises (promises.json):"]
+        for name in ("host_untouched", "no_interference", "blast_radius"):
+            if name in promises:
+                lines.append(f"- {name}: {promises[name].get('verdict')}")
+        for v, r in (promises.get("rollback_seconds") or {}).items():
+            lines.append(f"- rollback {v}: {r.get('seconds')} s from delete to the last host object gone"
+                         + (f"; left: {'; '.join(r['left'][:3])}" if r.get("left") else ""))
+        lines += [f"- {line}" for line in promises_broken(matrix)]
     return "\n".join(lines) + "\n"

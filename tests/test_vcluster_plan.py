@@ -1,7 +1,8 @@
-"""The kind-host version trial's plan (one vCluster per KAI version), checked without Docker.
+"""A vCluster trial's plan (one vCluster per KAI version on one host), checked as data without Docker.
 
-`trial_plan` is pure, so every vcluster.yaml, node pool, command and clean-up step a trial on a
-kind host would use is inspected here as data; the CLI's dry run is checked as a subprocess.
+`version_plan` is pure, so every vcluster.yaml, node pool, label, command and clean-up step a trial
+uses is inspected here; the CLI's dry run and its refusals are checked as subprocesses. The trial
+itself runs in tests/test_kind_host_vcluster_trial.py.
 """
 
 from __future__ import annotations
@@ -14,24 +15,23 @@ import sys
 import pytest
 import yaml
 
-from kailab import versions
 from kailab.fleet import load_fleet
-from kailab.runtimes import kind as kind_rt
-from kailab.stacks.kai import kind as kai_kind, vcluster as vc
+from kailab.images import image_set
+from kailab.images import vcluster as vc_images
+from kailab.stacks.kai import vcluster as vc
+from kailab.vcluster import host as host_mod
+from kailab.vcluster import snapshot
+from kailab.vcluster.tools import resolve
 
 VERSIONS = ["v0.16.8", "v0.17.0"]
-PAIRS = [("tiny", ["v0.16.8", "v0.17.0"]), ("small", ["v0.15.0", "v0.17.0"]),
-         ("tiny", ["v0.15.2", "v0.16.0", "v0.17.0"])]
+HOST = vc.TrialHost(kubeconfig="/h/kubeconfig", infra_node="kailab-t-control-plane", infra_ip="172.18.0.2",
+                    lab_dir="/w", kind_cluster="kailab-t", kubernetes="v1.36.3")
+INFRA = {"metadata": {"name": HOST.infra_node, "labels": {"kubernetes.io/hostname": HOST.infra_node,
+                                                          "node-role.kubernetes.io/control-plane": ""}}}
 
 
-@pytest.fixture(autouse=True)
-def _own_state(tmp_path, monkeypatch):
-    """Plans name files under a temporary state dir, never the user's."""
-    monkeypatch.setenv("KAILAB_STATE", str(tmp_path / "state"))
-
-
-def plan_for(fleet: str = "tiny", version_list=VERSIONS, host: str = "t"):
-    return vc.trial_plan(list(version_list), load_fleet(fleet), host)
+def plans(fleet: str = "small", version_list=VERSIONS):
+    return vc.trial_plans(list(version_list), load_fleet(fleet), HOST, "t", "registry.k8s.io/coredns/coredns:v1.13.1")
 
 
 def selects(selector: dict, labels: dict) -> bool:
@@ -39,259 +39,210 @@ def selects(selector: dict, labels: dict) -> bool:
     return selector["all"] or all(labels.get(k) == v for k, v in selector["labels"].items())
 
 
-def find(commands, *words):
-    """The commands containing every word as an argv item."""
-    return [argv for argv in commands if all(w in argv for w in words)]
+def labelled_infra(version_plans) -> dict:
+    """The infra node as the plans' label steps leave it: every version's sync and infra labels."""
+    node = copy.deepcopy(INFRA)
+    for p in version_plans:
+        step = next(argv for what, argv in p.steps if argv[-1] == "--overwrite" and HOST.infra_node in argv)
+        node["metadata"]["labels"].update(dict(kv.split("=") for kv in step if "=" in kv and "kailab.io/" in kv))
+    return node
 
 
 def arg(argv, flag):
     return argv[argv.index(flag) + 1]
 
 
-def strip_trial(node: dict, version_slug: str) -> dict:
-    """A trial node back as the fleet made it: no prefix, no trial label, its own hostname."""
-    node = copy.deepcopy(node)
-    prefix = f"{version_slug}-"
-    assert node["metadata"]["name"].startswith(prefix)
-    name = node["metadata"]["name"][len(prefix):]
-    node["metadata"]["name"] = name
-    assert node["metadata"]["labels"].pop(vc.TRIAL_LABEL) == version_slug
-    assert node["metadata"]["labels"]["kubernetes.io/hostname"] == prefix + name
-    node["metadata"]["labels"]["kubernetes.io/hostname"] = name
-    return node
-
-
-# ------------------------------------------------------------------ per-version vcluster.yaml
-@pytest.mark.parametrize("fleet, version_list", PAIRS)
-def test_every_version_runs_the_virtual_scheduler_and_syncs_only_its_own_nodes(fleet, version_list):
-    plan = plan_for(fleet, version_list)
-    assert [v.version for v in plan.versions] == version_list
-    for vp in plan.versions:
-        values = vp.values
-        assert values["controlPlane"]["advanced"]["virtualScheduler"] == {"enabled": True}
-        assert values["sync"]["toHost"]["pods"]["enabled"] is True
-        nodes = values["sync"]["fromHost"]["nodes"]
-        assert nodes["enabled"] is True
-        # `all: true` would make vCluster ignore the labels
-        assert nodes["selector"] == {"all": False, "labels": {vc.TRIAL_LABEL: vp.slug}}
-        # what vcluster create reads is what was checked
-        assert yaml.safe_load(vp.files[f"{vp.slug}/vcluster.yaml"]) == values
-        for other in plan.versions:
+def test_each_vcluster_syncs_its_own_pool_and_the_infra_node_only():
+    ps = plans()
+    infra = labelled_infra(ps)
+    for p in ps:
+        sel = p.values["sync"]["fromHost"]["nodes"]["selector"]
+        assert sel == {"all": False, "labels": {vc.sync_label(p.slug): "true"}}  # `all` would ignore the labels
+        assert selects(sel, infra["metadata"]["labels"])
+        for other in ps:
             for node in other.node_manifests:
-                assert selects(nodes["selector"], node["metadata"]["labels"]) == (other is vp)
+                assert selects(sel, node["metadata"]["labels"]) == (other is p)
+        # its own pods (the control plane, CoreDNS, KAI's) on the infra node, never on a KWOK node
+        infra_sel = {vc.infra_label(p.slug): "true"}
+        assert p.values["controlPlane"]["statefulSet"]["scheduling"]["nodeSelector"] == infra_sel
+        assert p.values["controlPlane"]["coredns"]["deployment"]["nodeSelector"] == infra_sel
+        kai_values = yaml.safe_load(p.files[f"{p.slug}/kai-values.yaml"])
+        assert kai_values["global"]["nodeSelector"] == infra_sel and kai_values["global"]["gpuSharing"] is True
+        assert all(not selects({"all": False, "labels": infra_sel}, n["metadata"]["labels"]) for n in p.node_manifests)
+        assert yaml.safe_load(p.files[f"{p.slug}/vcluster.yaml"]) == p.values
 
 
-def test_each_version_has_one_real_kind_worker_in_its_selection():
-    """KAI's own pods run only on a synced node: each vCluster must see exactly one real node."""
-    plan = plan_for(version_list=["v0.15.0", "v0.16.8", "v0.17.0"])
-    roles = [n["role"] for n in plan.kind_config["nodes"]]
-    assert roles == ["control-plane", "worker", "worker", "worker"]
-    workers = plan.kind_config["nodes"][1:]
-    for vp in plan.versions:
-        selector = vp.values["sync"]["fromHost"]["nodes"]["selector"]
-        mine = [w for w in workers if selects(selector, w["labels"])]
-        assert mine == [vp.worker] and vp.worker["labels"][vc.INFRA_LABEL] == "true"
-        # the control plane, CoreDNS and KAI are pinned to it, never to a fake KWOK node
-        sts = vp.values["controlPlane"]["statefulSet"]["scheduling"]["nodeSelector"]
-        assert [w for w in workers if all(w["labels"].get(k) == v for k, v in sts.items())] == [vp.worker]
-        assert vp.values["controlPlane"]["coredns"]["deployment"]["nodeSelector"] == {vc.INFRA_LABEL: "true"}
-        kai_values = yaml.safe_load(vp.files[f"{vp.slug}/kai-values.yaml"])
-        assert kai_values["global"]["nodeSelector"] == {vc.INFRA_LABEL: "true"}
-        for node in vp.node_manifests:
-            assert vc.INFRA_LABEL not in node["metadata"]["labels"]
-    assert yaml.safe_load(plan.host_files["kind-config.yaml"]) == plan.kind_config
+def test_every_vcluster_schedules_inside_keeps_nothing_and_uses_images_built_here():
+    vs = vc_images.vcluster_set("v1.36.3")
+    for p in plans():
+        cp = p.values["controlPlane"]
+        assert cp["distro"]["k8s"]["scheduler"]["enabled"] is True
+        # one replica of each: no leader election whose missed lease renewal stops the control plane
+        for part in ("scheduler", "controllerManager"):
+            assert "--leader-elect=false" in cp["distro"]["k8s"][part]["extraArgs"]
+        assert p.values["sync"]["toHost"]["pods"]["enabled"] is True
+        assert cp["statefulSet"]["persistence"]["volumeClaim"]["enabled"] is False  # no PVC to outlive it
+        k8s, sts = cp["distro"]["k8s"]["image"], cp["statefulSet"]["image"]
+        assert f"{k8s['registry']}/{k8s['repository']}:{k8s['tag']}" == vs.kubernetes_image == "ghcr.io/loft-sh/kubernetes:v1.36.3"
+        assert f"{sts['registry']}/{sts['repository']}:{sts['tag']}" == vs.syncer_image
+        assert p.values["telemetry"] == {"enabled": False}
+        assert p.values["sync"]["fromHost"]["runtimeClasses"] == {"enabled": True}  # fractional pods' `nvidia`
+        assert cp["coredns"]["deployment"]["image"] == "registry.k8s.io/coredns/coredns:v1.13.1"
 
 
-@pytest.mark.parametrize("version, minor", [("v0.15.0", "1.35"), ("v0.16.8", "1.35"), ("v0.17.0", "1.35")])
-def test_virtual_kubernetes_follows_each_kai_release(version, minor):
-    vp = plan_for(version_list=[version, "v0.16.0"]).versions[0]
-    tag = vp.values["controlPlane"]["distro"]["k8s"]["image"]["tag"]
-    assert tag == kind_rt.pins()["vcluster"]["kubernetes_images"][minor]
-    assert tag.startswith(f"v{minor}.")
-    # the release's own minor, or the one below it where kind.yaml has no image for it yet
-    lab_minor = int(versions.kai_release(version).kubernetes.split(".")[1])
-    assert int(minor.split(".")[1]) in (lab_minor, lab_minor - 1)
+def test_each_api_server_has_its_own_node_port_named_by_its_certificate():
+    ps = plans(version_list=["v0.15.0", "v0.15.2", "v0.16.8", "v0.17.0"])
+    ports = [p.values["controlPlane"]["service"]["httpsNodePort"] for p in ps]
+    assert len(set(ports)) == len(ports) and all(30000 <= x <= 32767 for x in ports)
+    for p, port in zip(ps, ports):
+        assert p.values["controlPlane"]["service"]["spec"]["type"] == "NodePort"
+        assert p.values["controlPlane"]["proxy"]["extraSANs"] == [HOST.infra_ip]
+        assert p.server == f"https://{HOST.infra_ip}:{port}"
+        connect = next(argv for _, argv in p.steps if "connect" in argv)
+        assert arg(connect, "--server") == p.server and "--print" in connect
+        assert p.stdout_files == {p.commands.index(connect): p.kubeconfig}
 
 
-# ------------------------------------------------------------------ node pools
-@pytest.mark.parametrize("fleet, version_list", PAIRS)
-def test_node_pools_are_disjoint_copies_of_the_fleet(fleet, version_list):
-    fleet_ = load_fleet(fleet)
-    plan = plan_for(fleet, version_list)
-    names = [n["metadata"]["name"] for vp in plan.versions for n in vp.node_manifests]
-    assert len(names) == len(set(names)) == len(version_list) * fleet_.nodes_total
-    hostnames = [n["metadata"]["labels"]["kubernetes.io/hostname"] for vp in plan.versions for n in vp.node_manifests]
-    assert hostnames == names
-    for vp in plan.versions:
-        assert {n["metadata"]["labels"][vc.TRIAL_LABEL] for n in vp.node_manifests} == {vp.slug}
-        assert [strip_trial(n, vp.slug) for n in vp.node_manifests] == fleet_.node_manifests()
-        gpus = sum(int(n["status"]["allocatable"].get("nvidia.com/gpu", 0)) for n in vp.node_manifests)
-        assert gpus == fleet_.gpus_total
-        assert list(yaml.safe_load_all(vp.files[f"{vp.slug}/fleet-nodes.yaml"])) == vp.node_manifests
-    assert len({vp.slug for vp in plan.versions}) == len(version_list)
+@pytest.mark.parametrize("fleet", ["tiny", "small"])
+def test_pools_are_disjoint_copies_of_the_fleet(fleet):
+    f = load_fleet(fleet)
+    ps = plans(fleet)
+    names = [n["metadata"]["name"] for p in ps for n in p.node_manifests]
+    assert len(names) == len(set(names)) == len(ps) * f.nodes_total
+    for p in ps:
+        assert all(n["metadata"]["labels"]["kubernetes.io/hostname"] == n["metadata"]["name"] for n in p.node_manifests)
+        stripped = copy.deepcopy(p.node_manifests)
+        for n in stripped:
+            n["metadata"]["name"] = n["metadata"]["name"].removeprefix(f"{p.slug}-")
+            n["metadata"]["labels"]["kubernetes.io/hostname"] = n["metadata"]["name"]
+            assert n["metadata"]["labels"].pop(vc.sync_label(p.slug)) == "true"
+        assert stripped == f.node_manifests()
+        assert list(yaml.safe_load_all(p.files[f"{p.slug}/pool-nodes.yaml"])) == p.node_manifests
 
 
-def test_version_nodes_are_created_on_the_host_and_waited_for():
-    plan = plan_for()
-    for vp in plan.versions:
-        fleet_file = os.path.join(plan.lab_dir, vp.slug, "fleet-nodes.yaml")
-        applies = find(vp.commands, "apply", fleet_file)
-        assert len(applies) == 2 and all(arg(a, "--kubeconfig") == plan.host_kubeconfig for a in applies)
-        assert "--subresource=status" in applies[1]
-        waits = find(vp.commands, "wait", "--for=condition=Ready", f"{vc.TRIAL_LABEL}={vp.slug},type=kwok")
-        assert {arg(w, "--kubeconfig") for w in waits} == {plan.host_kubeconfig, vp.kubeconfig}
+def test_the_fleet_check_sees_a_pool_as_its_fleet_by_prefix():
+    from kailab.fleet import fleet_difference
+
+    f = load_fleet("small")
+    p = plans()[0]
+    assert fleet_difference(f, p.node_manifests, f"{p.slug}-") is None
+    assert "no node" in fleet_difference(f, p.node_manifests)  # without the prefix it is another fleet
+    assert "no node" in fleet_difference(f, p.node_manifests[1:], f"{p.slug}-")
 
 
-# ------------------------------------------------------------------ commands
-@pytest.mark.parametrize("version_list", [["v0.16.8", "v0.17.0"], ["v0.15.0", "v0.15.2", "v0.17.0"]])
-def test_vcluster_create_connect_and_kai_install_per_version(version_list):
-    plan = plan_for(version_list=version_list)
-    pin = kind_rt.pins()["vcluster"]
-    for vp in plan.versions:
-        vcl = ["env", f"KUBECONFIG={plan.host_kubeconfig}", "vcluster"]
-        create = find(vp.commands, "vcluster", "create", vp.vcluster_name)
-        assert len(create) == 1
-        create = create[0]
-        assert create[:5] == [*vcl, "create", vp.vcluster_name]
-        assert arg(create, "-n") == vp.namespace
-        assert arg(create, "--values") == os.path.join(plan.lab_dir, vp.slug, "vcluster.yaml")
-        assert arg(create, "--chart-version") == str(pin["chart_version"]) and "--connect=false" in create
-        i = vp.commands.index(find(vp.commands, "vcluster", "connect", vp.vcluster_name)[0])
-        assert vp.commands[i] == [*vcl, "connect", vp.vcluster_name, "-n", vp.namespace, "--print"]
-        assert vp.stdout_files == {i: vp.kubeconfig}
-        assert vp.kubeconfig == os.path.join(plan.lab_dir, vp.slug, "kubeconfig")
-        # KAI at this version, INTO the vCluster, with the chart ref kind.py chooses
-        helm = find(vp.commands, "helm", kai_kind.kai_chart_ref(vp.version))
-        assert len(helm) == 1
-        helm = helm[0]
-        assert helm[:4] == ["helm", "upgrade", "--install", "kai-scheduler"]
-        assert helm[4] == vp.kai_chart == kai_kind.kai_chart_ref(vp.version)
-        assert arg(helm, "--version") == vp.version and arg(helm, "--kubeconfig") == vp.kubeconfig
-        assert i < vp.commands.index(helm)  # the kubeconfig exists before helm needs it
-        for dep in kind_rt.pins()["kai"]["deployments"]:
-            rollout = find(vp.commands, "rollout", "status", f"deployment/{dep}")
-            assert len(rollout) == 1 and arg(rollout[0], "--kubeconfig") == vp.kubeconfig
-        # the exercises run through the existing runtime against the vCluster
-        up = find(vp.commands, "up", "--runtime", "existing")[0]
-        assert up == ["kailab", "up", "--runtime", "existing", "--kubeconfig", vp.kubeconfig, "--name", vp.lab_name]
-        run = vp.commands[vp.run_step]
-        assert run[:2] == ["kailab", "run"] and arg(run, "--name") == vp.lab_name
-        assert arg(run, "--evidence").endswith(f"/{vp.version}")
-        assert vp.commands.index(up) < vp.run_step == len(vp.commands) - 1
-    assert vp.lab_name == f"t-{vp.slug}"
-    assert len({vp.vcluster_name for vp in plan.versions}) == len({vp.namespace for vp in plan.versions}) \
-        == len(version_list)
+def test_commands_create_connect_install_kai_into_each_vcluster():
+    for p in plans():
+        cmds = p.commands
+        create = next(a for a in cmds if "create" in a and "vcluster" in a)
+        assert create[:3] == ["env", f"KUBECONFIG={HOST.kubeconfig}", "vcluster"] and create[4] == p.vcluster_name
+        assert arg(create, "-n") == p.namespace and arg(create, "--values") == f"/w/{p.slug}/vcluster.yaml"
+        assert arg(create, "--local-chart-dir") == str(vc_images.vcluster_set().chart)
+        assert {"--connect=false", "--add=false"} <= set(create)
+        helm = next(a for a in cmds if a[0] == "helm")
+        assert helm[4] == str(image_set(p.version).kai_chart)  # KAI's chart packaged here, this version's
+        assert arg(helm, "--kubeconfig") == p.kubeconfig and arg(helm, "--values") == f"/w/{p.slug}/kai-values.yaml"
+        connect = next(a for a in cmds if "connect" in a)
+        assert cmds.index(create) < cmds.index(connect) < cmds.index(helm)
+        label = next(a for a in cmds if a[3:5] == ["label", "node"])
+        assert label[5] == HOST.infra_node and cmds.index(label) < cmds.index(create)
+        owner = next(a for a in cmds if a[3:5] == ["label", "namespace"])
+        assert owner[5] == p.namespace and f"{vc.OWNER_LABEL}=t" in owner
 
 
-def test_cleanup_deletes_vcluster_namespace_pvcs_and_nodes():
-    plan = plan_for()
-    for vp in plan.versions:
-        delete = find(vp.cleanup, "vcluster", "delete", vp.vcluster_name)
-        assert len(delete) == 1 and "--delete-namespace" in delete[0] and arg(delete[0], "-n") == vp.namespace
-        pvc = find(vp.cleanup, "delete", "pvc")
-        assert len(pvc) == 1 and arg(pvc[0], "-n") == vp.namespace
-        assert arg(pvc[0], "-l") == f"app=vcluster,release={vp.vcluster_name}"  # the StatefulSet's selector
-        nodes = find(vp.cleanup, "delete", "nodes")
-        assert len(nodes) == 1 and arg(nodes[0], "--kubeconfig") == plan.host_kubeconfig
-        selector = arg(nodes[0], "-l")
-        assert selector.startswith(f"{vc.TRIAL_LABEL}={vp.slug}")
-        # every one of this version's nodes is deleted, its kind worker is not
-        labels = dict(kv.split("=") for kv in selector.split(","))
-        assert all(all(n["metadata"]["labels"].get(k) == v for k, v in labels.items()) for n in vp.node_manifests)
-        assert not all(vp.worker["labels"].get(k) == v for k, v in labels.items())
-        assert find(vp.cleanup, "delete", "namespace", vp.namespace)
-        assert find(vp.cleanup, "kailab", "down", vp.lab_name)
-        # PVC after the vCluster (its pod must be gone first), all idempotent
-        assert vp.cleanup.index(delete[0]) < vp.cleanup.index(pvc[0])
-        assert all("--ignore-not-found" in c for c in vp.cleanup if "delete" in c)
-        # the same clean-up runs first, so a re-used name never finds old data
-        pre = vp.commands[:vp.commands.index(find(vp.commands, "vcluster", "create")[0])]
-        assert delete[0] in pre and pvc[0] in pre and nodes[0] in pre
-        assert len(vp.cleanup_descriptions) == len(vp.cleanup) and len(vp.descriptions) == len(vp.commands)
-    assert plan.host_cleanup == [["kind", "delete", "cluster", "--name", plan.cluster]]
+def test_cleanup_runs_first_too_and_never_deletes_a_real_node():
+    ps = plans()
+    infra = labelled_infra(ps)
+    for p in ps:
+        assert [a for _, a in p.steps[:len(p.cleanup)]] == [a for _, a in p.cleanup]
+        delete = next(a for _, a in p.cleanup if a[3:5] == ["delete", "nodes"])
+        selector = dict(kv.split("=") for kv in arg(delete, "-l").split(","))
+        assert not all(infra["metadata"]["labels"].get(k) == v for k, v in selector.items())
+        assert all(all(n["metadata"]["labels"].get(k) == v for k, v in selector.items()) for n in p.node_manifests)
+        unlabel = next(a for _, a in p.cleanup if a[3:5] == ["label", "nodes"])
+        assert f"{vc.sync_label(p.slug)}-" in unlabel and f"{vc.infra_label(p.slug)}-" in unlabel
+        assert all("--ignore-not-found" in a for _, a in p.cleanup if "delete" in a)
+        vdelete = next(a for _, a in p.cleanup if "vcluster" in a)
+        assert "--delete-namespace" in vdelete and arg(vdelete, "-n") == p.namespace
 
 
-# ------------------------------------------------------------------ host
-def test_host_is_the_kind_plan_without_kai_and_without_the_fleet():
-    plan = plan_for("small", ["v0.15.0", "v0.17.0"])
-    flat = [" ".join(c) for c in plan.host_commands]
-    assert plan.host_commands[0][:3] == ["kind", "create", "cluster"]
-    assert arg(plan.host_commands[0], "--config").endswith("/kind-config.yaml")
-    assert not any("kai-scheduler" in c for c in flat)  # no KAI on the host
-    assert not any("fleet-nodes.yaml" in c or "kailab.io/fleet=" in c for c in flat)  # no shared fleet
-    assert "fleet-nodes.yaml" not in plan.host_files
-    assert any("kwok" in c and "apply -f https://" in c for c in flat)
-    assert any("fake-gpu-operator" in c and c.startswith("helm upgrade --install") for c in flat)
-    assert {"kwok-config.yaml", "kwok-stages.yaml", "fake-gpu-operator-values.yaml"} <= set(plan.host_files)
-    # the kind runtime's pieces, not copies: same stages, same fake-gpu-operator values
-    assert plan.host_files["kwok-stages.yaml"] == kind_rt.kwok_stages_text()
-    assert yaml.safe_load(plan.host_files["fake-gpu-operator-values.yaml"]) == \
-        kind_rt.fake_gpu_operator_values(load_fleet("small"))
-    # the host runs the newest version's Kubernetes
-    assert plan.kind_config["nodes"][0]["image"] == kind_rt.node_image(versions.kai_release("v0.17.0").kubernetes)
-    assert plan.cluster == "kailab-t"
-
-
-def test_plan_is_pure_and_rejects_duplicates(tmp_path):
-    plan_for()
-    assert not (tmp_path / "state").exists()  # nothing written, nothing started
+def test_a_version_twice_is_refused():
     with pytest.raises(vc.KailabError, match="twice"):
-        plan_for(version_list=["v0.17.0", "0.17.0"])
-    with pytest.raises(vc.KailabError, match="unknown KAI version"):
-        plan_for(version_list=["v0.16.8", "v0.99.0"])
+        plans(version_list=["v0.17.0", "0.17.0"])
 
 
-def test_render_lists_every_command_and_file():
-    plan = plan_for()
-    text = vc.render(plan)
-    for argv in plan.host_commands + plan.host_cleanup:
-        assert vc._shown(argv) in text
-    for vp in plan.versions:
-        for i, argv in enumerate(vp.commands):
-            assert vc._shown(argv, vp.stdout_files.get(i)) in text
-        for argv in vp.cleanup:
-            assert vc._shown(argv) in text
-        for name in vp.files:
-            assert f"# ---- {plan.lab_dir}/{name}" in text
-    for name in plan.host_files:
-        assert f"# ---- {plan.lab_dir}/{name}" in text
-    assert "vcluster connect kai-v0-16-8 -n vcluster-kai-v0-16-8 --print > " in text
+def test_the_trial_stages_are_kailabs_for_the_pods_vcluster_syncs():
+    stages = list(yaml.safe_load_all(open(os.path.join(os.path.dirname(host_mod.__file__), "..", "data", "kwok-stages.yaml"))))
+    ours = next(s for s in stages if s and s["metadata"]["name"] == host_mod.RESERVATION_STAGE)
+    reservation, ends, goes = host_mod.trial_stages()
+    assert reservation["spec"]["next"] == ours["spec"]["next"]
+    annotation = f'.metadata.annotations["{host_mod.VCLUSTER_NAMESPACE_ANNOTATION}"]'
+    exprs = {e["key"]: e for e in reservation["spec"]["selector"]["matchExpressions"]}
+    assert exprs[annotation]["values"] == ["kai-resource-reservation"] and ".metadata.namespace" not in exprs
+    for stage in (ends, goes):  # only pods vCluster synced, only once deleted
+        keys = {e["key"]: e["operator"] for e in stage["spec"]["selector"]["matchExpressions"]}
+        assert keys[annotation] == "Exists" and keys[".metadata.deletionTimestamp"] == "Exists"
+        assert stage["spec"]["weight"] > 0  # over kailab's unweighted delete stage
+    assert "phase: Failed" in ends["spec"]["next"]["statusTemplate"] and "delete" not in ends["spec"]["next"]
+    assert goes["spec"]["next"] == {"finalizers": {"empty": True}, "delete": True} and goes["spec"]["delay"]
+    assert all(s["metadata"]["name"].startswith(host_mod.TRIAL_STAGES) for s in (reservation, ends, goes))
+
+
+def test_snapshot_difference_names_each_object():
+    before = {"namespaces": {"a": {}}, "crds": ["x"], "nodes": {"n": {"labels": {"k": "1"}, "taints": []}}}
+    after = {"namespaces": {"a": {}, "vcluster-kai-v0-17-0": {}}, "crds": [],
+             "nodes": {"n": {"labels": {"k": "1", "trial.kailab.io/v0-17-0": "true"}, "taints": []}}}
+    lines = snapshot.diff(before, after)
+    assert lines == ["- crds x", "+ namespaces vcluster-kai-v0-17-0",
+                     "~ nodes n: labels trial.kailab.io/v0-17-0: (none) -> true"]
+    assert snapshot.diff(before, copy.deepcopy(before)) == []
+    assert [x for x in lines if snapshot.mentions(x, ["v0-17-0"])] == lines[1:]
+
+
+def test_the_cli_runs_with_a_home_of_its_own_helm_and_no_version_check(tmp_path):
+    tools = {"vcluster": "/b/vclusterctl", "helm": "/c/helm", "kubectl": "/k/kubectl"}
+    out = resolve(["env", "KUBECONFIG=/h", "vcluster", "create", "x"], tools, tmp_path)
+    assert out[0] == "env" and out[-3:] == ["/b/vclusterctl", "create", "x"] and "KUBECONFIG=/h" in out
+    env = dict(a.split("=", 1) for a in out[1:-3])
+    assert env["HOME"] == str(tmp_path / "cli-home") and env["PATH"].startswith("/c:")
+    assert env["VCLUSTER_SKIP_VERSION_CHECK"] == "true"
+    assert yaml.safe_load((tmp_path / "cli-home" / ".vcluster" / "config.json").read_text()) == {"telemetryDisabled": True}
+    assert resolve(["kubectl", "get", "nodes"], tools, tmp_path) == ["/k/kubectl", "get", "nodes"]
 
 
 # ------------------------------------------------------------------ the CLI
 def kailab(*args: str, tmp_path, **env: str) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "KAILAB_STATE": str(tmp_path / "state"), "KAILAB_EVIDENCE": str(tmp_path / "ev"),
-               **env}
+    environ = {**os.environ, "KAILAB_STATE": str(tmp_path / "state"), "KAILAB_EVIDENCE": str(tmp_path / "ev"), **env}
     return subprocess.run([sys.executable, "-m", "kailab.cli", *args], capture_output=True, text=True,
                           timeout=120, env=environ)
 
 
 def test_cli_dry_run_prints_every_vcluster_and_helm_command(tmp_path):
-    out = kailab("trial", "--runtime", "kind", "--dry-run", "--versions", "v0.16.8,v0.17.0", "--fleet", "tiny",
+    out = kailab("trial", "--runtime", "kind", "--dry-run", "--versions", "v0.16.8,v0.17.0", "--fleet", "small",
                  tmp_path=tmp_path)
     assert out.returncode == 0, out.stderr
-    text = out.stdout
-    for v in ["v0.16.8", "v0.17.0"]:
+    for v in VERSIONS:
         s = vc.slug(v)
-        name, ns = vc.vcluster_name(s), vc.vcluster_namespace(s)
-        assert f"vcluster create {name} -n {ns} --values " in text
-        assert f"vcluster delete {name} -n {ns} --delete-namespace" in text
-        assert f"vcluster connect {name} -n {ns} --print > " in text
-        assert (f"helm upgrade --install kai-scheduler {kai_kind.kai_chart_ref(v)} --version {v} " in text)
-        assert f"delete pvc -l app=vcluster,release={name}" in text
-        assert f"delete nodes -l {vc.TRIAL_LABEL}={s}" in text
-    assert "helm upgrade --install gpu-operator oci://ghcr.io/run-ai/fake-gpu-operator/fake-gpu-operator" in text
-    assert text.count("helm upgrade --install kai-scheduler") == 2  # once per vCluster, never on the host
+        assert f"vcluster create kai-{s} -n vcluster-kai-{s} --values " in out.stdout
+        assert f"vcluster delete kai-{s} -n vcluster-kai-{s} --delete-namespace" in out.stdout
+        assert f"helm upgrade --install kai-scheduler {image_set(v).kai_chart} " in out.stdout
+    assert out.stdout.count("helm upgrade --install kai-scheduler") == 2  # once per vCluster, never on the host
     assert not (tmp_path / "state").exists() and not (tmp_path / "ev").exists()  # started nothing
 
 
-def test_cli_unknown_version_fails_before_anything_is_rendered(tmp_path):
-    out = kailab("trial", "--runtime", "kind", "--dry-run", "--versions", "v0.16.8,v0.99.0", "--fleet", "tiny",
-                 tmp_path=tmp_path)
-    assert out.returncode != 0
-    assert out.stdout == ""
+@pytest.mark.parametrize("args, says", [
+    (["--runtime", "existing"], "--runtime existing needs --kubeconfig PATH"),
+    (["--runtime", "kind", "--kubeconfig", "/x"], "add --runtime existing"),
+    (["--runtime", "kind", "--versions", "v0.16.8,v0.99.0"], "unknown KAI version v0.99.0"),
+])
+def test_cli_refusals_are_one_line_and_start_nothing(tmp_path, args, says):
+    base = ["trial", "--dry-run", "--fleet", "small"]
+    if "--versions" not in args:
+        base += ["--versions", "v0.16.8,v0.17.0"]
+    out = kailab(*base, *args, tmp_path=tmp_path)
+    assert out.returncode != 0 and out.stdout == ""
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "unknown KAI version v0.99.0" in lines[0]
+    assert len(lines) == 1 and says in lines[0], out.stderr
+    assert not (tmp_path / "state").exists()
 
 
 def test_cli_kind_without_docker_fails_in_one_line(tmp_path):
@@ -300,50 +251,4 @@ def test_cli_kind_without_docker_fails_in_one_line(tmp_path):
     assert out.returncode != 0
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "Docker engine" in lines[0], out.stderr
-    assert not (tmp_path / "state").exists() and not (tmp_path / "ev").exists()
-
-
-def test_cli_dry_run_needs_the_kind_runtime(tmp_path):
-    out = kailab("trial", "--dry-run", "--versions", "v0.16.8,v0.17.0", "--fleet", "small", tmp_path=tmp_path)
-    assert out.returncode != 0 and "--runtime kind" in out.stderr and out.stdout == ""
-
-
-def test_run_trial_runs_the_plan_in_order_and_always_cleans_up(tmp_path, monkeypatch):
-    """The executor with stand-in kind/kubectl/helm/vcluster that only record their arguments."""
-    bin_dir, calls = tmp_path / "bin", tmp_path / "calls.log"
-    bin_dir.mkdir()
-    kubeconfig = "apiVersion: v1\nkind: Config\nclusters: [{name: v, cluster: {server: 'https://127.0.0.1:9'}}]\n" \
-                 "users: [{name: v, user: {}}]\ncontexts: [{name: v, context: {cluster: v, user: v}}]\n" \
-                 "current-context: v\n"
-    for tool in ("kind", "kubectl", "helm", "vcluster"):
-        script = bin_dir / tool
-        script.write_text(f"#!/bin/sh\necho \"{tool} $*\" >> {calls}\n"
-                          f"if [ \"$1\" = connect ]; then printf '%s' \"{kubeconfig}\"; fi\n")
-        script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    for var in ("KAILAB_KIND", "KAILAB_KUBECTL", "KAILAB_HELM", vc.VCLUSTER_ENV):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(vc, "docker_answers", lambda: True)
-
-    from kailab.trial import run_trial
-
-    trial_dir = run_trial(["v0.16.8", "v0.17.0"], ["quota"], "small", root=tmp_path / "ev", runtime="kind")
-    log = [line for line in calls.read_text().splitlines() if line != "kubectl version --client -o json"]
-    assert log[0].startswith("kind create cluster --name kailab-trial-")
-    assert log[-1].startswith("kind delete cluster --name kailab-trial-")  # the host goes, whatever happened
-    for v in ("v0.16.8", "v0.17.0"):
-        s = vc.slug(v)
-        create = log.index(next(line for line in log if line.startswith(f"vcluster create kai-{s} ")))
-        helm = log.index(next(line for line in log if line.startswith("helm upgrade --install kai-scheduler")
-                              and f"--version {v}" in line))
-        deletes = [i for i, line in enumerate(log) if line.startswith(f"vcluster delete kai-{s} ")]
-        assert len(deletes) == 2 and deletes[0] < create < helm < deletes[1]  # before and after
-        assert any(f"delete pvc -l app=vcluster,release=kai-{s}" in line for line in log[deletes[1]:])
-        # the stand-in vCluster has no KAI to adopt: the version's error is recorded, the trial goes on
-        assert (trial_dir / v / "lab-error.txt").read_text().startswith("Adopt the vCluster as lab trial-")
-    labs = tmp_path / "state" / "labs"
-    # no lab left behind (host files, kubeconfigs, records); lab_lock's dot files are not labs
-    assert not [p for p in labs.iterdir() if not p.name.startswith(".")]
-    assert "vcluster connect" in (trial_dir / "kind-host.log").read_text()
-    matrix = (trial_dir / "matrix.md").read_text()
-    assert "| quota |" in matrix and "not run" in matrix
+    assert not (tmp_path / "ev").exists()

@@ -54,10 +54,13 @@ def tools_build(kai_version, without_kai, stacks) -> None:
 @tools.command("images")
 @click.option("--kai-version", default=lambda: os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI,
               show_default=versions.DEFAULT_KAI)
+@click.option("--vcluster", "with_vcluster", is_flag=True,
+              help="Also vCluster's CLI, syncer image, virtual control plane image and chart (version trials "
+                   "in vClusters), from the registered repository `vcluster`.")
 @click.option("--stack", "stacks", multiple=True, metavar="NAME",
               help="Also this scheduler stack's images and chart for kind labs (kueue, kueue+kai, volcano: from "
                    "their registered repositories); repeatable.")
-def tools_images(kai_version, stacks) -> None:
+def tools_images(kai_version, with_vcluster, stacks) -> None:
     """Build every image a kind lab needs from source, for hosts that reach no registry.
 
     The node image (Debian rootfs by mmdebstrap, kind's base files, Kubernetes, containerd, runc,
@@ -68,6 +71,7 @@ def tools_images(kai_version, stacks) -> None:
     `kailab up --runtime kind --images local` uses them. `--stack kueue|volcano` adds that stack's
     images and chart (its kind labs', from its registered repository).
     """
+    from ..images import vcluster as vcluster_images
     from ..images.build import build_images
     from ..runtimes.kind_host import require_host_packages
 
@@ -76,6 +80,12 @@ def tools_images(kai_version, stacks) -> None:
     def phase(text: str) -> None:
         console.print(f"[kailab images] {text}", markup=False, highlight=False)
 
+    if with_vcluster:  # its source before minutes of building the rest
+        from .. import sources
+
+        missing = sources.missing_for([vcluster_images.vcluster_recipe()])
+        if missing:
+            raise KailabError(sources.missing_message(missing, "`kailab tools images --vcluster`"))
     addons = _stack_addons(stacks, kai_version)  # unknown names and missing sources: before anything builds
     s = build_images(versions.normalise(kai_version), console, phase)
     for ref in s.built_images:
@@ -87,6 +97,12 @@ def tools_images(kai_version, stacks) -> None:
         for ref in addon.local_images(s):
             out.print(ref, markup=False, highlight=False)
         out.print(f"{addon.name}: {', '.join(str(f) for f in addon.local_files(s))}", markup=False, highlight=False)
+    if with_vcluster:
+        vs = vcluster_images.build_vcluster(s.kubernetes, console, phase)
+        for ref in vs.images:
+            out.print(ref, markup=False, highlight=False)
+        out.print(f"vCluster {vs.version}: CLI {vcluster_images.cli_path()}, chart {vs.chart}", markup=False,
+                  highlight=False)
 
 
 def _stack_addons(stacks, kai_version) -> list:

@@ -19,30 +19,41 @@ from .base import cli, console, out
               help="Comma-separated exercise names or paths.")
 @click.option("--fleet", default="small", show_default=True)
 @click.option("--parallel", type=int, default=None, help="Labs at once (default: cores/2, at least 1).")
-@click.option("--runtime", type=click.Choice(["binary", "kind"]), default="binary", show_default=True,
-              help="binary: one local lab per version; kind: one vCluster per version on one kind host (Docker).")
-@click.option("--dry-run", is_flag=True, help="With --runtime kind: print every command and file, run nothing.")
+@click.option("--runtime", type=click.Choice(["binary", "kind", "existing"]), default="binary", show_default=True,
+              help="binary: one local lab per version; kind: one vCluster per version on a kind host made for "
+                   "the trial (Docker); existing: one vCluster per version on the cluster --kubeconfig names.")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
+              help="With --runtime existing: the host cluster (KWOK there; left as it was found).")
+@click.option("--blast/--no-blast", default=True, show_default=True,
+              help="vCluster trials: break the first version's KAI, run the second's exercises once more.")
+@click.option("--dry-run", is_flag=True, help="With --runtime kind|existing: print every command and file, run nothing.")
 @click.option("--repeat", type=click.IntRange(1, 20), default=2, show_default=True,
               help="Runs of each exercise per version: a difference must hold over repeats, not be a flake.")
-def trial(version_text, exercises, fleet, parallel, runtime, dry_run, repeat) -> None:
+def trial(version_text, exercises, fleet, parallel, runtime, kubeconfig, blast, dry_run, repeat) -> None:
     """Run the same exercises against several KAI versions side by side; write a matrix."""
     from .. import trial as trial_mod
 
     version_list = trial_mod.parse_versions(version_text)  # fails before any lab starts
     names = [e.strip() for e in exercises.split(",") if e.strip()]
+    if kubeconfig and runtime != "existing":
+        raise KailabError("--kubeconfig names the host of --runtime existing: add --runtime existing")
+    if runtime == "existing" and not kubeconfig:
+        raise KailabError("--runtime existing needs --kubeconfig PATH: the host cluster the vClusters go in")
     if dry_run:
-        if runtime != "kind":
-            raise KailabError("--dry-run needs --runtime kind (the binary runtime has no plan to print)")
-        out.print(trial_mod.dry_run_kind(version_list, names, fleet), markup=False, highlight=False)
+        if runtime == "binary":
+            raise KailabError("--dry-run needs --runtime kind or existing (the binary runtime has no plan to print)")
+        out.print(trial_mod.dry_run_kind(version_list, names, fleet, runtime, kubeconfig), markup=False,
+                  highlight=False)
         return
     trial_dir = trial_mod.run_trial(version_list, names, fleet, parallel, console=console, repeat=repeat,
-                                    runtime=runtime)
+                                    runtime=runtime, kubeconfig=kubeconfig, blast=blast)
     from .. import evidence
 
     matrix = json.loads((trial_dir / evidence.MATRIX).read_text())
     out.print(trial_mod.matrix_markdown(matrix), markup=False, highlight=False)
     out.print(f"trial evidence: {trial_dir}")
-    ok = all(c["runs"] and c["passed"] == c["runs"] for row in matrix["exercises"].values() for c in row.values())
+    ok = all(c["runs"] and c["passed"] == c["runs"] for row in matrix["exercises"].values() for c in row.values()) \
+        and not trial_mod.promises_broken(matrix)
     sys.exit(0 if ok else 1)
 
 

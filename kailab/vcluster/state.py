@@ -1,0 +1,248 @@
+"""What a vCluster trial keeps and finds on the machine and the host, apart from the sequence:
+
+- its working folder (`<state>/trials/<trial>/`: the vcluster.yaml files, kubeconfigs, the CLI's
+  home) with `owner.json` (pid, host, versions): a trial whose process is gone is cleaned up by the
+  next one — its kind host taken down, or its vClusters, pools and labels taken off an existing
+  host — and the folder removed;
+- the sentinel: the host workload every trial watches (a Deployment of two pods on the host's own
+  KWOK nodes, never a trial's pool);
+- KAI inside a vCluster: what ran, and made to misbehave for the blast radius.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+
+from .. import toolchain, versions
+from ..errors import KailabError
+from ..fleet import load_fleet
+from ..images import image_set
+from ..images import vcluster as vc_images
+from ..kube import FIELD_MANAGER, Kube
+from ..paths import state_dir
+from ..runtimes.shell import progress
+from ..runtimes.waits import wait_until
+from ..stacks.kai import kind as kai_kind
+from ..stacks.kai import vcluster as plan_mod
+
+OWNER = "owner.json"
+SHARD = ("kai.scheduler/v1", "SchedulingShard", "default")
+
+
+# ------------------------------------------------------------------ the trial's folder and owner
+def trials_dir() -> Path:
+    return state_dir().parent / "trials"  # beside the labs: a trial is not a lab
+
+
+def trial_dir(name: str) -> Path:
+    path = trials_dir() / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def claim(name: str, info: dict) -> None:
+    (trial_dir(name) / OWNER).write_text(json.dumps({"pid": os.getpid(), **info}, indent=2))
+
+
+def note(name: str, info: dict) -> None:
+    path = trial_dir(name) / OWNER
+    rec = json.loads(path.read_text()) if path.is_file() else {}
+    path.write_text(json.dumps({**rec, **info}, indent=2))
+
+
+def release(name: str) -> None:
+    shutil.rmtree(trials_dir() / name, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_dead_trials(tools: dict[str, str], mine: str = "") -> list[str]:
+    """Take down what trials whose process is gone left: their kind host, or on an existing host
+    their vClusters, pools, labels, sentinel and Stage; their labs' records; their folder."""
+    from ..lab import LabRecord, get_runtime
+    from .run import SENTINEL_NAMESPACE
+    from .host import trial_stages
+    from .tools import resolve
+
+    cleaned = []
+    for folder in sorted(trials_dir().glob("*")) if trials_dir().is_dir() else []:
+        try:
+            rec = json.loads((folder / OWNER).read_text())
+        except (OSError, ValueError):
+            rec = {}
+        if folder.name == mine or (rec.get("pid") and _alive(int(rec["pid"]))):
+            continue
+        progress(f"cleaning up after trial {folder.name}, whose process is gone")
+        for s in rec.get("slugs", []):
+            if LabRecord.load(f"{folder.name}-{s}"):
+                get_runtime("existing").down(f"{folder.name}-{s}")
+        if rec.get("host_lab"):
+            if LabRecord.load(rec["host_lab"]):
+                get_runtime("kind").down(rec["host_lab"])
+        elif rec.get("host_kubeconfig") and Path(rec["host_kubeconfig"]).is_file():
+            import subprocess
+
+            for s in rec.get("slugs", []):
+                pool = [f"{s}-{n['metadata']['name']}" for n in load_fleet(rec["fleet"]).node_manifests()] if rec.get("fleet") else []
+                for _, argv in plan_mod.cleanup_steps(s, rec["host_kubeconfig"], pool):
+                    subprocess.run(resolve(argv, tools, folder), capture_output=True, timeout=600)
+            kube = Kube(rec["host_kubeconfig"])
+            try:
+                sentinel_down(kube, SENTINEL_NAMESPACE)
+                for stage in trial_stages():
+                    kube.delete("kwok.x-k8s.io/v1alpha1", "Stage", stage["metadata"]["name"])
+            finally:
+                kube.close()
+        shutil.rmtree(folder, ignore_errors=True)
+        cleaned.append(folder.name)
+    return cleaned + _orphan_hosts(tools, mine)
+
+
+def _orphan_hosts(tools: dict[str, str], mine: str) -> list[str]:
+    """Kind hosts of trials that left no folder (their state was wiped while the cluster stayed, as a
+    Docker engine restarted kind's containers): a trial claims its folder before its host is made,
+    so a `kailab-trial-*` cluster without a live owner's folder is no running trial's."""
+    import subprocess
+
+    if "kind" not in tools:
+        return []
+    listed = subprocess.run([tools["kind"], "get", "clusters"], capture_output=True, text=True, timeout=120)
+    cleaned = []
+    for cluster in listed.stdout.split():
+        name = cluster.removeprefix("kailab-")
+        if not name.startswith("trial-") or name == mine or (trials_dir() / name / OWNER).is_file():
+            continue
+        progress(f"cleaning up the kind host {cluster} of a trial that left no record")
+        subprocess.run([tools["kind"], "delete", "cluster", "--name", cluster], capture_output=True, timeout=600)
+        shutil.rmtree(state_dir() / name, ignore_errors=True)
+        cleaned.append(name)
+    return cleaned
+
+
+# ------------------------------------------------------------------ images
+def require_images(version_list: list[str]) -> None:
+    """Every image and chart the trial loads into a kind host, built here; one line naming the build."""
+    from ..images import docker
+
+    missing: list[str] = []
+    for v in version_list:
+        s = image_set(v)
+        missing += [ref for ref in s.images if "/kai-scheduler/" in ref and not docker.has(ref)]
+        missing += [str(s.kai_chart)] if not s.kai_chart.is_file() else []
+    vs = vc_images.vcluster_set(versions.kai_release(max(version_list, key=versions.parse)).kubernetes)
+    missing += vc_images.missing(vs)
+    if missing:
+        builds = " and ".join(f"`kailab tools images --kai-version {v}`" for v in version_list)
+        raise KailabError(f"the trial's images built here are missing: {missing[0]}"
+                          f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}: build them with {builds} "
+                          "(add --vcluster to the first: vCluster's CLI, images and chart)")
+
+
+def coredns_image(kube: Kube) -> str:
+    """The CoreDNS image the host itself runs (its nodes have it), for the vClusters' CoreDNS."""
+    dep = kube.get("apps/v1", "Deployment", "coredns", "kube-system")
+    if dep:
+        return dep["spec"]["template"]["spec"]["containers"][0]["image"]
+    return ""
+
+
+# ------------------------------------------------------------------ the sentinel
+def sentinel_up(kube: Kube, namespace: str, trial_keys: list[str]) -> None:
+    """Two pods on the host's own KWOK nodes (not a trial's pool), Running before the trial starts."""
+    kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": namespace, "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}}})
+    exprs = [{"key": "type", "operator": "In", "values": ["kwok"]},
+             *[{"key": k, "operator": "DoesNotExist"} for k in trial_keys]]
+    kube.apply({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "sentinel", "namespace": namespace},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "sentinel"}},
+                         "template": {"metadata": {"labels": {"app": "sentinel"}},
+                                      "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                                          "nodeSelectorTerms": [{"matchExpressions": exprs}]}}},
+                                               "containers": [{"name": "sentinel", "image": "registry.k8s.io/pause:3.10",
+                                                               "resources": {"requests": {"cpu": "10m"}}}]}}}})
+
+    def running():
+        pods = kube.list("v1", "Pod", namespace)
+        return len([p for p in pods if (p.get("status") or {}).get("phase") == "Running"]) >= 2 or None
+
+    wait_until("the host's sentinel workload to run", running, timeout=180,
+               hint=f"kubectl -n {namespace} get pods -o wide (it needs the host's own KWOK nodes)")
+
+
+def sentinel_down(kube: Kube, namespace: str) -> None:
+    kube.delete("v1", "Namespace", namespace)
+    try:
+        wait_until("the sentinel's namespace to go", lambda: kube.get("v1", "Namespace", namespace) is None or None,
+                   timeout=120)
+    except KailabError:
+        pass
+
+
+# ------------------------------------------------------------------ KAI in a vCluster
+def kai_ran(kube: Kube, version: str) -> dict:
+    """What KAI a vCluster really ran: its Deployments' images, its build's manifest, the scheduler's
+    own version line."""
+    ns = kai_kind.namespace()
+    images = {d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["image"]
+              for d in kube.list("apps/v1", "Deployment", ns)}
+    said = ""
+    for pod in kube.list("v1", "Pod", ns, label_selector="app=kai-scheduler-default"):
+        try:
+            head = kube.core.read_namespaced_pod_log(pod["metadata"]["name"], ns, limit_bytes=20000) or ""
+        except Exception:  # noqa: BLE001 - evidence, never a reason to stop
+            head = ""
+        said = next((line.strip() for line in head.splitlines() if "gitVersion" in line or "version" in line.lower()), "")
+        break
+    manifest = toolchain.manifest("kai", version) or {}
+    return {"lab_kai_version": version, "images": images, "scheduler_said": said[:300],
+            "manifest_version": manifest.get("version"), "source": manifest.get("source"),
+            "binaries": manifest.get("binaries")}
+
+
+class SchedulerKiller(threading.Thread):
+    """KAI made to misbehave: its scheduler's pods deleted at once (grace 0) every `every` seconds
+    for as long as it runs, so that version schedules nothing. A SchedulingShard with a flag its
+    scheduler does not know does not do it: KAI's operator drops such args (v0.16.8, measured)."""
+
+    def __init__(self, kubeconfig: str, every: float = 2.0) -> None:
+        super().__init__(daemon=True)
+        self.kubeconfig, self.every = kubeconfig, every
+        self.kills: list[str] = []
+        self.errors: list[str] = []
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        ns, dep = kai_kind.namespace(), kai_kind.SCHEDULER_DEPLOYMENT
+        kube = Kube(self.kubeconfig)
+        try:
+            while not self._stopping.is_set():
+                try:
+                    for pod in kube.list("v1", "Pod", ns, label_selector=f"app={dep}"):
+                        if not pod["metadata"].get("deletionTimestamp"):
+                            kube.core.delete_namespaced_pod(pod["metadata"]["name"], ns, grace_period_seconds=0)
+                            self.kills.append(pod["metadata"]["name"])
+                except Exception as err:  # noqa: BLE001 - noted; the next round tries again
+                    self.errors.append(f"{type(err).__name__}: {str(err)[:200]}")
+                self._stopping.wait(self.every)
+        finally:
+            kube.close()
+
+    def stop(self) -> dict:
+        self._stopping.set()
+        self.join(timeout=60)
+        return {"scheduler_pods_killed": len(self.kills), "every_seconds": self.every, "errors": self.errors[:10]}
+
+
