@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -80,15 +78,6 @@ def stack_lab(stack: str, fleet: str = "tiny"):
                             stack=stack, metrics=False))
     finally:
         rt.down(name)
-
-
-def kind_refusal(stack: str) -> str:
-    """What `kailab up --runtime kind --scheduler STACK --dry-run` says on stderr (it must refuse)."""
-    out = subprocess.run([sys.executable, "-m", "kailab.cli", "up", "--runtime", "kind", "--scheduler", stack,
-                          "--name", f"{stack.replace('+', '-')}-kind", "--dry-run", "--fleet", "tiny"],
-                         capture_output=True, text=True)
-    assert out.returncode != 0, out.stdout
-    return out.stderr
 
 
 def bound_then_held(kube, namespace: str, count: int, name=lambda pod: pod["metadata"]["name"],

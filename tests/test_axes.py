@@ -111,15 +111,18 @@ def test_an_unknown_stack_is_one_line_naming_the_choices():
     assert get_runtime("binary").name == "binary"
 
 
-def test_a_stack_refuses_a_runtime_it_cannot_run_on_in_one_line(tmp_path, monkeypatch):
-    """Kueue installs as local processes only (for now): a kind lab of it is refused before anything runs."""
+def test_a_stack_refuses_a_runtime_it_cannot_run_on_in_one_line():
+    """Kueue and Volcano install as processes (binary) or from their charts (kind), not by adopting a
+    cluster: the existing runtime refuses them in one line; kind refuses none of them now."""
     from kailab.errors import LabError
 
-    monkeypatch.setenv("KAILAB_STATE", str(tmp_path))
-    with pytest.raises(LabError) as err:
-        get_runtime("kind").plan(LabSpec(name="k", runtime="kind", fleet="tiny", with_kai=False, stack="kueue"))
-    assert "kueue scheduler stack cannot run on the kind runtime" in str(err.value) and "\n" not in str(err.value)
-    assert not any(tmp_path.iterdir())
+    for stack in ("kueue", "kueue+kai", "volcano"):
+        addon = with_addon(LabSpec(with_kai=False, stack=stack, kai_version="v0.17.0")).addon
+        addon.require("charts", "kind")  # a kind lab of each installs its chart
+        with pytest.raises(LabError) as err:
+            addon.require("adopted", "existing")
+        assert f"{stack} scheduler stack cannot run on the existing runtime" in str(err.value)
+        assert "\n" not in str(err.value)
 
 
 def test_kueue_is_a_stack_of_its_own_package():

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from helpers import bound_then_held, kind_refusal, stack_lab
+from helpers import bound_then_held, stack_lab
 from kailab.kube import Kube
 from kailab.lab import LabRecord, get_runtime
 from kailab.runtimes import processes
@@ -75,10 +75,6 @@ def test_kueue_admits_within_a_clusterqueues_gpu_quota_and_holds_the_rest(kueue_
         assert cq["status"]["admittedWorkloads"] == 2 and cq["status"]["pendingWorkloads"] == 1
     finally:
         kube.close()
-
-
-def test_a_kueue_lab_on_kind_is_refused_in_one_line():
-    assert "cannot run on the kind runtime" in kind_refusal("kueue")
 
 
 def test_a_dead_kueue_is_named_and_down_leaves_nothing(kueue_lab):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import bound_then_held, kind_refusal, lab_listeners, stack_lab
+from helpers import bound_then_held, lab_listeners, stack_lab
 from kailab.exercise.runner import run_exercise
 from kailab.exercise.spec import SchedulerSetting
 from kailab.kube import Kube
@@ -139,10 +139,6 @@ def test_binpack_on_or_off_is_a_design_input_volcano_acts_on(volcano_lab, placem
         kube.close()
         rt.configure_scheduler(volcano_lab, None)
     assert rt.scheduler_config(volcano_lab) == install.scheduler_conf()
-
-
-def test_a_volcano_lab_on_kind_is_refused_in_one_line():
-    assert "the volcano scheduler stack cannot run on the kind runtime" in kind_refusal("volcano")
 
 
 def test_a_dead_volcano_component_is_named_in_the_verdict_and_down_leaves_nothing(volcano_lab, tmp_path):

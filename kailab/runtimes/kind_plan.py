@@ -245,8 +245,9 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | 
 
     steps += _fleet_steps(kubectl, path, t, fleet)  # last: every infrastructure pod is on the real node
 
-    if local:  # the base set every kind lab runs, and its scheduler's
-        images = [*local.base_images, *addon.local_images(local)]
+    if local:  # the base set every kind lab runs (the metrics' only with metrics), and its scheduler's
+        unused = set() if metrics_port else set(versions.metrics_images().values())
+        images = [ref for ref in local.base_images if ref not in unused] + addon.local_images(local)
     else:
         images = [p["kwok"]["image"].format(version=versions.KWOK_VERSION), *fgo["images"]]
         images += addon.images(local)

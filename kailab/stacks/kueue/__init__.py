@@ -7,8 +7,10 @@ placing the pods it admits — a stack added by this package and one registry en
   vocabulary.py  an exercise's queue tree and workloads as Kueue's objects; what has no equivalent
                is refused by name
 
-On the binary runtime only, for now: its processes run as local processes beside the control plane
-(webhooks on 127.0.0.1, signed by the lab's CA).
+  kind.py      Kueue's own chart on a kind cluster (its image and chart published, or built here)
+
+On the binary runtime its processes run as local processes beside the control plane (webhooks on
+127.0.0.1, signed by the lab's CA); on kind, its chart, and kind's own kube-scheduler places.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ class KueueAddon(Addon):
     part brings the priority classes exercises name (kueue+kai: KAI's chart)."""
 
     name = "kueue"
-    installs = frozenset({"processes"})
+    installs = frozenset({"processes", "charts"})
     start_title = "Kueue and kube-scheduler serving, probe Job admitted and bound"
 
     def __init__(self, kubernetes: str, version: str | None = None, priorities: bool = True) -> None:
@@ -39,6 +41,11 @@ class KueueAddon(Addon):
 
     def processes(self) -> list[str]:
         return ["kube-scheduler", "kueue"]
+
+    def deployments(self) -> dict[str, list[str]]:
+        from . import kind
+
+        return {install.pins()["namespace"]: [kind.deployment()]}
 
     def namespaces(self) -> list[str]:
         return [install.pins()["namespace"]]
@@ -90,6 +97,53 @@ class KueueAddon(Addon):
     # Kueue serves its metrics over TLS behind Kubernetes authentication (a token Prometheus would
     # need): not scraped yet, so a Kueue lab's Prometheus has the API server and kube-state-metrics
 
+    # ------------------------------------------------------------ clusters (kind)
+    def kind_files_and_steps(self, kubeconfig: str, path, local, node_selector: dict | None = None):
+        from . import kind
+
+        return kind.files_and_steps(self.version, kubeconfig, path, local,
+                                    node_selector or {"node-role.kubernetes.io/control-plane": ""}, self.priorities)
+
+    def images(self, local) -> list[str]:
+        from . import kind
+
+        return [] if local else [kind.image(self.version)]
+
+    image_stack = "kueue"
+
+    def local_images(self, local) -> list[str]:
+        from . import kind
+
+        return [kind.image(self.version)]
+
+    def local_files(self, local) -> list:
+        from . import kind
+
+        return [kind.local_chart(self.version)]
+
+    def build_local(self, local, console=None, phase=print) -> list[str]:
+        from . import kind
+
+        return kind.build_local(self.kueue, console, phase)
+
+    def plan_lines(self) -> list[str]:
+        from . import kind
+
+        return [f"Kueue {self.version} (chart {kind.chart_ref()}), kind's kube-scheduler placing what it admits"]
+
+    def probe_text(self) -> str:
+        from . import probe
+
+        return (f"a ResourceFlavor, ClusterQueue {probe.QUEUE} (1 GPU) and a suspended 1-GPU Job in namespace "
+                f"{probe.NAMESPACE}; the lab is up once Kueue admits it and its pod is bound")
+
+    def await_ready(self, kube, probe_pod=None, probe_objects=()) -> None:
+        from ...runtimes.shell import progress
+        from . import probe
+
+        progress("Kueue must admit the probe Job and its pod be bound")
+        probe.run(kube, None, probe_pod, list(probe_objects))
+
 
 class KueueStack(Stack):
     name = "kueue"
@@ -100,7 +154,9 @@ class KueueStack(Stack):
 
     def describe(self, runtime: Runtime, record: LabRecord) -> dict:
         out = super().describe(runtime, record)
-        out["install"] = f"Kueue's controller manager and kube-scheduler {runtime.install_style}"
+        out["install"] = ("Kueue's helm chart (its controller manager) on a kind cluster, kind's kube-scheduler "
+                          "placing what it admits" if runtime.installs_charts else
+                          f"Kueue's controller manager and kube-scheduler {runtime.install_style}")
         return out
 
     def preflight(self, kube, record: LabRecord) -> None:

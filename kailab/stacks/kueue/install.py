@@ -86,20 +86,24 @@ def priority_classes() -> list[dict]:
             for name, value in pins()["priority_classes"].items()]
 
 
+def decisions() -> dict:
+    """What Kueue decides by, the same wherever it runs: the pinned integrations and fair sharing."""
+    return {"clientConnection": {"qps": 300, "burst": 500},
+            "integrations": {"frameworks": list(pins()["integrations"])},
+            # an exercise's overQuotaWeight is a ClusterQueue's fair-sharing weight: on, as KAI's is
+            "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
+
+
 def configuration(ports: dict[str, int], cert_dir: Path) -> dict:
     """Kueue's Configuration as a lab runs it: loopback ports, no leader election, no internal
     certificate management (the lab's CA signs the webhook certificate), the pinned integrations."""
-    p = pins()
-    return {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": p["namespace"],
+    return {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": pins()["namespace"],
             "health": {"healthProbeBindAddress": f"127.0.0.1:{ports['kueue.probe']}"},
             "metrics": {"bindAddress": f"127.0.0.1:{ports['kueue.metrics']}"},
             "webhook": {"port": ports["kueue.webhook"], "host": "127.0.0.1", "certDir": str(cert_dir)},
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
-            "clientConnection": {"qps": 300, "burst": 500},
-            "integrations": {"frameworks": list(p["integrations"])},
-            # an exercise's overQuotaWeight is a ClusterQueue's fair-sharing weight: on, as KAI's is
-            "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
+            **decisions()}
 
 
 def argv(name: str, binary: Path, ports: dict[str, int], lab: Path) -> list[str]:

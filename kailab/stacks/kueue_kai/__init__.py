@@ -10,7 +10,9 @@ share, gangs, placement). Evictions come from either layer: Kueue suspends or de
 preempts, KAI deletes a pod it reclaims; the run's evidence has both layers' objects.
 
 On the binary runtime: KAI's five processes, Kueue's controller manager, and kube-scheduler for the
-pods that name no scheduler (each pod chooses: the coexistence exercise, exercises/stacks/).
+pods that name no scheduler (each pod chooses: the coexistence exercise, exercises/stacks/). On kind:
+KAI's chart as the kai stack installs it, then Kueue's chart as the kueue stack does; kind's own
+kube-scheduler places the pods that name no scheduler.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ PROBE_QUEUE = "kailab-kueue-probe"
 
 class KueueKaiAddon(Addon):
     name = "kueue+kai"
-    installs = frozenset({"processes"})
+    installs = frozenset({"processes", "charts"})
     start_title = "KAI, Kueue and kube-scheduler serving, probe Job admitted by Kueue and bound by KAI"
 
     def __init__(self, kai_version: str) -> None:
@@ -65,13 +67,51 @@ class KueueKaiAddon(Addon):
 
     def start(self, host: ProcessHost) -> None:
         self.kai.start(host)  # KAI first, proved by its own probe pod
+        self.kueue.start(host, probe_pod=_kai_places, probe_objects=[_probe_queue()])
 
-        def kai_places(pod_spec: dict, labels: dict) -> None:
-            pod_spec["schedulerName"] = workloads.SCHEDULER_NAME
-            labels[workloads.QUEUE_LABEL] = PROBE_QUEUE
+    # ------------------------------------------------------------ clusters (kind): KAI's chart, then Kueue's
+    image_stack = "kueue+kai"
 
-        queue = workloads.queue(PROBE_QUEUE, {"quota": 1, "limit": -1})
-        self.kueue.start(host, probe_pod=kai_places, probe_objects=[queue])
+    def deployments(self) -> dict[str, list[str]]:
+        return {**self.kai.deployments(), **self.kueue.deployments()}
+
+    def kind_files_and_steps(self, kubeconfig: str, path, local, node_selector: dict | None = None):
+        files, steps = self.kai.kind_files_and_steps(kubeconfig, path, local, node_selector)
+        more_files, more_steps = self.kueue.kind_files_and_steps(kubeconfig, path, local, node_selector)
+        return {**files, **more_files}, steps + more_steps
+
+    def images(self, local) -> list[str]:
+        return self.kai.images(local) + self.kueue.images(local)
+
+    def local_images(self, local) -> list[str]:
+        return self.kai.local_images(local) + self.kueue.local_images(local)
+
+    def local_files(self, local) -> list:
+        return self.kai.local_files(local) + self.kueue.local_files(local)
+
+    def build_local(self, local, console=None, phase=print) -> list[str]:
+        return self.kueue.build_local(local, console, phase)  # KAI's come with the base set
+
+    def plan_lines(self) -> list[str]:
+        return [f"{self.kai.plan_lines()[0]} placing", f"Kueue {self.kueue.version} admitting"]
+
+    def probe_text(self) -> str:
+        return (f"{self.kai.probe_text()}; then {self.kueue.probe_text()} (the pod names KAI's scheduler and "
+                f"queue {PROBE_QUEUE}: Kueue admits, KAI binds)")
+
+    def await_ready(self, kube) -> None:
+        self.kai.await_ready(kube)  # KAI binds its own probe pod first, as on the binary runtime
+        self.kueue.await_ready(kube, probe_pod=_kai_places, probe_objects=[_probe_queue()])
+
+
+def _kai_places(pod_spec: dict, labels: dict) -> None:
+    """The probe Job's pod names KAI's scheduler and a KAI queue: Kueue admits, KAI binds."""
+    pod_spec["schedulerName"] = workloads.SCHEDULER_NAME
+    labels[workloads.QUEUE_LABEL] = PROBE_QUEUE
+
+
+def _probe_queue() -> dict:
+    return workloads.queue(PROBE_QUEUE, {"quota": 1, "limit": -1})
 
 
 class KueueKaiStack(KaiStack):
@@ -86,7 +126,9 @@ class KueueKaiStack(KaiStack):
     def describe(self, runtime: Runtime, record: LabRecord) -> dict:
         out = super().describe(runtime, record)
         out["name"], out["version"] = self.name, (record.stack or {}).get("version", record.kai_version)
-        out["install"] = "Kueue's controller manager admitting, KAI's components placing, as local processes"
+        out["install"] = ("KAI's helm chart (operator, admission webhook) placing and Kueue's helm chart admitting, "
+                          "on a kind cluster" if runtime.installs_charts else
+                          "Kueue's controller manager admitting, KAI's components placing, as local processes")
         return out
 
     def preflight(self, kube, record: LabRecord) -> None:

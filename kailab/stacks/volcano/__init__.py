@@ -9,8 +9,10 @@ a stack added by this package and one registry entry.
                  equivalent is refused by name
   config.py      the scheduler's configuration as a design input (`scheduler:` steps and designs)
 
-On the binary runtime only, for now: its processes run as local processes beside the control plane
-(webhooks on 127.0.0.1, signed by the lab's CA).
+  kind.py        Volcano's own chart on a kind cluster (its images and chart published, or built here)
+
+On the binary runtime its processes run as local processes beside the control plane (webhooks on
+127.0.0.1, signed by the lab's CA); on kind, its chart with the same scheduler configuration.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ PROCESSES = [install.WEBHOOKS, install.CONTROLLERS, install.SCHEDULER]
 
 class VolcanoAddon(Addon):
     name = "volcano"
-    installs = frozenset({"processes"})
+    installs = frozenset({"processes", "charts"})
     start_title = "Volcano serving, its webhooks answering, probe pod bound"
 
     def __init__(self, version: str | None = None) -> None:
@@ -99,6 +101,64 @@ class VolcanoAddon(Addon):
         return [{"job_name": name, "static_configs": [{"targets": [f"127.0.0.1:{ports[name + '.metrics']}"]}]}
                 for name in (install.SCHEDULER, install.CONTROLLERS)]
 
+    # ------------------------------------------------------------ clusters (kind)
+    def deployments(self) -> dict[str, list[str]]:
+        from . import kind
+
+        return {install.pins()["namespace"]: kind.deployments()}
+
+    def kind_files_and_steps(self, kubeconfig: str, path, local, node_selector: dict | None = None):
+        from . import kind
+
+        return kind.files_and_steps(self.version, kubeconfig, path, local,
+                                    node_selector or {"node-role.kubernetes.io/control-plane": ""})
+
+    def images(self, local) -> list[str]:
+        from . import kind
+
+        return [] if local else kind.images(self.version)
+
+    image_stack = "volcano"
+
+    def local_images(self, local) -> list[str]:
+        from . import kind
+
+        return kind.images(self.version)
+
+    def local_files(self, local) -> list:
+        from . import kind
+
+        return [kind.local_chart(self.version)]
+
+    def build_local(self, local, console=None, phase=print) -> list[str]:
+        from . import kind
+
+        return kind.build_local(self.recipe, console, phase)
+
+    def plan_lines(self) -> list[str]:
+        from . import kind
+
+        return [f"Volcano {self.version} (chart {kind.chart_ref()}), configuration "
+                f"{install.pins()['default_configuration']}"]
+
+    def probe_text(self) -> str:
+        from . import probe
+
+        return (f"Volcano's queue webhook answers; Queue {probe.QUEUE} (1 GPU deserved) and one 1-GPU pod in "
+                f"namespace {probe.NAMESPACE}; the lab is up once Volcano binds it")
+
+    def await_ready(self, kube) -> None:
+        """As on the binary runtime: its queue webhook answers, then it binds the probe pod."""
+        from ...runtimes.shell import progress
+        from . import probe
+
+        progress("Volcano's webhooks must answer and its scheduler bind the probe pod")
+        ns = install.pins()["namespace"]
+        wait_until("Volcano's queue validation webhook to answer", lambda: vocabulary.webhook_answers(kube),
+                   timeout="scheduler-component-healthy",
+                   hint=f"kubectl -n {ns} get pods; kubectl -n {ns} logs deployment/volcano-admission")
+        probe.run(kube, None)
+
 
 class VolcanoStack(Stack):
     name = "volcano"
@@ -109,7 +169,9 @@ class VolcanoStack(Stack):
 
     def describe(self, runtime: Runtime, record: LabRecord) -> dict:
         out = super().describe(runtime, record)
-        out["install"] = f"Volcano's scheduler, controller manager and webhook manager {runtime.install_style}"
+        out["install"] = ("Volcano's helm chart (scheduler, controller manager, webhook manager) on a kind cluster"
+                          if runtime.installs_charts else
+                          f"Volcano's scheduler, controller manager and webhook manager {runtime.install_style}")
         return out
 
     def scheduler_config(self, runtime: Runtime, record: LabRecord) -> dict | None:
