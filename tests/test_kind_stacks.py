@@ -3,7 +3,7 @@
 kind's real node, KWOK's fleet beside them. One lab per stack, in the order a user meets it: up, status
 naming its Deployments, two of the five exercises passing with the same per-stack expectations as on
 the binary runtime (tests/test_kueue_exercises.py, test_volcano_exercises.py: the others run there),
-then down, after which nothing of it is left. Each lab is minutes of bring-up on a 2-core host: only
+a killed container named by its Deployment, then down, after which nothing of it is left. Each lab is minutes of bring-up on a 2-core host: only
 borrow and gang run here."""
 
 from __future__ import annotations
@@ -79,6 +79,31 @@ def test_the_exercise_passes_on_the_stack_on_kind(stack_kind_lab, exercise, tmp_
     if exercise == "gang":  # the stack's own expectation of the loose job is checked, not skipped
         checked = {(r.step, r.what) for r in out.results}
         assert any(s.startswith("the same job") and w.startswith("workload loose-job") for s, w in checked), checked
+
+
+# the process to kill in the node, by how its container starts it (its image's entry point), and the
+# Deployment its death must be named by
+KILLED = {"kueue": ("/manager ", "kueue-controller-manager"), "volcano": ("/vc-scheduler ", "volcano-scheduler")}
+
+
+def test_a_stack_container_killed_in_the_cluster_is_a_death_named_by_its_deployment(stack_kind_lab):
+    """The cluster restarts the killed container itself; the runtime still reports it as a death of
+    the stack's Deployment, with how it ended, as it does for KAI's (test_kind_lab)."""
+    from kailab.runtimes.waits import wait_until
+
+    start, deployment = KILLED[stack_kind_lab.stack["name"]]
+    runtime = get_runtime("kind")
+    runtime.log_mark(stack_kind_lab)
+    assert runtime.dead_components(stack_kind_lab, set()) == []
+    node = f"kailab-{stack_kind_lab.name}-control-plane"
+    script = (f'for p in /proc/[0-9]*; do c=$(tr "\\0" " " < $p/cmdline 2>/dev/null); '
+              f'case "$c" in "{start}"*) echo ${{p#/proc/}};; esac; done')
+    [pid] = _docker("exec", node, "sh", "-c", script).split()
+    _docker("exec", node, "kill", "-9", pid)
+    dead = wait_until(f"{deployment}'s restart to show", lambda: runtime.dead_components(stack_kind_lab, set()) or None,
+                      timeout=90, hint=f"kubectl get pods -A ({stack_kind_lab.kubeconfig})")
+    assert [name for name, _ in dead] == [deployment], dead
+    assert "exit code 137" in dead[0][1], dead[0][1]
 
 
 def test_down_leaves_no_container_volume_or_file(stack_kind_lab):
