@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from kailab import versions
 from kailab.fleet import load_fleet
 from kailab.images import image_set
 from kailab.lab import with_addon
@@ -104,3 +105,14 @@ def test_a_lab_built_here_needs_the_stacks_images_and_names_the_command(stack):
     with pytest.raises(Exception) as err:
         kind_rt.choose_images("local", "v0.17.0", ["x"], spec.addon)
     assert f"kailab tools images --kai-version v0.17.0 --stack {stack}" in str(err.value)
+
+
+def test_the_kai_stack_loads_the_base_set_then_kais_images_and_the_metrics_only_with_metrics():
+    local = image_set("v0.17.0")
+    spec = with_addon(LabSpec(name="s", runtime="kind", fleet="tiny", kai_version="v0.17.0"))
+    on = build_plan(spec, load_fleet("tiny"), "v0.17.0", kind_rt.HostFacts(), local, metrics_port=41234)
+    assert on.preload_images == [*local.base_images, *local.kai_images]  # every image built here
+    assert sorted(on.preload_images) == sorted(local.images)
+    off = build_plan(spec, load_fleet("tiny"), "v0.17.0", kind_rt.HostFacts(), local)
+    metrics = set(versions.metrics_images().values())
+    assert metrics <= set(on.preload_images) and not metrics & set(off.preload_images)
