@@ -65,9 +65,21 @@ def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metric
     rec = rt.up(spec)
     if rt.repaired:
         console.print(f"[yellow]lab {rec.name!r} was broken: restarted {', '.join(rt.repaired)}[/]")
-    what = f"KAI {rec.kai_version}" if stack == "kai" else f"{(rec.stack or {}).get('name', stack)} {(rec.stack or {}).get('version', '')}"
+    what = scheduler_words(rec.stack or {"name": stack}, rec.kai_version)
     console.print(f"[green]lab {rec.name!r} is up[/]: {rec.nodes} nodes, {rec.gpus} GPUs, "
-                  f"{what.strip()}. Use it with: export KUBECONFIG={rec.kubeconfig}")
+                  f"{what}. Use it with: export KUBECONFIG={rec.kubeconfig}")
+
+
+def scheduler_words(stack: dict, kai_version: str = "") -> str:
+    """What schedules in a lab, for people: 'KAI v0.17.0', 'kueue v0.19.2', 'no scheduler'
+    (a record from before stacks names none: KAI's version, or nothing)."""
+    name = stack.get("name") or ("kai" if kai_version else "none")
+    version = stack.get("version") or kai_version or ""
+    if name == "none":
+        return "no scheduler"
+    if name == "kai":
+        return f"KAI {version}"
+    return f"{name}: {version}" if " " in version else f"{name} {version}".strip()
 
 
 @cli.command()
@@ -94,9 +106,8 @@ def _all_status(as_json: bool) -> None:
         table.add_column(col)
     for info in infos:
         bad = [f"{n} {c['state']}" for n, c in info["components"].items() if c["state"] != "running"]
-        stack = info.get("stack") or {}
-        table.add_row(info["name"], info["runtime"], info["state"], f"{stack.get('name', '?')} {stack.get('version', '')}",
-                      info["fleet"], "; ".join(bad) or "-")
+        table.add_row(info["name"], info["runtime"], info["state"],
+                      scheduler_words(info.get("stack") or {}, info["kai_version"]), info["fleet"], "; ".join(bad) or "-")
     out.print(table)
 
 
@@ -131,7 +142,7 @@ def status(as_json, every, name) -> None:
             table.add_row(comp, f"[{colour}]{state}[/]", str(c.get("pid") or ""),
                           ", ".join(f"{k}={v}" for k, v in (c.get("ports") or {}).items()))
         out.print(table)
-        out.print(f"KAI {info['kai_version']}, fleet {info['fleet']}: {info['nodes']}/{info['expected_nodes']} "
+        out.print(f"{scheduler_words(info.get('stack') or {}, info['kai_version'])}, fleet {info['fleet']}: {info['nodes']}/{info['expected_nodes']} "
                   f"nodes Ready, {info['gpus']}/{info['expected_gpus']} GPUs; kubeconfig {info['kubeconfig']}")
         if info.get("prometheus"):
             out.print(f"Prometheus {info['prometheus']}")
