@@ -20,7 +20,8 @@ from kailab.lab import LabSpec, get_runtime
 from kailab.paths import lab_dir
 from kailab.testing.labs import LAB_PREFIX, kind_docker
 
-pytestmark = [pytest.mark.kind, pytest.mark.lab, pytest.mark.xdist_group("kind")]
+# a group of its own: its kind labs need no other kind test's lab, and may run beside them (CI: 3 workers)
+pytestmark = [pytest.mark.kind, pytest.mark.lab, pytest.mark.xdist_group("kind_stacks")]
 
 # what `status` must name: each stack's Deployments in the cluster (kueue.yaml, volcano.yaml `kind:`)
 COMPONENTS = {"kueue": {"kueue-controller-manager"},
