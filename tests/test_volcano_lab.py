@@ -147,7 +147,8 @@ def test_a_dead_volcano_component_is_named_in_the_verdict_and_down_leaves_nothin
     rt.kill(volcano_lab, "vc-controller-manager")
     dead = dict(rt.dead_components(volcano_lab, ignore=set()))
     assert set(dead) == {"vc-controller-manager"}
-    assert rt.scheduler_components(volcano_lab) == COMPONENTS
+    # the names a death of the stack's is reported under: its processes here (and its kind Deployments')
+    assert COMPONENTS <= rt.scheduler_components(volcano_lab)
     # an exercise on the lab stops with an error verdict that names it
     exercise = tmp_path / "one-pod.yaml"
     exercise.write_text(yaml.safe_dump({
