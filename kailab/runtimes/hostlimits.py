@@ -1,6 +1,6 @@
 """The host's kernel limits a lab runs into before its own: inotify instances.
 
-Every controller-runtime process (KAI's five, Kueue, Volcano), every kube-apiserver and
+Every controller-runtime process (a scheduler stack's controllers), every kube-apiserver and
 kube-controller-manager, and a kind node's systemd, kubelet and containerd each open inotify
 instances, and the kernel allows a user `fs.inotify.max_user_instances` of them (Debian: 128).
 When they run out, the next process to start dies with "too many open files" — measured in CI
@@ -18,7 +18,7 @@ from ..errors import KailabError
 MAX_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
 # measured here (inotify descriptors of a lab's processes, counted in /proc): a binary KAI lab
 # with metrics holds 15; a kind node's systemd, kubelet, containerd and control plane ~25, and each
-# vCluster in it more. With room for the processes a lab starts later (a restart opens anew).
+# virtual cluster in it more. With room for the processes a lab starts later (a restart opens anew).
 NEEDED = {"binary": 24, "kind": 48}
 RAISE = "sysctl -w fs.inotify.max_user_instances=1024"
 

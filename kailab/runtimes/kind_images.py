@@ -1,7 +1,7 @@
 """Which images a kind lab uses: those built here (`kailab tools images`) or the published ones.
 
 Built here, a lab needs the base set every kind lab runs (node, KWOK, fake-gpu-operator, metrics) and
-what its scheduler's Addon names (`local_images`, `local_files`: KAI's, Kueue's or Volcano's)."""
+what its scheduler's Addon names (`local_images`, `local_files`: the stack's own)."""
 
 from __future__ import annotations
 

@@ -37,6 +37,17 @@ class ProcessRecord:
         return "running" if self.alive() else "exited"
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process of that pid exists (one not ours still counts: EPERM)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _start_ticks(pid: int) -> int | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

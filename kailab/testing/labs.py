@@ -12,6 +12,7 @@ from ..errors import KailabError, LabBusy
 from ..paths import state_dir
 from ..lab import LabRecord, LabSpec, get_runtime, runtime_of
 from ..toolchain import kai_unavailable_reason
+from ..runtimes.processes import pid_alive
 
 LAB_PREFIX = "pytest-"
 FIRST_WORKER = "gw0"  # pytest-xdist's first worker
@@ -48,16 +49,6 @@ def kind_unavailable_reason() -> str | None:
             "start one (kailab/data/docker-host.sh start) and build the images (kailab tools images)")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def reap_dead_sessions() -> list[str]:
     """Take down labs left by test sessions whose pytest process no longer exists. A lab whose lock
     another process holds is left to it: under pytest -n every worker reaps at its first lab, and
@@ -65,7 +56,7 @@ def reap_dead_sessions() -> list[str]:
     reaped = []
     for lab in sorted(state_dir().glob(f"{LAB_PREFIX}*")):
         m = re.match(rf"{LAB_PREFIX}(\d+)-", lab.name)
-        if not (lab.is_dir() and m and not _pid_alive(int(m.group(1)))):
+        if not (lab.is_dir() and m and not pid_alive(int(m.group(1)))):
             continue
         rec = LabRecord.load(lab.name)
         try:

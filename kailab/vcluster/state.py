@@ -28,6 +28,7 @@ from ..runtimes.shell import progress
 from ..runtimes.waits import wait_until
 from ..stacks.kai import kind as kai_kind
 from ..stacks.kai import vcluster as plan_mod
+from ..runtimes.processes import pid_alive
 
 OWNER = "owner.json"
 SHARD = ("kai.scheduler/v1", "SchedulingShard", "default")
@@ -58,16 +59,6 @@ def release(name: str) -> None:
     shutil.rmtree(trials_dir() / name, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def clean_dead_trials(tools: dict[str, str], mine: str = "") -> list[str]:
     """Take down what trials whose process is gone left: their kind host, or on an existing host
     their vClusters, pools, labels, sentinel and Stage; their labs' records; their folder."""
@@ -82,7 +73,7 @@ def clean_dead_trials(tools: dict[str, str], mine: str = "") -> list[str]:
             rec = json.loads((folder / OWNER).read_text())
         except (OSError, ValueError):
             rec = {}
-        if folder.name == mine or (rec.get("pid") and _alive(int(rec["pid"]))):
+        if folder.name == mine or (rec.get("pid") and pid_alive(int(rec["pid"]))):
             continue
         progress(f"cleaning up after trial {folder.name}, whose process is gone")
         for s in rec.get("slugs", []):
