@@ -229,12 +229,17 @@ def test_a_start_retry_is_recorded_and_counted_in_the_run(tmp_path):
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
         retries = json.loads(run("status", "--json", "--name", name).stdout)["start_retries"]
-        assert [r["component"] for r in retries] == ["kube-state-metrics"], retries
-        assert "killed by SIGKILL" in retries[0]["reason"] and "attempt 1 of" in retries[0]["reason"], retries
+        # the one this test caused; under CI's load another component may need a retry of its own
+        # (kube-controller-manager exiting before the API server answered, seen there): recorded too
+        ours = [r for r in retries if r["component"] == "kube-state-metrics"]
+        assert len(ours) == 1, retries
+        assert "killed by SIGKILL" in ours[0]["reason"] and "attempt 1 of" in ours[0]["reason"], retries
+        assert all(r["reason"] and r["at"] for r in retries), retries
         # borrow: any run on the lab shows it; gang's 5 s gang check is the run's own subject, tested elsewhere
         out = run("run", "borrow", "--name", name, "--evidence", str(tmp_path / "runs"))
         assert out.returncode == 0, out.stdout + out.stderr
-        assert "lab start retries: 1" in out.stdout and "kube-state-metrics: signal: killed by SIGKILL" in out.stdout, out.stdout
+        assert f"lab start retries: {len(retries)}" in out.stdout, out.stdout
+        assert "kube-state-metrics: signal: killed by SIGKILL" in out.stdout, out.stdout
         verdict = json.loads(next((tmp_path / "runs").glob("*borrow*/verdict.json")).read_text())
         assert verdict["lab_start_retries"] == retries
     finally:

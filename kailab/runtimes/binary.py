@@ -126,6 +126,13 @@ class BinaryRuntime(Runtime):
             if still:
                 raise LabError(f"lab {rec.name!r} is still broken after restarting {', '.join(self.repaired)}: "
                                f"{'; '.join(still)}. Run `kailab down` then `kailab up` to rebuild it")
+            # nodes whose Leases lapsed while kwok was dead are NotReady until it renews them: a repaired
+            # lab is up when its whole fleet is Ready again, as a new one is
+            kube = Kube(rec.kubeconfig)
+            try:
+                self._nodes_ready(rec.dir, kube, fleet)
+            finally:
+                kube.close()
         return rec
 
     def _start(self, spec: LabSpec, fleet: Fleet, release, recipes, built, addon: Addon) -> LabRecord:
@@ -254,6 +261,9 @@ class BinaryRuntime(Runtime):
         # retried: the API server may not be answering yet
         wait_until("the API server to accept the fleet's nodes", lambda: create_fleet(kube, fleet) or True,
                    timeout="apiserver-ready", lab=lab, component="kube-apiserver")
+        self._nodes_ready(lab, kube, fleet)
+
+    def _nodes_ready(self, lab: Path, kube: Kube, fleet: Fleet) -> None:
         wait_until(f"the fleet's {fleet.nodes_total} nodes to be Ready",
                    lambda: clusterinfo.ready_node_count(kube, f"{FLEET_LABEL}={fleet.name}")
                    == fleet.nodes_total,
