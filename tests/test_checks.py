@@ -144,6 +144,27 @@ def test_gang_resting_partial_beyond_the_grace_is_a_violation(monkeypatch):
     assert violation.startswith("gang g: 1 of 3 pods allocated for 5.5 s")
 
 
+def test_a_slow_commit_restarts_the_clock_and_a_stall_does_not(monkeypatch):
+    """Under load KAI's BindRequests for one gang come seconds apart: each new member is progress.
+    Once no member comes for the grace, the gang rests partial."""
+    s = _gang_state(4, grace=5.0)
+    clock = [100.0]
+    monkeypatch.setattr(s, "now", lambda: clock[0])
+    for i in range(3):  # 3 of 4, each 4 s after the one before: 12 s partial, never 5 s without progress
+        s.bind_requests.add((NS, f"g-{i}"))
+        s.track_gangs(NS)
+        assert check_invariant("gang-never-partial", s, NAMES) == []
+        clock[0] += 4.0
+    s.track_gangs(NS)  # a change elsewhere: nothing new for this gang
+    assert check_invariant("gang-never-partial", s, NAMES) == []
+    clock[0] += 1.5  # 5.5 s since its third member
+    (violation,) = check_invariant("gang-never-partial", s, NAMES)
+    assert violation.startswith("gang g: 3 of 4 pods allocated for 5.5 s"), violation
+    s.bind_requests.add((NS, "g-3"))
+    s.track_gangs(NS)
+    assert check_invariant("gang-never-partial", s, NAMES) == [] and s.gang_partial_since == {}
+
+
 def test_a_whole_gang_that_loses_a_member_becomes_partial_and_recovering_clears_it():
     s = _gang_state(2)
     for i in range(2):

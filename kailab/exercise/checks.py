@@ -259,7 +259,7 @@ def check_invariant(name: str, state: ClusterState, names: Names) -> list[str]:
             if held >= state.gang_grace:
                 allocated, min_member = allocation[workload]
                 out.append(f"gang {workload}: {allocated} of {min_member} pods allocated for {held:.1f} s "
-                           f"(since t={since:.3f}s; a commit takes one scheduling cycle)")
+                           f"with none allocated since t={since:.3f}s (a commit adds members as it goes)")
         return out
     if name in ("nonpreemptible-within-quota", "queue-within-limit"):
         out = []
