@@ -1,0 +1,44 @@
+"""The suite's order on workers side by side (`make test`: pytest -n, --dist loadgroup): longest first.
+
+xdist's own order puts the groups with the most tests first and leaves every one-test unit in
+collection order: CI's 1/8 fill (one test, ~1,300-1,800 s there) started half-way through the run
+and was still filling when everything else had finished. Longest-first lets the workers finish
+together. The seconds are CI's --durations (3 workers on 2 cores), rounded; they only order the
+run, nothing asserts them, and a test missing here just keeps its place after these.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+# xdist_group name, or "file::test" for a long test of no group: about how long it keeps a worker
+LONGEST = {
+    "fill_labs": 1500,
+    "kind": 1300,
+    "own_labs": 1300,
+    "test_existing_runtime.py::test_every_exercise_passes_through_the_existing_runtime": 900,
+    "kind_stacks": 700,
+    "other_fleets": 400,
+    "kueue_labs": 300,
+    "volcano_labs": 300,
+    "test_lessons_live.py::test_capstone_check_on_a_real_lab": 290,
+    "test_exercise_failures.py::test_exercise_fails_when_its_key_condition_is_broken": 260,
+}
+
+
+def _unit(item) -> str:
+    group = item.get_closest_marker("xdist_group")
+    if group:
+        return group.args[0] if group.args else group.kwargs.get("name", "")
+    return f"{item.path.name}::{item.originalname}"
+
+
+def pytest_configure(config):
+    # xdist reorders its work units by size unless told not to; this file's order is the one wanted
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    items.sort(key=lambda item: -LONGEST.get(_unit(item), 0))  # stable: the rest keep their order
