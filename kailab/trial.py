@@ -22,6 +22,8 @@ from .exercise.load import load_exercise
 from .paths import evidence_dir
 from .lab import LabSpec, lab
 
+BINARY = "binary"  # a vCluster trial's binary-lab runs of the same versions and exercises
+
 
 def parse_versions(text: str) -> list[str]:
     """Normalised, de-duplicated versions; any unknown or unsupported one fails here."""
@@ -55,11 +57,13 @@ def checked_plan(version_list: list[str], exercises: list[str], fleet: str) -> d
 def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small",
               parallel: int | None = None, root: Path | None = None, console=None, repeat: int = 2,
               runtime: str = "binary", kubeconfig: str | None = None, blast: bool | list[str] = True,
-              hooks: dict | None = None) -> Path:
+              hooks: dict | None = None, against_binary: bool = False) -> Path:
     """One trial, whatever runs the versions: checked plan, trial directory, the versions' runs
     (binary: a lab per version, side by side; kind / existing: a vCluster per version on one host,
     a kind lab made for it or the cluster `kubeconfig` names), then the matrix and the report, all
-    read back from the runs' evidence."""
+    read back from the runs' evidence. `against_binary` (vCluster trials): afterwards the same
+    exercises on a binary lab per version, in `binary/`, and the matrix says where a version's
+    verdict in its vCluster is not its verdict on a lab of its own."""
     the_plan = {**checked_plan(version_list, exercises, fleet), "repeat": repeat, "runtime": runtime}
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     trial_dir = (root or evidence_dir()) / f"trial-{stamp}"
@@ -77,6 +81,11 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
         (trial_dir / "plan.json").write_text(json.dumps(the_plan, indent=2))
         vtrial.run_versions(trial_dir, stamp, the_plan, str(Path(kubeconfig).expanduser().resolve()) if kubeconfig else None,
                             hooks)
+        if against_binary:  # after the vClusters are gone: the machine is theirs while they run
+            for v in version_list:
+                toolchain.build_all(toolchain.recipes_for(v), console)
+            (trial_dir / BINARY).mkdir()
+            _run_binary(trial_dir / BINARY, f"{stamp}-bin", the_plan, parallel)
     else:
         for v in version_list:  # builds are sequential (each already uses every core)
             toolchain.build_all(toolchain.recipes_for(v), console)
@@ -115,7 +124,7 @@ def _run_binary(trial_dir: Path, stamp: str, the_plan: dict, parallel: int | Non
 
 
 def dry_run_kind(version_list: list[str], exercises: list[str], fleet: str, runtime: str = "kind",
-                 kubeconfig: str | None = None) -> str:
+                 kubeconfig: str | None = None, against_binary: bool = True) -> str:
     """A vCluster trial's printed plan; a plan problem a real run would stop at is shown as a warning."""
     from .vcluster.dry import dry_run_text
 
@@ -128,7 +137,7 @@ def dry_run_kind(version_list: list[str], exercises: list[str], fleet: str, runt
     except KailabError as err:  # an exercise sized for another fleet: a real run stops there
         warnings.append(f"{err} (a real run stops here)")
         names = list(exercises)
-    return dry_run_text(version_list, fleet, names, warnings, runtime, kubeconfig)
+    return dry_run_text(version_list, fleet, names, warnings, runtime, kubeconfig, against_binary)
 
 
 def kai_ran(rec) -> dict:
@@ -184,15 +193,12 @@ def differences(row: dict[str, dict]) -> list[str]:
     return out
 
 
-def build_matrix(trial_dir: Path) -> dict:
-    """exercise x version -> verdicts and figure ranges over the repeated runs, read from every
-    run's verdict.json; `differing` names rows whose versions really differ (see differences)."""
-    plan_ = json.loads((trial_dir / "plan.json").read_text())
-    names = [Path(p).stem for p in plan_["exercises"]]
+def _version_cells(trial_dir: Path, base: Path, versions_: list[str], names: list[str]):
+    """exercise -> version -> cell, and version -> the KAI that ran, from the runs under base/<version>."""
     cells: dict[str, dict[str, dict]] = {n: {} for n in names}
     kai: dict[str, dict] = {}
-    for version in plan_["versions"]:
-        vdir = trial_dir / version
+    for version in versions_:
+        vdir = base / version
         lab_error = (vdir / "lab-error.txt").read_text().strip() if (vdir / "lab-error.txt").exists() else ""
         if (vdir / "kai.json").exists():
             kai[version] = json.loads((vdir / "kai.json").read_text())
@@ -203,11 +209,35 @@ def build_matrix(trial_dir: Path) -> dict:
             found.setdefault(v["exercise"], []).append(v)
         for n in names:
             cells[n][version] = _cell(found.get(n, []), lab_error)
+    return cells, kai
+
+
+def against_binary(cells: dict, binary: dict) -> dict:
+    """exercise -> version -> the verdict in the vCluster, on a binary lab, and whether they are the
+    same (a mixed cell on either side is not the same: a flake there is a difference to look at)."""
+    return {n: {v: {"vcluster": c["verdict"], "binary": binary[n][v]["verdict"],
+                    "vcluster_passed": f"{c['passed']}/{c['runs']}",
+                    "binary_passed": f"{binary[n][v]['passed']}/{binary[n][v]['runs']}",
+                    "same": c["verdict"] == binary[n][v]["verdict"] and c["runs"] > 0 and binary[n][v]["runs"] > 0}
+                for v, c in row.items()} for n, row in cells.items()}
+
+
+def build_matrix(trial_dir: Path) -> dict:
+    """exercise x version -> verdicts and figure ranges over the repeated runs, read from every
+    run's verdict.json; `differing` names rows whose versions really differ (see differences)."""
+    plan_ = json.loads((trial_dir / "plan.json").read_text())
+    names = [Path(p).stem for p in plan_["exercises"]]
+    cells, kai = _version_cells(trial_dir, trial_dir, plan_["versions"], names)
     why = {n: d for n in names if (d := differences(cells[n]))}
     flaky = [n for n in names if any(c["runs"] and 0 < c["passed"] < c["runs"] for c in cells[n].values())]
     promises = trial_dir / "promises.json"  # a vCluster trial's (kailab/vcluster/run.py)
+    extra = {}
+    if (trial_dir / BINARY).is_dir():
+        binary, _ = _version_cells(trial_dir, trial_dir / BINARY, plan_["versions"], names)
+        extra = {"binary": binary, "against_binary": against_binary(cells, binary)}
     return {"versions": plan_["versions"], "fleet": plan_["fleet"], "repeat": plan_.get("repeat", 1),
             "exercises": cells, "differing": list(why), "why_differing": why, "flaky": flaky, "kai": kai,
+            **extra,
             **({"promises": json.loads(promises.read_text())} if promises.is_file() else {}),
             **({"trial_error": (trial_dir / "trial-error.txt").read_text().strip()}
                if (trial_dir / "trial-error.txt").is_file() else {})}
@@ -220,6 +250,11 @@ def promises_broken(matrix: dict) -> list[str]:
         if isinstance(p, dict) and p.get("verdict") == "broken":
             what = p.get("left") or p.get("violations") or p.get("verdicts") or ""
             out.append(f"{name}: broken — {what if isinstance(what, (str, dict)) else '; '.join(map(str, what[:5]))}")
+    for n, row in (matrix.get("against_binary") or {}).items():
+        for v, c in row.items():
+            if not c["same"]:
+                out.append(f"{n} on {v}: {c['vcluster']} ({c['vcluster_passed']}) in its vCluster, "
+                           f"{c['binary']} ({c['binary_passed']}) on a binary lab")
     return out
 
 
@@ -251,4 +286,12 @@ def matrix_markdown(matrix: dict) -> str:
             lines.append(f"- rollback {v}: {r.get('seconds')} s from delete to the last host object gone"
                          + (f"; left: {'; '.join(r['left'][:3])}" if r.get("left") else ""))
         lines += [f"- {line}" for line in promises_broken(matrix)]
+    if matrix.get("against_binary"):
+        lines += ["", "In its vCluster against on a binary lab of its own (binary/), each version:", "",
+                  "| exercise | " + " | ".join(f"{v} vCluster | {v} binary | same" for v in vs) + " |",
+                  "|---" * (3 * len(vs) + 1) + "|"]
+        for n, row in matrix["against_binary"].items():
+            lines.append(f"| {n} | " + " | ".join(
+                f"{row[v]['vcluster']} {row[v]['vcluster_passed']} | {row[v]['binary']} {row[v]['binary_passed']} | "
+                + ("yes" if row[v]["same"] else "**no**") for v in vs) + " |")
     return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kailab.errors import KailabError
-from kailab.trial import build_matrix, matrix_markdown, parse_versions, run_trial
+from kailab.trial import build_matrix, matrix_markdown, parse_versions, promises_broken, run_trial
 
 
 def test_versions_are_normalised_and_checked():
@@ -83,6 +83,25 @@ def test_a_flake_is_not_a_version_difference_but_a_repeated_one_is(tmp_path):
     md = matrix_markdown(m)
     assert md.splitlines()[4].startswith("| reclaim ≠ | **passed 3/3")  # differing rows first
     assert "reclaim differs: verdict: v0.16.8 passed, v0.17.0 failed" in md
+
+
+def test_a_vcluster_verdict_is_set_against_the_versions_own_on_a_binary_lab(tmp_path):
+    """A vCluster trial's binary/ runs: a verdict the vCluster changed is named, and fails the trial."""
+    _plan(tmp_path, 2)
+    for run in (1, 2):
+        for root in (tmp_path, tmp_path / "binary"):
+            _verdict(root, "v0.16.8", "reclaim", "passed", {}, run)
+            _verdict(root, "v0.17.0", "reclaim", "passed", {}, run)
+            _verdict(root, "v0.17.0", "gang", "passed", {}, run)
+        _verdict(tmp_path, "v0.16.8", "gang", "failed", {}, run)  # in its vCluster only
+        _verdict(tmp_path / "binary", "v0.16.8", "gang", "passed", {}, run)
+    m = build_matrix(tmp_path)
+    assert m["against_binary"]["reclaim"]["v0.16.8"]["same"] and m["against_binary"]["gang"]["v0.17.0"]["same"]
+    assert m["against_binary"]["gang"]["v0.16.8"] == {"vcluster": "failed", "binary": "passed", "vcluster_passed": "0/2",
+                                                      "binary_passed": "2/2", "same": False}
+    assert promises_broken(m) == ["gang on v0.16.8: failed (0/2) in its vCluster, passed (2/2) on a binary lab"]
+    md = matrix_markdown({**m, "promises": {}})
+    assert "| gang | failed 0/2 | passed 2/2 | **no** | passed 2/2 | passed 2/2 | yes |" in md
 
 
 @pytest.mark.lab

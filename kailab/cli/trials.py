@@ -26,10 +26,14 @@ from .base import cli, console, out
               help="With --runtime existing: the host cluster (KWOK there; left as it was found).")
 @click.option("--blast/--no-blast", default=True, show_default=True,
               help="vCluster trials: break the first version's KAI, run the second's exercises once more.")
+@click.option("--against-binary/--no-against-binary", default=True, show_default=True,
+              help="vCluster trials: then run the same exercises on a binary lab per version, and say where a "
+                   "verdict in the vCluster is not the version's own.")
 @click.option("--dry-run", is_flag=True, help="With --runtime kind|existing: print every command and file, run nothing.")
 @click.option("--repeat", type=click.IntRange(1, 20), default=2, show_default=True,
               help="Runs of each exercise per version: a difference must hold over repeats, not be a flake.")
-def trial(version_text, exercises, fleet, parallel, runtime, kubeconfig, blast, dry_run, repeat) -> None:
+def trial(version_text, exercises, fleet, parallel, runtime, kubeconfig, blast, against_binary, dry_run,
+          repeat) -> None:
     """Run the same exercises against several KAI versions side by side; write a matrix."""
     from .. import trial as trial_mod
 
@@ -42,11 +46,12 @@ def trial(version_text, exercises, fleet, parallel, runtime, kubeconfig, blast, 
     if dry_run:
         if runtime == "binary":
             raise KailabError("--dry-run needs --runtime kind or existing (the binary runtime has no plan to print)")
-        out.print(trial_mod.dry_run_kind(version_list, names, fleet, runtime, kubeconfig), markup=False,
+        out.print(trial_mod.dry_run_kind(version_list, names, fleet, runtime, kubeconfig, against_binary), markup=False,
                   highlight=False)
         return
     trial_dir = trial_mod.run_trial(version_list, names, fleet, parallel, console=console, repeat=repeat,
-                                    runtime=runtime, kubeconfig=kubeconfig, blast=blast)
+                                    runtime=runtime, kubeconfig=kubeconfig, blast=blast,
+                                    against_binary=against_binary and runtime != "binary")
     from .. import evidence
 
     matrix = json.loads((trial_dir / evidence.MATRIX).read_text())

@@ -16,7 +16,7 @@ from . import host as host_mod
 
 
 def dry_run_text(version_list: list[str], fleet: str, exercises: list[str], warnings: list[str],
-                 runtime: str = "kind", kubeconfig: str | None = None) -> str:
+                 runtime: str = "kind", kubeconfig: str | None = None, against_binary: bool = True) -> str:
     loaded = load_fleet(fleet)
     trial = "trial-<utc time>"
     newest = max(version_list, key=versions.parse)
@@ -49,5 +49,8 @@ def dry_run_text(version_list: list[str], fleet: str, exercises: list[str], warn
                    "a snapshot of the host; after the last vCluster's deletion, another, which must equal it"]
     plans = plan_mod.trial_plans(version_list, loaded, th, trial, coredns)
     notes = [f"exercises, each version at once in its own vCluster: {', '.join(exercises)}",
+             *([f"then, the vClusters gone: the same exercises on a binary lab per version ({', '.join(version_list)}; "
+                "`kailab up --runtime binary`), each verdict set against the vCluster's (--no-against-binary: not)"]
+               if against_binary else []),
              *[f"warning: {w}" for w in warnings]]
     return plan_mod.render(plans, th, host_lines, plan_mod.images_to_load(version_list, kubernetes), notes)
