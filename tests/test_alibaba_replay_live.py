@@ -37,4 +37,5 @@ def test_an_imported_trace_runs_on_its_fleet_with_its_constraints(tmp_path):
     assert nodes["openb-pod-0000"].startswith("v100m32-")  # gpu_spec V100M32
     assert nodes["openb-pod-0003"].startswith("t4-")  # gpu_spec T4, two GPUs
     assert nodes["openb-pod-0004"].startswith("v100m32-")  # V100M16|V100M32: the fleet has only the latter
-    assert not [p for p in state_dir().glob("replay-*")], "the replay's lab was not taken down"
+    # this replay's labs only (replay-<its time>-<label>): another group's replay may run beside it
+    assert not list(state_dir().glob(f"{replay.name.lower()}-*")), "the replay's lab was not taken down"

@@ -55,4 +55,5 @@ def test_a_fill_records_every_step_and_stays_within_what_arrived(tmp_path):
         assert json.loads((fill / name / "seed-1" / "run.json").read_text())["steps"] == len(rows)
     assert "| binpack |" in (fill / "fill.md").read_text() and (fill / "fill.svg").stat().st_size > 500
     assert '<polyline class="design" data-design="spread"' in (fill / "report.html").read_text()
-    assert not [p for p in state_dir().glob("fill-*")], "the fill's labs were not taken down"
+    # this fill's labs only (fill-<its time>-<design>): the 1/8 item's test may fill beside it (CI)
+    assert not list(state_dir().glob(f"{fill.name.lower()}-*")), "the fill's labs were not taken down"
