@@ -65,6 +65,9 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
     exercises on a binary lab per version, in `binary/`, and the matrix says where a version's
     verdict in its vCluster is not its verdict on a lab of its own."""
     the_plan = {**checked_plan(version_list, exercises, fleet), "repeat": repeat, "runtime": runtime}
+    if runtime == "binary" or against_binary:  # every binary lab's build before anything is made
+        for v in version_list:  # sequential: each build already uses every core
+            toolchain.build_all(toolchain.recipes_for(v), console)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     trial_dir = (root or evidence_dir()) / f"trial-{stamp}"
     if runtime in ("kind", "existing"):
@@ -82,13 +85,9 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
         vtrial.run_versions(trial_dir, stamp, the_plan, str(Path(kubeconfig).expanduser().resolve()) if kubeconfig else None,
                             hooks)
         if against_binary:  # after the vClusters are gone: the machine is theirs while they run
-            for v in version_list:
-                toolchain.build_all(toolchain.recipes_for(v), console)
             (trial_dir / BINARY).mkdir()
             _run_binary(trial_dir / BINARY, f"{stamp}-bin", the_plan, parallel)
     else:
-        for v in version_list:  # builds are sequential (each already uses every core)
-            toolchain.build_all(toolchain.recipes_for(v), console)
         trial_dir.mkdir(parents=True)
         (trial_dir / "plan.json").write_text(json.dumps(the_plan, indent=2))
         _run_binary(trial_dir, stamp, the_plan, parallel)
@@ -212,7 +211,7 @@ def _version_cells(trial_dir: Path, base: Path, versions_: list[str], names: lis
     return cells, kai
 
 
-def against_binary(cells: dict, binary: dict) -> dict:
+def verdicts_against_binary(cells: dict, binary: dict) -> dict:
     """exercise -> version -> the verdict in the vCluster, on a binary lab, and whether they are the
     same (a mixed cell on either side is not the same: a flake there is a difference to look at)."""
     return {n: {v: {"vcluster": c["verdict"], "binary": binary[n][v]["verdict"],
@@ -234,7 +233,7 @@ def build_matrix(trial_dir: Path) -> dict:
     extra = {}
     if (trial_dir / BINARY).is_dir():
         binary, _ = _version_cells(trial_dir, trial_dir / BINARY, plan_["versions"], names)
-        extra = {"binary": binary, "against_binary": against_binary(cells, binary)}
+        extra = {"binary": binary, "against_binary": verdicts_against_binary(cells, binary)}
     return {"versions": plan_["versions"], "fleet": plan_["fleet"], "repeat": plan_.get("repeat", 1),
             "exercises": cells, "differing": list(why), "why_differing": why, "flaky": flaky, "kai": kai,
             **extra,

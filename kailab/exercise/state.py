@@ -18,7 +18,7 @@ GPU = "nvidia.com/gpu"
 NON_PREEMPTIBLE_FROM = 100
 
 # KAI decides a gang in one scheduling cycle, then commits it one BindRequest per pod (10 pods in
-# ~0.2 s on an idle lab; 1-2 s apart when its API server is loaded, or behind a vCluster's): any
+# ~0.2 s on an idle lab; 1-2 s apart when the API server it writes to is loaded): any
 # instant of that commit shows a partial gang. A gang may pass through partial states while being
 # committed or evicted; resting partial this long — with no member allocated meanwhile (10 of the
 # lab's 500 ms scheduling periods) — means it was left below its minimum. The clock restarts at each
@@ -185,8 +185,8 @@ class ClusterState:
         """Note since when each gang rests partial (and forget gangs that are whole or empty again)."""
         for workload, (allocated, min_member) in self.gang_allocation(namespace).items():
             if 0 < allocated < min_member:
-                if allocated > self.gang_partial_count.get(workload, 0) or workload not in self.gang_partial_since:
-                    self.gang_partial_since[workload] = self.now()  # partial, or a commit went on
+                if allocated > self.gang_partial_count.get(workload, 0):
+                    self.gang_partial_since[workload] = self.now()  # became partial, or a commit went on
                 self.gang_partial_count[workload] = allocated
             else:
                 self.gang_partial_since.pop(workload, None)
