@@ -88,6 +88,8 @@ def test_every_vcluster_schedules_inside_keeps_nothing_and_uses_images_built_her
         assert p.values["telemetry"] == {"enabled": False}
         assert p.values["sync"]["fromHost"]["runtimeClasses"] == {"enabled": True}  # fractional pods' `nvidia`
         assert cp["coredns"]["deployment"]["image"] == "registry.k8s.io/coredns/coredns:v1.13.1"
+        # synced pods own nothing on the host: a host's own KAI then leaves them to the vCluster's
+        assert p.values["experimental"]["syncSettings"]["setOwner"] is False
 
 
 def test_each_api_server_has_its_own_node_port_named_by_its_certificate():

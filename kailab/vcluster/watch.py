@@ -1,7 +1,9 @@
 """No interference, watched on the host while the versions run: every pod outside the trial's
 namespaces keeps its identity, its node and its restart count (a host workload is never restarted or
 rescheduled), and each vCluster's pods land only on its own pool or the infra node (neither KAI
-binds into the other's pool). A poll every `every` seconds; each violation is kept once, with when."""
+binds into the other's pool), and no scheduler of the host's own groups a vCluster's pods (a host
+KAI's PodGroup in a trial's namespace: its name would sync back into the virtual pod). A poll every
+`every` seconds; each violation is kept once, with when."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import threading
 import time
 
 from ..kube import Kube
+
+PODGROUP = ("scheduling.run.ai/v2alpha2", "PodGroup")  # on a host that runs KAI of its own
 
 
 class HostWatch(threading.Thread):
@@ -26,6 +30,7 @@ class HostWatch(threading.Thread):
         self.bound: dict[str, set[str]] = {}  # version -> its pods seen bound on the host
         self._stopping = threading.Event()
         self.started_at = time.time()
+        self._host_podgroups = True  # False once the host is known not to serve KAI's PodGroups
 
     def _pods(self, kube: Kube) -> list[dict]:
         return kube.list("v1", "Pod")
@@ -63,6 +68,8 @@ class HostWatch(threading.Thread):
                 if not any(node == n or (n.endswith("-") and node.startswith(n)) for n in self.own_nodes[version]):
                     self._note(f"bind {ns}/{name}", f"pod {ns}/{name} of KAI {version}'s vCluster is bound to "
                                                     f"node {node}, outside its pool")
+        if self._host_podgroups:
+            self._check_host_podgroups(kube)
         for key, was in self.baseline.items():
             got = now.get(key)
             if got is None:
@@ -73,6 +80,19 @@ class HostWatch(threading.Thread):
                 self._note(f"node {key}", f"host pod {key} moved from {was['node']} to {got['node']}")
             elif got["restarts"] != was["restarts"]:
                 self._note(f"restart {key}", f"host pod {key} restarted ({was['restarts']} -> {got['restarts']})")
+
+    def _check_host_podgroups(self, kube: Kube) -> None:
+        try:
+            for ns, version in self.trial_namespaces.items():
+                for pg in kube.list(PODGROUP[0], PODGROUP[1], ns):
+                    name = pg["metadata"]["name"]
+                    self._note(f"podgroup {ns}/{name}", f"the host's own KAI grouped pods of KAI {version}'s vCluster "
+                                                        f"under its PodGroup {ns}/{name}")
+        except Exception as err:  # noqa: BLE001 - a host without KAI's CRDs has no PodGroup to look at
+            if type(err).__name__ == "ResourceNotFoundError":
+                self._host_podgroups = False
+            else:
+                raise
 
     def run(self) -> None:
         kube = Kube(self.kubeconfig)

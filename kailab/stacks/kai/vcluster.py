@@ -152,6 +152,14 @@ def vcluster_values(version_slug: str, host: TrialHost, coredns_image: str) -> d
         },
         # byIP makes one host Service per synced node: a thousand for the large fleet, never used
         "networking": {"advanced": {"proxyKubelets": {"byIP": False}}},
+        # No owner reference (the vCluster's Service) on the pods it syncs: a host running its own
+        # KAI would group them. Its podgrouper skips a pod that names a PodGroup and has no owner,
+        # but groups one owned by the Service under a host PodGroup and writes that name into the
+        # pod's `pod-group-name` annotation — which vCluster syncs back into the virtual pod, where
+        # no such PodGroup exists and the version's KAI loses count of the pod's queue (measured:
+        # a non-preemptible queue bound 12 pods over its quota of 8). Deleting the namespace still
+        # takes every synced pod with it.
+        "experimental": {"syncSettings": {"setOwner": False}},
         "telemetry": {"enabled": False},  # air-gapped: nothing to report to
     }
 
