@@ -228,29 +228,36 @@ class Trial:
         self.timings["exercises_seconds"] = round(time.monotonic() - started, 1)
 
     def blast(self) -> None:
-        """The first version's KAI made to misbehave (its scheduler killed again and again), the
-        second's exercises run once more meanwhile: they and the host must not notice."""
+        """The first version's KAI made to misbehave (its scheduler crash-looping on a bad flag, its
+        operator stopped), the second's exercises run once more meanwhile: they and the host must
+        not notice."""
         broken, other = self.plans[0], self.plans[1]
         if broken.version not in self.labs or other.version not in self.labs:
             return
+        breaker = state.SchedulerBreaker(broken.kubeconfig)
         out: dict = {"broken": broken.version, "ran": other.version,
-                     "how": f"KAI {broken.version}'s scheduler pods deleted at once (grace 0) every 2 s"}
+                     "how": f"KAI {broken.version}'s operator stopped and its scheduler given a flag it does not know "
+                            f"({breaker.FLAG}): it exits at start and is restarted with back-off"}
         violations_before = len(self.watch.violations) if self.watch else 0
-        killer = state.SchedulerKiller(broken.kubeconfig)
-        killer.start()
-        progress(f"[blast] KAI {broken.version}'s scheduler killed again and again; KAI {other.version}'s exercises again")
         verdicts = {}
+        try:
+            breaker.start()
+        except Exception as err:  # noqa: BLE001 - could not break it: nothing was shown, the promise is not kept
+            out.update({"verdicts": {}, "errors": [str(err)], "verdict": "broken"})
+            self.promises["blast_radius"] = out
+            return
+        progress(f"[blast] KAI {broken.version}'s scheduler crash-looping; KAI {other.version}'s exercises again")
         try:
             for path in self.plan.get("blast_exercises") or self.plan["exercises"]:
                 o = ExerciseRun(load_exercise(path), Path(path), self.labs[other.version],
                                 self.dir / "blast" / other.version / "run-1").run()
                 verdicts[o.exercise] = o.verdict
         finally:
-            out.update(killer.stop())
+            out.update(breaker.stop())
         out["verdicts"] = verdicts
         out["host_violations_meanwhile"] = self.watch.violations[violations_before:] if self.watch else []
         ok = (all(v == "passed" for v in verdicts.values()) and not out["host_violations_meanwhile"]
-              and out["scheduler_pods_killed"] > 0)
+              and out["scheduler_restarts"] > 0 and not out["scheduler_ready_at_end"])
         out["verdict"] = "passed" if ok else "broken"
         self.promises["blast_radius"] = out
 

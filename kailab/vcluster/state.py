@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 from pathlib import Path
 
 from .. import toolchain, versions
@@ -32,6 +31,7 @@ from ..runtimes.processes import pid_alive
 
 OWNER = "owner.json"
 SHARD = ("kai.scheduler/v1", "SchedulingShard", "default")
+OPERATOR = "kai-operator"  # KAI's chart's Deployment of its operator
 
 
 # ------------------------------------------------------------------ the trial's folder and owner
@@ -203,37 +203,68 @@ def kai_ran(kube: Kube, version: str) -> dict:
             "binaries": manifest.get("binaries")}
 
 
-class SchedulerKiller(threading.Thread):
-    """KAI made to misbehave: its scheduler's pods deleted at once (grace 0) every `every` seconds
-    for as long as it runs, so that version schedules nothing. A SchedulingShard with a flag its
-    scheduler does not know does not do it: KAI's operator drops such args (v0.16.8, measured)."""
+class SchedulerBreaker:
+    """KAI made to misbehave as a bad rollout would: its operator stopped (nothing puts it right)
+    and its scheduler's Deployment given a flag the scheduler does not know, rolled out by
+    recreating, so every scheduler pod exits at start and the kubelet restarts it with back-off:
+    that version schedules nothing while it is broken. A SchedulingShard with such a flag does not
+    do it: KAI's operator drops args it does not know (v0.16.8, measured). Deleting the scheduler's
+    pods every 2 s did it too, but the restarts it forced (~200 in 13 min) took so much of this
+    2-core machine that the other version's KAI wrote its events minutes late (measured
+    2026-11-25): that is the host's CPU shared, which no vCluster claims to isolate."""
 
-    def __init__(self, kubeconfig: str, every: float = 2.0) -> None:
-        super().__init__(daemon=True)
-        self.kubeconfig, self.every = kubeconfig, every
-        self.kills: list[str] = []
+    FLAG = "--kailab-broken-on-purpose=true"
+
+    def __init__(self, kubeconfig: str) -> None:
+        self.kubeconfig = kubeconfig
         self.errors: list[str] = []
-        self._stopping = threading.Event()
 
-    def run(self) -> None:
+    def _scheduler_pods(self, kube: Kube) -> list[dict]:
+        return kube.list("v1", "Pod", kai_kind.namespace(), label_selector=f"app={kai_kind.SCHEDULER_DEPLOYMENT}")
+
+    def start(self) -> None:
         ns, dep = kai_kind.namespace(), kai_kind.SCHEDULER_DEPLOYMENT
         kube = Kube(self.kubeconfig)
         try:
-            while not self._stopping.is_set():
-                try:
-                    for pod in kube.list("v1", "Pod", ns, label_selector=f"app={dep}"):
-                        if not pod["metadata"].get("deletionTimestamp"):
-                            kube.core.delete_namespaced_pod(pod["metadata"]["name"], ns, grace_period_seconds=0)
-                            self.kills.append(pod["metadata"]["name"])
-                except Exception as err:  # noqa: BLE001 - noted; the next round tries again
-                    self.errors.append(f"{type(err).__name__}: {str(err)[:200]}")
-                self._stopping.wait(self.every)
+            deployments = kube.resource("apps/v1", "Deployment")
+            kube.dynamic.patch(deployments, name=OPERATOR, namespace=ns, body={"spec": {"replicas": 0}},
+                               content_type="application/merge-patch+json")
+            wait_until("KAI's operator to stop", lambda: not ((kube.get("apps/v1", "Deployment", OPERATOR, ns) or {})
+                                                              .get("status") or {}).get("replicas") or None,
+                       timeout=120, hint=f"kubectl -n {ns} get deployment {OPERATOR}")
+            spec = kube.get("apps/v1", "Deployment", dep, ns)["spec"]
+            c = spec["template"]["spec"]["containers"][0]
+            # strategic: the container is merged by name (a merge patch would replace the whole list)
+            kube.dynamic.patch(deployments, name=dep, namespace=ns, content_type="application/strategic-merge-patch+json", body={"spec": {
+                "strategy": {"type": "Recreate", "rollingUpdate": None},
+                "template": {"spec": {"containers": [{"name": c["name"], "args": [*(c.get("args") or []), self.FLAG]}]}}}})
+
+            def crashing() -> bool | None:
+                pods = self._scheduler_pods(kube)
+                flagged = [p for p in pods if self.FLAG in (p["spec"]["containers"][0].get("args") or [])]
+                restarted = [p for p in flagged
+                             if any(st.get("restartCount", 0) > 0 or (st.get("lastState") or {}).get("terminated")
+                                    for st in (p.get("status") or {}).get("containerStatuses") or [])]
+                return (len(pods) == len(flagged) and bool(restarted)) or None
+
+            wait_until("the broken scheduler to exit at start and be restarted", crashing, timeout=180,
+                       hint=f"kubectl -n {ns} get pods -l app={dep}; kubectl -n {ns} logs deployment/{dep} --previous")
         finally:
             kube.close()
 
     def stop(self) -> dict:
-        self._stopping.set()
-        self.join(timeout=60)
-        return {"scheduler_pods_killed": len(self.kills), "every_seconds": self.every, "errors": self.errors[:10]}
+        """What the broken scheduler did meanwhile: its restarts, and whether a pod of it is ready
+        at the end (it must not be: broken throughout, that version scheduled nothing)."""
+        kube = Kube(self.kubeconfig)
+        try:
+            statuses = [st for p in self._scheduler_pods(kube)
+                        for st in (p.get("status") or {}).get("containerStatuses") or []]
+        except Exception as err:  # noqa: BLE001 - noted in the promise
+            self.errors.append(f"{type(err).__name__}: {str(err)[:200]}")
+            statuses = []
+        finally:
+            kube.close()
+        return {"scheduler_restarts": sum(st.get("restartCount", 0) for st in statuses),
+                "scheduler_ready_at_end": any(st.get("ready") for st in statuses), "errors": self.errors[:10]}
 
 
