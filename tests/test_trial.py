@@ -130,3 +130,29 @@ def test_two_version_trial_ran_the_versions_it_claims(tmp_path):
                 run = json.loads((trial_dir / ev / "run.json").read_text())
                 assert run["kai_version"] == version
     assert (trial_dir / "report.html").is_file()
+
+
+def test_the_vcluster_bench_page_sets_each_verdict_beside_the_binary_and_kind_ones():
+    """`kailab bench --vcluster`'s page: the trial's own against-binary table, beside a plain kind lab's."""
+    from kailab.bench.vcluster import _cell, vcluster_markdown
+
+    table = {"quota": {"v0.16.8": {"vcluster": "passed", "binary": "passed", "vcluster_passed": "2/2",
+                                   "binary_passed": "2/2", "same": True},
+                       "v0.17.0": {"vcluster": "failed", "binary": "passed", "vcluster_passed": "0/2",
+                                   "binary_passed": "2/2", "same": False}}}
+    assert _cell(table, "quota", "v0.17.0", "vcluster") == "failed 0/2"
+    assert _cell(table, "gang", "v0.17.0", "binary") == "not run"
+    vs = ["v0.16.8", "v0.17.0"]
+    r = {"versions": vs, "exercises": ["quota"], "repeat": 2, "machine": {"cores": 2, "memory_gib": 24},
+         "host_up_s": 70.0, "setup_s": {"v0.16.8": 110.0, "v0.17.0": 137.0}, "exercises_s": 900.0,
+         "rollback_s": {"v0.16.8": 32.9, "v0.17.0": 15.1}, "rollback_objects": {}, "promises": {},
+         "vcluster_trial": {"wall_s": 2000.0},
+         "in_vcluster_wall_s": {v: {"quota": 150.0} for v in vs},
+         "plain_kind": {v: {"up_s": 100.0, "exercise_wall_s": {"quota": 90.0}, "verdicts": {"quota": "passed"}} for v in vs},
+         "verdicts": {"quota": {v: {"vcluster": _cell(table, "quota", v, "vcluster"), "binary": _cell(table, "quota", v, "binary"),
+                                    "kind": "passed"} for v in vs}},
+         "verdicts_equal": False}
+    md = vcluster_markdown(r)
+    assert "| quota | passed 2/2 | passed 2/2 | passed | failed 0/2 | passed 2/2 | passed |" in md
+    assert "| quota | 150.0 | 90.0 | 150.0 | 90.0 |" in md
+    assert "vCluster verdicts equal the binary trial's: **False**" in md

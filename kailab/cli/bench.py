@@ -45,6 +45,10 @@ from .base import cli, console, out
 @click.option("--compare-labs", "compare_labs", default=None,
               help="Instead: LAB,LAB — the same exercises on two running labs of one fleet and KAI version "
                    "(e.g. binary and kind): verdicts side by side.")
+@click.option("--vcluster", "vcluster_versions", default=None, metavar="VERSIONS",
+              help="Instead: a KAI version trial in vClusters (e.g. v0.16.8,v0.17.0; --exercises, default "
+                   "quota,borrow,reclaim,gang,fractional), a plain kind lab per version and the binary trial: "
+                   "speed and verdicts side by side.")
 @click.option("--fill", "fill_source", default=None, metavar="PATH",
               help="Instead: the fill experiment on Alibaba's GPU trace from your clone of alibaba/clusterdata "
                    "or alibaba-gpu-2023, the one `kailab trace source` registered (full scale: 1,213 nodes), "
@@ -58,10 +62,22 @@ from .base import cli, console, out
 @click.option("--fill-repeat", type=click.IntRange(1, 20), default=1, show_default=True,
               help="With --fill: fill N times, fresh labs each time, and record the repeat spread.")
 def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, churn, churn_at_once, churn_load, scale_shapes, scale_count,
-          scale_fleet, peer_only, replay_scale, side_by_side, compare_labs, fill_source, fill_tasks, fill_seeds,
-          fill_sample, fill_step, fill_repeat) -> None:
+          scale_fleet, peer_only, replay_scale, side_by_side, compare_labs, vcluster_versions, fill_source, fill_tasks,
+          fill_seeds, fill_sample, fill_step, fill_repeat) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from .. import bench as bench_mod
+
+    if vcluster_versions:
+        from .. import versions
+        from ..bench.vcluster import vcluster_bench
+
+        picked = [versions.kai_release(v).version for v in vcluster_versions.split(",") if v.strip()]
+        if len(picked) < 2:
+            raise KailabError(f"--vcluster {vcluster_versions}: name at least two KAI versions, e.g. v0.16.8,v0.17.0")
+        names = [n.strip() for n in (exercise_names or "quota,borrow,reclaim,gang,fractional").split(",") if n.strip()]
+        results = vcluster_bench(picked, names, repeats or 2, echo=console.print)
+        out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
+        sys.exit(0 if results["verdicts_equal"] else 1)
 
     if fill_source:
         try:
