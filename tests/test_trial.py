@@ -156,3 +156,18 @@ def test_the_vcluster_bench_page_sets_each_verdict_beside_the_binary_and_kind_on
     assert "| quota | passed 2/2 | passed 2/2 | passed | failed 0/2 | passed 2/2 | passed |" in md
     assert "| quota | 150.0 | 90.0 | 150.0 | 90.0 |" in md
     assert "vCluster verdicts equal the binary trial's: **False**" in md
+
+
+def test_bench_vcluster_refuses_a_folder_that_is_not_a_finished_vcluster_trial(tmp_path):
+    def bench(folder: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "kailab.cli", "bench", "--vcluster", "v0.16.8,v0.17.0",
+                               "--vcluster-trial", str(folder)], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "KAILAB_EVIDENCE": str(tmp_path / "evidence")})
+
+    out = bench(tmp_path)
+    assert out.returncode != 0 and "no plan.json and matrix.json there" in out.stderr, out.stderr
+    (tmp_path / "plan.json").write_text(json.dumps({"versions": ["v0.16.8", "v0.17.0"], "exercises": [], "runtime": "binary"}))
+    (tmp_path / "matrix.json").write_text("{}")
+    out = bench(tmp_path)
+    assert out.returncode != 0 and "plan.json: runtime is 'binary', not a vCluster trial" in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "evidence").exists()  # nothing half-made

@@ -69,11 +69,19 @@ def _plain_kind(version: str, exercises: list[str], root: Path, echo) -> dict:
         rt.down(name)
 
 
+def _finished(trial_dir: Path) -> dict:
+    """A vCluster trial that already ran (`kailab trial --runtime kind`): its matrix, as _trial's."""
+    matrix = json.loads((trial_dir / "matrix.json").read_text())
+    return {"wall_s": None, "exit": None, "evidence": str(trial_dir), "matrix": matrix, "stderr_tail": []}
+
+
 def vcluster_bench(version_list: list[str], exercises: list[str], repeat: int, echo=print,
-                   out_dir: Path | None = None) -> dict:
+                   out_dir: Path | None = None, trial_dir: Path | None = None) -> dict:
+    """`trial_dir`: a finished vCluster trial of these versions and exercises, read instead of run
+    again (its whole wall time is then not known)."""
     root = evidence_dir() / time.strftime("bench-vcluster-%Y%m%dT%H%M%SZ", time.gmtime())
     root.mkdir(parents=True, exist_ok=True)
-    vc = _trial("kind", version_list, exercises, repeat, root / "vcluster", echo)
+    vc = _finished(trial_dir) if trial_dir else _trial("kind", version_list, exercises, repeat, root / "vcluster", echo)
     promises = vc["matrix"].get("promises") or {}
     timings = promises.get("timings") or {}
     results: dict = {"machine": machine(), "versions": version_list, "exercises": exercises, "repeat": repeat,
@@ -111,7 +119,7 @@ def vcluster_markdown(r: dict) -> str:
     lines += [f"| delete-to-clean {v} (last host object gone) | {r['rollback_s'].get(v)} |" for v in vs]
     lines += [f"| plain kind lab {v} up | {r['plain_kind'][v]['up_s']} |" for v in vs]
     lines += [f"| whole vCluster trial (`kailab trial --runtime kind`, its binary labs after it included) | "
-              f"{r['vcluster_trial']['wall_s']} |", "",
+              f"{r['vcluster_trial']['wall_s'] or 'not timed (a finished trial, read: ' + r['vcluster_trial']['evidence'] + ')'} |", "",
               "Exercise wall seconds: in a vCluster (both versions at once) vs a plain kind lab (alone):", "",
               "| exercise | " + " | ".join(f"{v} vCluster | {v} kind" for v in vs) + " |",
               "|---" * (2 * len(vs) + 1) + "|"]

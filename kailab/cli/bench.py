@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -47,8 +48,11 @@ from .base import cli, console, out
                    "(e.g. binary and kind): verdicts side by side.")
 @click.option("--vcluster", "vcluster_versions", default=None, metavar="VERSIONS",
               help="Instead: a KAI version trial in vClusters (e.g. v0.16.8,v0.17.0; --exercises, default "
-                   "quota,borrow,reclaim,gang,fractional), a plain kind lab per version and the binary trial: "
+                   "quota,borrow,reclaim,gang,fractional) with its binary labs, and a plain kind lab per version: "
                    "speed and verdicts side by side.")
+@click.option("--vcluster-trial", "vcluster_trial", default=None, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="With --vcluster: read this finished `kailab trial --runtime kind` (evidence/trial-*) instead of "
+                   "running one; only the plain kind labs run.")
 @click.option("--fill", "fill_source", default=None, metavar="PATH",
               help="Instead: the fill experiment on Alibaba's GPU trace from your clone of alibaba/clusterdata "
                    "or alibaba-gpu-2023, the one `kailab trace source` registered (full scale: 1,213 nodes), "
@@ -62,7 +66,7 @@ from .base import cli, console, out
 @click.option("--fill-repeat", type=click.IntRange(1, 20), default=1, show_default=True,
               help="With --fill: fill N times, fresh labs each time, and record the repeat spread.")
 def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, churn, churn_at_once, churn_load, scale_shapes, scale_count,
-          scale_fleet, peer_only, replay_scale, side_by_side, compare_labs, vcluster_versions, fill_source, fill_tasks,
+          scale_fleet, peer_only, replay_scale, side_by_side, compare_labs, vcluster_versions, vcluster_trial, fill_source, fill_tasks,
           fill_seeds, fill_sample, fill_step, fill_repeat) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from .. import bench as bench_mod
@@ -75,7 +79,17 @@ def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, chur
         if len(picked) < 2:
             raise KailabError(f"--vcluster {vcluster_versions}: name at least two KAI versions, e.g. v0.16.8,v0.17.0")
         names = [n.strip() for n in (exercise_names or "quota,borrow,reclaim,gang,fractional").split(",") if n.strip()]
-        results = vcluster_bench(picked, names, repeats or 2, echo=console.print)
+        repeat = repeats or 2
+        if vcluster_trial:  # the finished trial decides what is compared
+            if not (vcluster_trial / "plan.json").is_file() or not (vcluster_trial / "matrix.json").is_file():
+                raise KailabError(f"--vcluster-trial {vcluster_trial}: no plan.json and matrix.json there "
+                                  "(name a finished trial's folder, evidence/trial-<time>)")
+            plan = json.loads((vcluster_trial / "plan.json").read_text())
+            if plan.get("runtime") not in ("kind", "existing"):
+                raise KailabError(f"--vcluster-trial {vcluster_trial}: plan.json: runtime is {plan.get('runtime')!r}, "
+                                  "not a vCluster trial (run `kailab trial --runtime kind`)")
+            picked, names, repeat = plan["versions"], [Path(e).stem for e in plan["exercises"]], plan.get("repeat", 1)
+        results = vcluster_bench(picked, names, repeat, echo=console.print, trial_dir=vcluster_trial)
         out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
         sys.exit(0 if results["verdicts_equal"] else 1)
 
