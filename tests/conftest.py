@@ -14,7 +14,7 @@ import pytest
 # xdist_group name, or "file::test" for a long test of no group: about how long it keeps a worker
 LONGEST = {
     "fill_labs": 1500,
-    "kind": 2100,  # with the vCluster trial on an existing host (~800 s)
+    "kind": 1300,
     "own_labs": 1300,
     "test_existing_runtime.py::test_every_exercise_passes_through_the_existing_runtime": 900,
     "kind_stacks": 700,
