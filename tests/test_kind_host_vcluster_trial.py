@@ -191,8 +191,11 @@ def test_nothing_of_the_trial_is_left(trial):
     assert not kube.list("v1", "PersistentVolumeClaim")
     assert not [s["metadata"]["name"] for s in kube.list("kwok.x-k8s.io/v1alpha1", "Stage")
                 if s["metadata"]["name"].startswith("kailab-vcluster-")]
-    assert not list((state_dir().parent / "trials").glob("trial-*"))  # the trial's working folder
-    assert not [p.name for p in state_dir().glob("trial-*")]  # the versions' lab records
+    # this trial's (another test's trial may be running): its working folder, and its versions' lab
+    # records, in its vClusters (trial-<stamp>-<version>) and on binary labs (trial-<stamp>-bin-<version>)
+    mine = trial["dir"].name.lower()
+    assert not [p.name for p in (state_dir().parent / "trials").glob("trial-*") if p.name.lower().startswith(mine)]
+    assert not [p.name for p in state_dir().glob("trial-*") if p.name.lower().startswith(mine)]
     images = _docker("ps", "-a", "--format", "{{.Image}}").split()
     assert not [i for i in images if "loft-sh" in i], images  # no background proxy or other vCluster container
     assert (Path.home() / ".vcluster").exists() == trial["home_vcluster_before"]  # the CLI kept to its own home
