@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from ..exercise.runner import resolve_exercise, run_exercise
-from ..lab import LabSpec, get_runtime
+from ..lab import LabRecord, LabSpec, get_runtime
 from ..paths import evidence_dir
 from .common import _record, machine
 
@@ -56,8 +56,6 @@ def _plain_kind(version: str, exercises: list[str], root: Path, echo) -> dict:
         echo(f"[bench] a plain kind lab of KAI {version}")
         rt.up(LabSpec(name=name, runtime="kind", fleet="small", kai_version=version, images="local", metrics=False))
         up = round(time.monotonic() - started, 1)
-        from ..lab import LabRecord
-
         rec = LabRecord.load(name)
         walls, verdicts = {}, {}
         for e in exercises:  # wall seconds as the vCluster's are read: the run's own, from set-up to clean-up

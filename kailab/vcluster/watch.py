@@ -10,9 +10,10 @@ from __future__ import annotations
 import threading
 import time
 
-from ..kube import Kube
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-PODGROUP = ("scheduling.run.ai/v2alpha2", "PodGroup")  # on a host that runs KAI of its own
+from ..kube import Kube
+from ..stacks.kai.vocabulary import PODGROUP_API
 
 
 class HostWatch(threading.Thread):
@@ -84,15 +85,12 @@ class HostWatch(threading.Thread):
     def _check_host_podgroups(self, kube: Kube) -> None:
         try:
             for ns, version in self.trial_namespaces.items():
-                for pg in kube.list(PODGROUP[0], PODGROUP[1], ns):
+                for pg in kube.list(PODGROUP_API, "PodGroup", ns):
                     name = pg["metadata"]["name"]
                     self._note(f"podgroup {ns}/{name}", f"the host's own KAI grouped pods of KAI {version}'s vCluster "
                                                         f"under its PodGroup {ns}/{name}")
-        except Exception as err:  # noqa: BLE001 - a host without KAI's CRDs has no PodGroup to look at
-            if type(err).__name__ == "ResourceNotFoundError":
-                self._host_podgroups = False
-            else:
-                raise
+        except ResourceNotFoundError:  # a host without KAI's CRDs has no PodGroup to look at
+            self._host_podgroups = False
 
     def run(self) -> None:
         kube = Kube(self.kubeconfig)
