@@ -65,6 +65,18 @@ def test_an_import_is_a_fleet_a_trace_and_designs_kailab_reads(tmp_path):
     assert counts["never scheduled in the cluster: run from creation"] == 1
     assert counts["still running at the trace's end: cut there"] == 2
     assert counts["a fraction of one GPU"] == 1 and counts["pods"] == 6 == s["counts"]["pods"]
+    # at 50 s: pods 0 (1 GPU), 1 (0.5), 3 (2), 4 (1) and 5 (1) all running; pod 0 leaves at 60
+    assert (s["gpus_at_once_peak"], s["gpus_at_once_peak_at_s"]) == (5.5, 50)
+
+
+def test_the_peak_load_counts_a_job_that_ends_as_another_starts_as_gone(tmp_path):
+    from kailab.replay.trace import Trace, TraceJob
+
+    jobs = [TraceJob(arrival_s=100, queue="q", pods=1, gpus=2, duration_s=10, name="a"),
+            TraceJob(arrival_s=110, queue="q", pods=2, gpus=1, duration_s=5, name="b"),
+            TraceJob(arrival_s=112, queue="q", pods=1, gpus=0.25, duration_s=1, name="c")]
+    assert Trace(tmp_path, jobs).peak_gpus_at_once() == (2.25, 12)
+    assert Trace(tmp_path, []).peak_gpus_at_once() == (0.0, 0.0)
 
 
 def git_clone(work: Path) -> Path:

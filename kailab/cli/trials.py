@@ -253,6 +253,9 @@ def trace_import(trace_format, source, out_dir, tasks, sample, seed, queue) -> N
     out.print(f"{out_dir}: fleet of {s['nodes']} nodes / {s['gpus']} GPUs, {s['counts']['pods']} pods asking "
               f"{s['gpus_requested']:g} GPUs in all ({tasks}" + (f", 1/{sample}, seed {seed}" if sample > 1 else "")
               + ")", markup=False)
+    out.print(f"  with the trace's own times (departures too) at most {s['gpus_at_once_peak']:g} GPUs are asked at "
+              f"once ({100 * s['gpus_at_once_peak'] / s['gpus']:.1f} % of the fleet's), "
+              f"{s['gpus_at_once_peak_at_s'] / 86400:.1f} days in", markup=False)
     for what, n in s["counts"].items():
         if what != "pods":
             out.print(f"  {n:6d}  {what}", markup=False)

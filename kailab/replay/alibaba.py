@@ -332,11 +332,13 @@ def import_trace(source: Path, out: Path, tasks: str = "default", sample: int = 
     write_trace(written["trace"], jobs)
     for placement in ("binpack", "spread"):
         written[placement].write_text(yaml.safe_dump(design(placement, queue, gpus, placement), sort_keys=False))
-    load_trace(written["trace"])  # what was written reads back
+    peak, peak_at = load_trace(written["trace"]).peak_gpus_at_once()  # what was written reads back
     summary = {"format": FORMAT, "source": str(src.where(pod_rel)),
                **({"commit": git(src.git_dir, "rev-parse", "HEAD").strip()} if src.git_dir else {}), "tasks": tasks, "sample": sample, "seed": seed,
                "nodes": sum(p["count"] for p in fleet["pools"]), "gpus": gpus,
                "gpus_requested": round(sum(j.gpus_requested for j in jobs), 3),
+               # with the trace's own times (a replay with departures): its load on the fleet
+               "gpus_at_once_peak": peak, "gpus_at_once_peak_at_s": peak_at,
                "counts": dict(sorted(counts.items())), "files": {k: str(v) for k, v in written.items()}}
     (out / "import.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary

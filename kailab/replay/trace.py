@@ -93,6 +93,21 @@ class Trace:
     def gpu_seconds_requested(self) -> float:
         return sum(j.gpus_requested * j.duration_s for j in self.jobs)
 
+    def peak_gpus_at_once(self) -> tuple[float, float]:
+        """The most GPUs the jobs ask at one time were each to start at its arrival and run its
+        duration, and when (seconds from the first arrival): the load the trace's own times would put
+        on a fleet, with no waiting. A job ending at a time another starts has left by then."""
+        events = sorted([(j.arrival_s, 1, j.gpus_requested) for j in self.jobs]
+                        + [(j.arrival_s + j.duration_s, 0, -j.gpus_requested) for j in self.jobs])
+        now = peak = 0.0
+        at = events[0][0] if events else 0.0
+        for t, _, g in events:
+            now += g
+            if now > peak + 1e-9:
+                peak, at = now, t
+        first = min((j.arrival_s for j in self.jobs), default=0.0)
+        return round(peak, 3), at - first
+
 
 def whole_gpus(trace: Trace) -> Trace:
     """Each job of GPU fractions asking one whole GPU per pod instead (`kailab replay --whole-gpus`):
