@@ -114,3 +114,19 @@ def test_the_repeat_spread_is_each_figures_range_over_the_runs(tmp_path):
     assert spread["binpack"]["1"]["allocated_pct@100%"] == [97.0, 99.0, 3]
     assert spread["spread"]["2"]["allocated_pct@100%"] == [93.0, 93.0, 3]
     assert "| binpack | 1 | 78.0-80.0 | 88.0-90.0 | 97.0-99.0 |" in "\n".join(spread_lines(spread, 3))
+
+
+def test_a_plan_fingerprints_its_tasks_and_fleet_by_content(tmp_path):
+    """What `kailab fill-merge` compares: the same jobs from another file are the same trace; one job
+    changed is another."""
+    from dataclasses import replace
+
+    from kailab.replay.fill import FillPlan
+
+    a = _trace([1, 0.5, 2])
+    same = Trace(tmp_path / "elsewhere.csv", list(a.jobs))
+    other = Trace(a.path, [replace(a.jobs[0], gpus=4), *a.jobs[1:]])
+    plans = [FillPlan(trace=t, designs=[], fleet="tiny", seeds=[1]).as_json() for t in (a, same, other)]
+    assert plans[0]["trace_sha256"] == plans[1]["trace_sha256"] != plans[2]["trace_sha256"]
+    assert len({p["fleet_sha256"] for p in plans}) == 1
+    assert FillPlan(trace=a, designs=[], fleet="small", seeds=[1]).as_json()["fleet_sha256"] != plans[0]["fleet_sha256"]

@@ -10,13 +10,25 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..errors import KailabError
 from .common import _MachineSampler, _record, machine
 
 
+DESIGNS = ("binpack", "spread")
+
+
 def fill_bench(source: str, tasks: str = "default", seeds: list[int] | None = None, sample: int = 1,
-               step: float = 0.01, out_dir: Path | None = None, echo=print, repeat: int = 1) -> dict:
+               step: float = 0.01, out_dir: Path | None = None, echo=print, repeat: int = 1,
+               designs: list[str] | None = None) -> dict:
     """Import, then fill `repeat` times (fresh labs each time, the same seeds): with more than one,
-    the repeat spread of every figure at the arrived marks is recorded too."""
+    the repeat spread of every figure at the arrived marks is recorded too. `designs`: the imported
+    designs to fill (a full-scale design and seed takes the machine for most of an hour; fills run
+    apart are read as one by `kailab fill-merge`)."""
+    designs = designs or list(DESIGNS)
+    for d in designs:
+        if d not in DESIGNS:
+            raise KailabError(f"--fill-designs {','.join(designs)}: {d!r} is not an imported design; "
+                              f"give some of {','.join(DESIGNS)}")
     from ..replay.alibaba import import_trace
     from ..replay.design import load_designs
     from ..replay.fill import FillPlan, markdown
@@ -27,7 +39,7 @@ def fill_bench(source: str, tasks: str = "default", seeds: list[int] | None = No
     with tempfile.TemporaryDirectory(prefix="kailab-fill-bench-") as tmp:
         imported = import_trace(Path(source), Path(tmp), tasks=tasks, sample=sample)
         f = imported["files"]
-        plan = FillPlan(trace=load_trace(f["trace"]), designs=load_designs(f"{f['binpack']},{f['spread']}"),
+        plan = FillPlan(trace=load_trace(f["trace"]), designs=load_designs(",".join(f[d] for d in designs)),
                         fleet=f["fleet"], seeds=seeds, step=step,
                         labs=1 if imported["nodes"] > 500 else None)  # a full-scale lab wants the machine alone
         for i in range(repeat):
@@ -35,7 +47,7 @@ def fill_bench(source: str, tasks: str = "default", seeds: list[int] | None = No
                 echo(f"fill bench: run {i + 1} of {repeat}")
             done.append(_one(plan, echo))
     first = done[0]
-    results = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "tasks": tasks, "sample": sample,
+    results = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "tasks": tasks, "sample": sample, "designs": designs,
                "nodes": imported["nodes"], "gpus": imported["gpus"], "seeds": seeds, "step": step, "repeat": repeat,
                "wall_seconds": first["wall"], "machine_load": first["load"], "evidence": str(first["evidence"]),
                "table": first["summary"]["table"], "runs": first["runs"],
@@ -51,7 +63,9 @@ def fill_bench(source: str, tasks: str = "default", seeds: list[int] | None = No
                   "process on it counted.", "", *where_the_time_goes(d["runs"], d["summary"]), ""]
     if repeat > 1:
         lines += spread_lines(results["repeat_spread"], repeat)
-    return _record(results, f"-fill-{tasks}" + (f"-1of{sample}" if sample > 1 else "") + (f"-x{repeat}" if repeat > 1 else ""),
+    return _record(results, f"-fill-{tasks}" + (f"-1of{sample}" if sample > 1 else "")
+                   + (f"-seeds{'-'.join(map(str, seeds))}" if sample == 1 else "")
+                   + ("" if designs == list(DESIGNS) else "-" + "-".join(designs)) + (f"-x{repeat}" if repeat > 1 else ""),
                    "\n".join(lines) + "\n", out_dir)
 
 

@@ -63,11 +63,14 @@ from .base import cli, console, out
               help="With --fill: 1/N of the fleet and tasks (8: the everyday copy).")
 @click.option("--fill-step", type=float, default=0.01, show_default=True,
               help="With --fill: most GPU workload per step, x the fleet's GPUs.")
+@click.option("--fill-designs", default="binpack,spread", show_default=True,
+              help="With --fill: the imported designs to fill (one of them: half the time; `kailab fill-merge` "
+                   "reads fills run apart as one).")
 @click.option("--fill-repeat", type=click.IntRange(1, 20), default=1, show_default=True,
               help="With --fill: fill N times, fresh labs each time, and record the repeat spread.")
 def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, churn, churn_at_once, churn_load, scale_shapes, scale_count,
           scale_fleet, peer_only, replay_scale, side_by_side, compare_labs, vcluster_versions, vcluster_trial, fill_source, fill_tasks,
-          fill_seeds, fill_sample, fill_step, fill_repeat) -> None:
+          fill_seeds, fill_sample, fill_step, fill_designs, fill_repeat) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from .. import bench as bench_mod
 
@@ -99,6 +102,7 @@ def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, chur
         except ValueError:
             raise KailabError(f"--fill-seeds {fill_seeds!r}: whole numbers separated by commas") from None
         results = bench_mod.fill_bench(fill_source, fill_tasks, seeds, fill_sample, fill_step, repeat=fill_repeat,
+                                       designs=[d.strip() for d in fill_designs.split(",") if d.strip()],
                                        echo=lambda text: console.print(text, markup=False, highlight=False))
         out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
         sys.exit(1 if results["errors"] else 0)

@@ -232,6 +232,19 @@ def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_vers
         raise SystemExit(1)
 
 
+@cli.command("fill-merge")
+@click.argument("sources", nargs=-1, metavar="FILL[:DESIGN,...]...")
+def fill_merge(sources) -> None:
+    """Read fills of one plan run at different times (evidence/fill-<time>, a seed each, say) as one:
+    a new evidence/fill-merged-<time> with every seed's curve, the table of the seeds' spread, the
+    picture and the report. FILL:DESIGN takes only that design from FILL (a re-run of one that stopped)."""
+    from ..replay.fill_merge import merge
+
+    out_dir = merge(list(sources))
+    out.print(f"merged: {out_dir}", markup=False)
+    out.print((out_dir / "fill.md").read_text(), markup=False)
+
+
 @trace.command("import")
 @click.argument("trace_format", metavar="FORMAT", type=click.Choice(["alibaba-gpu-2023"]))
 @click.argument("source", metavar="PATH")

@@ -20,6 +20,7 @@ line per step) and error.txt when a run could not finish; fill.json, fill.md, fi
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import random
 import statistics
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from .. import toolchain, versions, workloads
 from ..errors import KailabError
-from ..fleet import load_fleet, node_name
+from ..fleet import fleet_path, load_fleet, node_name
 from ..kube import Kube, watch_pods
 from ..lab import LabSpec, lab, runtime_of
 from ..paths import evidence_dir
@@ -70,7 +71,11 @@ class FillPlan:
     expectations: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict:
+        # content fingerprints: fills run at different times merge only on the same tasks and fleet
+        jobs = json.dumps([j.as_row() for j in self.trace.jobs], sort_keys=True).encode()
         return {"trace": str(self.trace.path), "tasks_in_trace": sum(j.pods for j in self.trace.jobs),
+                "trace_sha256": hashlib.sha256(jobs).hexdigest(),
+                "fleet_sha256": hashlib.sha256(Path(fleet_path(self.fleet)).read_bytes()).hexdigest(),
                 "fleet": self.fleet, "fleet_name": load_fleet(self.fleet).name, "seeds": self.seeds,
                 "target": self.target, "step": self.step, "settle_s": self.settle_s, "runtime": self.runtime,
                 "kai_version": self.kai_version, "metrics": self.metrics, "expectations": self.expectations,
