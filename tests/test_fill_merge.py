@@ -77,6 +77,9 @@ def test_a_design_re_run_alone_replaces_the_seed_that_stopped(tmp_path):
                 root=tmp_path / "evidence2")
     s = json.loads((out / "fill.json").read_text())
     assert not s["ok"] and "interrupted at step 3 of 3" in s["errors"]["spread"] and "fill-a" in s["errors"]["spread"]
+    # the table says which marks rest on fewer seeds than the fill has
+    assert "| spread | 83.0 % | 83.0 % | 83.0 % | 86.0 % (1 of 2 seeds) | 86.0 % (1 of 2 seeds) |" in (out / "fill.md").read_text()
+    assert "<td>86 % (1 of 2 seeds)</td>" in (out / "report.html").read_text()
 
 
 @pytest.mark.parametrize("field, value", [("step", 0.01), ("kai_version", "v0.16.8"), ("trace_sha256", "b" * 64)])

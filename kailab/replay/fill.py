@@ -432,13 +432,14 @@ def summarise(out: Path) -> dict:
             f = ddir / f"seed-{s}" / "steps.jsonl"
             if f.exists():
                 curves[d["name"]][str(s)] = [json.loads(line) for line in f.read_text().splitlines() if line]
-    table, figures = {}, {}
+    table, figures, counted = {}, {}, {}
     for name, seeds in curves.items():
-        table[name], figures[name] = {}, {}
+        table[name], figures[name], counted[name] = {}, {}, {}
         for m in MARKS:
             for key in FIGURES:
                 vals = [v for rows in seeds.values() if (v := at_mark(rows, m, key)) is not None]
                 table[name][f"{key}@{m:.0%}"] = [min(vals), max(vals)] if vals else None
+                counted[name][f"{key}@{m:.0%}"] = len(vals)  # a seed that stopped before the mark has none
                 if vals:
                     figures[name][f"arrived-{round(m * 100)}.{key}"] = round(statistics.median(vals), 2)
     checked = []
@@ -447,7 +448,8 @@ def summarise(out: Path) -> dict:
             checked += [{"expect": text, "held": held, "figures": what} for held, what in Expectation(text).check(figures)]
         except ValueError as err:  # a design or figure the fill has no value for
             checked.append({"expect": text, "held": False, "figures": str(err)})
-    return {"plan": plan, "curves": curves, "table": table, "figures": figures, "expectations": checked,
+    return {"plan": plan, "curves": curves, "table": table, "seeds_counted": counted, "figures": figures,
+            "expectations": checked,
             "errors": errors, "ok": not errors and all(len(s) == len(plan["seeds"]) for s in curves.values())
             and all(c["held"] for c in checked)}
 
@@ -455,11 +457,13 @@ def summarise(out: Path) -> dict:
 def _table(s: dict, key: str) -> list[str]:
     """A markdown table of `key` per design at each arrived mark (a range: the seeds' min-max)."""
     lines = ["| design | " + " | ".join(f"arrived {m:.0%}" for m in MARKS) + " |", "|---" * (len(MARKS) + 1) + "|"]
+    seeds = len(s["plan"]["seeds"])
     for name, row in s["table"].items():
         cells = []
         for m in MARKS:
-            v = row[f"{key}@{m:.0%}"]
-            cells.append("-" if v is None else (f"{v[0]:.1f} %" if v[0] == v[1] else f"{v[0]:.1f}-{v[1]:.1f} %"))
+            v, n = row[f"{key}@{m:.0%}"], s.get("seeds_counted", {}).get(name, {}).get(f"{key}@{m:.0%}", seeds)
+            cells.append("-" if v is None else (f"{v[0]:.1f} %" if v[0] == v[1] else f"{v[0]:.1f}-{v[1]:.1f} %")
+                         + (f" ({n} of {seeds} seeds)" if v is not None and n < seeds else ""))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 

@@ -105,9 +105,11 @@ def fill_html(d: Path, base: Path, link) -> str:
         for key, label in (("allocated_pct", "GPU allocated"), ("fragmented_pct", "GPU fragmented"),
                            ("unplaced_gpu_pct", "GPU unplaced")):
             cells = []
+            seeds = len(plan.get("seeds") or [])
             for m in marks:
-                v = row.get(f"{key}@{m}")
-                cells.append("—" if v is None else (f"{fmt(v[0])} %" if v[0] == v[1] else f"{fmt(v[0])}–{fmt(v[1])} %"))
+                v, n = row.get(f"{key}@{m}"), ((s.get("seeds_counted") or {}).get(name) or {}).get(f"{key}@{m}", seeds)
+                cells.append("—" if v is None else (f"{fmt(v[0])} %" if v[0] == v[1] else f"{fmt(v[0])}–{fmt(v[1])} %")
+                             + (f" ({n} of {seeds} seeds)" if n < seeds else ""))
             out.append(f"<tr><td>{esc(name)}</td><td>{esc(label)}</td>" + "".join(f"<td>{esc(c)}</td>" for c in cells)
                        + "</tr>")
     out.append("</tbody></table></section>")
