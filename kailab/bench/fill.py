@@ -14,8 +14,6 @@ from ..errors import KailabError
 from .common import _MachineSampler, _record, machine
 
 
-DESIGNS = ("binpack", "spread")
-
 
 def fill_bench(source: str, tasks: str = "default", seeds: list[int] | None = None, sample: int = 1,
                step: float = 0.01, out_dir: Path | None = None, echo=print, repeat: int = 1,
@@ -24,12 +22,13 @@ def fill_bench(source: str, tasks: str = "default", seeds: list[int] | None = No
     the repeat spread of every figure at the arrived marks is recorded too. `designs`: the imported
     designs to fill (a full-scale design and seed takes the machine for most of an hour; fills run
     apart are read as one by `kailab fill-merge`)."""
-    designs = designs or list(DESIGNS)
+    from ..replay.alibaba import PLACEMENTS, import_trace
+
+    designs = designs or list(PLACEMENTS)
     for d in designs:
-        if d not in DESIGNS:
+        if d not in PLACEMENTS:
             raise KailabError(f"--fill-designs {','.join(designs)}: {d!r} is not an imported design; "
-                              f"give some of {','.join(DESIGNS)}")
-    from ..replay.alibaba import import_trace
+                              f"give some of {','.join(PLACEMENTS)}")
     from ..replay.design import load_designs
     from ..replay.fill import FillPlan, markdown
     from ..replay.trace import load_trace
@@ -65,7 +64,7 @@ def fill_bench(source: str, tasks: str = "default", seeds: list[int] | None = No
         lines += spread_lines(results["repeat_spread"], repeat)
     return _record(results, f"-fill-{tasks}" + (f"-1of{sample}" if sample > 1 else "")
                    + (f"-seeds{'-'.join(map(str, seeds))}" if sample == 1 else "")
-                   + ("" if designs == list(DESIGNS) else "-" + "-".join(designs)) + (f"-x{repeat}" if repeat > 1 else ""),
+                   + ("" if designs == list(PLACEMENTS) else "-" + "-".join(designs)) + (f"-x{repeat}" if repeat > 1 else ""),
                    "\n".join(lines) + "\n", out_dir)
 
 

@@ -54,6 +54,7 @@ POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_s
 QOS_PRIORITY = {"LS": "inference", "Guaranteed": "inference", "Burstable": "build-preemptible", "BE": "train"}
 # memory per GPU for the fake devices (fractions are of a whole GPU, so this is only what nodes show);
 # G1-G3 are Alibaba's undisclosed models: 16 GiB is assumed
+PLACEMENTS = ("binpack", "spread")  # the designs an import writes, one queue owning the fleet each
 GPU_MEMORY_MIB = {"P100": 16384, "T4": 15360, "V100M16": 16384, "V100M32": 32768, "A10": 23028}
 DEFAULT_GPU_MEMORY_MIB = 16384
 
@@ -330,7 +331,7 @@ def import_trace(source: Path, out: Path, tasks: str = "default", sample: int = 
                "binpack": out / "design-binpack.yaml", "spread": out / "design-spread.yaml"}
     written["fleet"].write_text(yaml.safe_dump(fleet, sort_keys=False))
     write_trace(written["trace"], jobs)
-    for placement in ("binpack", "spread"):
+    for placement in PLACEMENTS:
         written[placement].write_text(yaml.safe_dump(design(placement, queue, gpus, placement), sort_keys=False))
     peak, peak_at = load_trace(written["trace"]).peak_gpus_at_once()  # what was written reads back
     summary = {"format": FORMAT, "source": str(src.where(pod_rel)),

@@ -399,15 +399,21 @@ def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
         except KeyboardInterrupt:
             STOP.set()  # the pool's exit waits for each design to stop and take its lab down
             raise
+    write_outputs(out)
+    return out
+
+
+def write_outputs(out: Path) -> dict:
+    """fill.json, fill.md, fill.svg and report.html from what `out` holds; the summary."""
+    from ..report import write_report
+    from ..report.fill import fill_svg
+
     summary = summarise(out)
     (out / "fill.json").write_text(json.dumps(summary, indent=2))
     (out / "fill.md").write_text(markdown(summary))
-    from ..report.fill import fill_svg
-    from ..report import write_report
-
     (out / "fill.svg").write_text(fill_svg(summary))
     write_report([out])
-    return out
+    return summary
 
 
 def at_mark(rows: list[dict], mark: float, key: str) -> float | None:
@@ -432,14 +438,13 @@ def summarise(out: Path) -> dict:
             f = ddir / f"seed-{s}" / "steps.jsonl"
             if f.exists():
                 curves[d["name"]][str(s)] = [json.loads(line) for line in f.read_text().splitlines() if line]
-    table, figures, counted = {}, {}, {}
+    table, figures = {}, {}
     for name, seeds in curves.items():
-        table[name], figures[name], counted[name] = {}, {}, {}
+        table[name], figures[name] = {}, {}
         for m in MARKS:
             for key in FIGURES:
                 vals = [v for rows in seeds.values() if (v := at_mark(rows, m, key)) is not None]
                 table[name][f"{key}@{m:.0%}"] = [min(vals), max(vals)] if vals else None
-                counted[name][f"{key}@{m:.0%}"] = len(vals)  # a seed that stopped before the mark has none
                 if vals:
                     figures[name][f"arrived-{round(m * 100)}.{key}"] = round(statistics.median(vals), 2)
     checked = []
@@ -448,8 +453,7 @@ def summarise(out: Path) -> dict:
             checked += [{"expect": text, "held": held, "figures": what} for held, what in Expectation(text).check(figures)]
         except ValueError as err:  # a design or figure the fill has no value for
             checked.append({"expect": text, "held": False, "figures": str(err)})
-    return {"plan": plan, "curves": curves, "table": table, "seeds_counted": counted, "figures": figures,
-            "expectations": checked,
+    return {"plan": plan, "curves": curves, "table": table, "figures": figures, "expectations": checked,
             "errors": errors, "ok": not errors and all(len(s) == len(plan["seeds"]) for s in curves.values())
             and all(c["held"] for c in checked)}
 
@@ -457,13 +461,14 @@ def summarise(out: Path) -> dict:
 def _table(s: dict, key: str) -> list[str]:
     """A markdown table of `key` per design at each arrived mark (a range: the seeds' min-max)."""
     lines = ["| design | " + " | ".join(f"arrived {m:.0%}" for m in MARKS) + " |", "|---" * (len(MARKS) + 1) + "|"]
-    seeds = len(s["plan"]["seeds"])
+    from ..report.fill import fewer_seeds
+
     for name, row in s["table"].items():
         cells = []
         for m in MARKS:
-            v, n = row[f"{key}@{m:.0%}"], s.get("seeds_counted", {}).get(name, {}).get(f"{key}@{m:.0%}", seeds)
+            v = row[f"{key}@{m:.0%}"]
             cells.append("-" if v is None else (f"{v[0]:.1f} %" if v[0] == v[1] else f"{v[0]:.1f}-{v[1]:.1f} %")
-                         + (f" ({n} of {seeds} seeds)" if v is not None and n < seeds else ""))
+                         + fewer_seeds(s, name, m * 100))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 

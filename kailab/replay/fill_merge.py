@@ -46,20 +46,17 @@ def collect(sources: list[str]) -> tuple[dict, list[tuple[Path, str, int]]]:
     every seed a fill has steps for."""
     if len(sources) < 2:
         raise KailabError("kailab fill-merge: give two fills or more (evidence/fill-<time>[:DESIGN,...])")
-    first: tuple[Path, dict] | None = None
+    plans: dict[Path, dict] = {}
     take: list[tuple[Path, str, int]] = []
     seen: dict[tuple[str, int], Path] = {}
     known: dict[str, tuple[object, Path]] = {}
-    designs_of: dict[Path, list[str]] = {}
     for text in sources:
         d, only = parse_source(text)
-        plan = _plan(d)
+        plan = plans[d] = _plan(d)
         names = [x["name"] for x in plan.get("designs", [])]
-        designs_of[d] = names
         for n in only or []:
             if n not in names:
                 raise KailabError(f"{text}: {d} has no design {n!r} (its designs: {', '.join(names)})")
-        first = first or (d, plan)
         for key in SAME:
             b = plan.get(key)
             if b is None:
@@ -73,7 +70,8 @@ def collect(sources: list[str]) -> tuple[dict, list[tuple[Path, str, int]]]:
                 if not (d / n / f"seed-{s}" / "steps.jsonl").is_file():
                     continue
                 if (n, s) in seen:
-                    was, others = seen[(n, s)], [x for x in designs_of[seen[(n, s)]] if x != n]
+                    was = seen[(n, s)]
+                    others = [x["name"] for x in plans[was].get("designs", []) if x["name"] != n]
                     fix = (f"give {was}:{','.join(others)} to take only its other designs" if others
                            else f"leave {was} out")
                     raise KailabError(f"{text}: design {n} seed {s} is in {was} too; take it from one only: {fix}")
@@ -81,9 +79,9 @@ def collect(sources: list[str]) -> tuple[dict, list[tuple[Path, str, int]]]:
                 take.append((d, n, s))
     if not take:
         raise KailabError(f"{', '.join(sources)}: no seed of any design has steps to merge")
-    plan = dict(first[1])
+    plan = dict(next(iter(plans.values())))
     designs = list(dict.fromkeys(n for _, n, _ in take))
-    files = {x["name"]: x.get("file") for text in sources for x in _plan(parse_source(text)[0]).get("designs", [])}
+    files = {x["name"]: x.get("file") for p in plans.values() for x in p.get("designs", [])}
     plan["designs"] = [{"name": n, "file": files.get(n)} for n in designs]
     plan["seeds"] = sorted({s for _, _, s in take})
     plan["merged_from"] = [{"design": n, "seed": s, "evidence": str(d)} for d, n, s in take]
@@ -92,9 +90,7 @@ def collect(sources: list[str]) -> tuple[dict, list[tuple[Path, str, int]]]:
 
 def merge(sources: list[str], root: Path | None = None) -> Path:
     """Write evidence/fill-merged-<time>/ from the sources; its path."""
-    from ..report import write_report
-    from ..report.fill import fill_svg
-    from .fill import markdown, summarise
+    from .fill import write_outputs
 
     plan, take = collect(sources)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -116,11 +112,7 @@ def merge(sources: list[str], root: Path | None = None) -> Path:
                     shutil.copyfile(d / n / f, out / n / f)
         for n, lines in errors.items():
             (out / n / "error.txt").write_text("\n".join(lines) + "\n")
-        summary = summarise(out)
-        (out / "fill.json").write_text(json.dumps(summary, indent=2))
-        (out / "fill.md").write_text(markdown(summary))
-        (out / "fill.svg").write_text(fill_svg(summary))
-        write_report([out])
+        write_outputs(out)
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)  # nothing half-made
         raise

@@ -33,7 +33,7 @@ from .figures import Expectation
 from .fill import FillPlan
 from .trace import load_trace
 
-PLACEMENTS = ("binpack", "spread")  # the designs an import writes
+PLACEMENTS = alibaba.PLACEMENTS
 
 
 class FillFile(Strict):

@@ -68,6 +68,15 @@ def _legend(names: list[str]) -> str:
         for i, n in enumerate(names)) + "</div>"
 
 
+def fewer_seeds(s: dict, design: str, arrived_pct: float) -> str:
+    """' (n of N seeds)' when only n of the fill's N seeds reached `arrived_pct` % arrived (one stopped
+    before it, as a merged fill's may have), else ''."""
+    seeds = len((s.get("plan") or {}).get("seeds") or [])
+    n = sum(1 for rows in ((s.get("curves") or {}).get(design) or {}).values()
+            if rows and rows[-1]["arrived_pct"] >= arrived_pct - 1e-9)
+    return f" ({n} of {seeds} seeds)" if n < seeds else ""
+
+
 def fill_svg(s: dict) -> str:
     """The picture as one standalone SVG file (README, slides)."""
     plan = s.get("plan") or {}
@@ -105,11 +114,10 @@ def fill_html(d: Path, base: Path, link) -> str:
         for key, label in (("allocated_pct", "GPU allocated"), ("fragmented_pct", "GPU fragmented"),
                            ("unplaced_gpu_pct", "GPU unplaced")):
             cells = []
-            seeds = len(plan.get("seeds") or [])
             for m in marks:
-                v, n = row.get(f"{key}@{m}"), ((s.get("seeds_counted") or {}).get(name) or {}).get(f"{key}@{m}", seeds)
+                v = row.get(f"{key}@{m}")
                 cells.append("—" if v is None else (f"{fmt(v[0])} %" if v[0] == v[1] else f"{fmt(v[0])}–{fmt(v[1])} %")
-                             + (f" ({n} of {seeds} seeds)" if n < seeds else ""))
+                             + fewer_seeds(s, name, float(m.rstrip("%"))))
             out.append(f"<tr><td>{esc(name)}</td><td>{esc(label)}</td>" + "".join(f"<td>{esc(c)}</td>" for c in cells)
                        + "</tr>")
     out.append("</tbody></table></section>")
