@@ -121,7 +121,11 @@ def vcluster_values(version_slug: str, host: TrialHost, coredns_image: str) -> d
                 "scheduler": {"enabled": True, "extraArgs": ["--leader-elect=false"]},
                 # one replica each: nothing to elect, and a lease renewal that misses its deadline on
                 # busy cores (kine over sqlite) makes kube-controller-manager exit, and the syncer with it
-                "controllerManager": {"extraArgs": ["--leader-elect=false"]}}},
+                "controllerManager": {"extraArgs": ["--leader-elect=false"]},
+                # watches straight from kine: on busy cores the watch cache trailed kine by over the 3 s
+                # a watch waits for it, and KAI's binder, which watches its GPU reservation pod once and
+                # gives up on a watch error ("Too large resource version"), failed a bind (CI, 2026-11-26)
+                "apiServer": {"extraArgs": ["--watch-cache=false"]}}},
             "statefulSet": {
                 "image": {"registry": syncer_registry, "repository": syncer_repo, "tag": vs.chart_version},
                 "imagePullPolicy": "IfNotPresent",
