@@ -343,6 +343,15 @@ def test_fake_gpu_operator_never_pulls_always():
     assert values["statusUpdater"]["disableNodeLabeling"] is True
 
 
+def test_fake_gpu_operators_idle_helpers_leave_room_for_a_trials_vclusters():
+    """A 2-core kind node's allocatable is 2 CPUs: the chart's 250m for helpers that idle once the
+    fleet is up would leave no room for two vCluster control planes' CPU weight."""
+    values = kind_rt.fake_gpu_operator_values(load_fleet("small"), "kai-resource-reservation")
+    for helper in (values["topologyServer"], values["kwokGpuDevicePlugin"], values["statusExporter"]["kwok"]):
+        assert helper["resources"] == {"requests": {"cpu": "10m"}}  # merged into the chart's: its limits stay
+    assert "resources" not in values["statusUpdater"]  # it labels every GPU reservation pod: the chart's 200m
+
+
 @pytest.mark.parametrize("host, patched", [
     (kind_rt.HostFacts(cgroup_v1=True, cap_sys_resource=False), {"kubeadm", "containerd"}),
     (kind_rt.HostFacts(cgroup_v1=True, cap_sys_resource=True), {"kubeadm"}),

@@ -138,6 +138,14 @@ def kwok_deployment_patch() -> list[dict]:
     ]
 
 
+# What fake-gpu-operator's helpers that sit idle once the fleet is up (the topology server, the
+# KWOK device plugin, the KWOK metrics exporter) ask for: 10m each instead of the chart's 250m
+# together. A 2-core kind node's allocatable is 2 CPUs, and a vCluster trial's control planes need
+# that room (kailab/stacks/kai/vcluster.py, CONTROL_PLANE_CPU). Limits stay the chart's, and the
+# status-updater, which labels every GPU reservation pod, keeps its 200m.
+IDLE_HELPER = {"resources": {"requests": {"cpu": "10m"}}}
+
+
 def fake_gpu_operator_values(fleet: Fleet, reservation_namespace: str | None = None) -> dict:
     """One topology node pool per fleet pool; nodes join a pool by SIMULATED_POOL_LABEL."""
     pools = {p.name: {"gpuProduct": p.product, "gpuCount": p.gpus, "gpuMemory": p.gpu_memory_mib}
@@ -145,6 +153,8 @@ def fake_gpu_operator_values(fleet: Fleet, reservation_namespace: str | None = N
     # the chart pulls every image `Always`: a preloaded (or locally built) image would be ignored
     pull = {"image": {"pullPolicy": "IfNotPresent"}}
     values = {c: dict(pull) for c in ("devicePlugin", "topologyServer", "statusExporter", "migFaker")}
+    values["topologyServer"].update(IDLE_HELPER)
+    values["statusExporter"]["kwok"] = dict(IDLE_HELPER)
     values.update({
         "topology": {"nodePoolLabelKey": SIMULATED_POOL_LABEL, "migStrategy": "none",
                      "nodePools": pools},
@@ -153,7 +163,7 @@ def fake_gpu_operator_values(fleet: Fleet, reservation_namespace: str | None = N
         # runtime: the operator must not rewrite them
         "statusUpdater": {"disableNodeLabeling": True, **pull},
         # GPUs on KWOK nodes come from node capacity; KAI would count DRA slices a second time
-        "kwokGpuDevicePlugin": {"enabled": True, **pull},
+        "kwokGpuDevicePlugin": {"enabled": True, **pull, **IDLE_HELPER},
         "draPlugin": {"enabled": False},
         "kwokDraPlugin": {"enabled": False},
     })

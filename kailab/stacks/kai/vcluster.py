@@ -121,17 +121,18 @@ def vcluster_values(version_slug: str, host: TrialHost, coredns_image: str) -> d
                 "scheduler": {"enabled": True, "extraArgs": ["--leader-elect=false"]},
                 # one replica each: nothing to elect, and a lease renewal that misses its deadline on
                 # busy cores (kine over sqlite) makes kube-controller-manager exit, and the syncer with it
-                "controllerManager": {"extraArgs": ["--leader-elect=false"]},
-                # watches straight from kine: on busy cores the watch cache trailed kine by over the 3 s
-                # a watch waits for it, and KAI's binder, which watches its GPU reservation pod once and
-                # gives up on a watch error ("Too large resource version"), failed a bind (CI, 2026-11-26)
-                "apiServer": {"extraArgs": ["--watch-cache=false"]}}},
+                "controllerManager": {"extraArgs": ["--leader-elect=false"]}}},
             "statefulSet": {
                 "image": {"registry": syncer_registry, "repository": syncer_repo, "tag": vs.chart_version},
                 "imagePullPolicy": "IfNotPresent",
                 # the host's scheduler would happily put the control plane on a fake KWOK node
                 "scheduling": {"nodeSelector": infra},
-                "resources": {"requests": {"cpu": "10m"}},  # as KAI's: see SMALL_REQUESTS
+                # its CPU weight when the node's cores are all busy (cgroup cpu.shares come from the
+                # request): at 10m the virtual API server and kine got ~1/180 of the node beside the
+                # host's own control plane and KAI, the watch cache trailed kine by over the 3 s a
+                # watch waits for it, and KAI's binder, which gives up a bind on one watch error,
+                # failed a fractional bind (CI, 2026-11-26). Room for it: CONTROL_PLANE_CPU
+                "resources": {"requests": {"cpu": CONTROL_PLANE_CPU}},
                 # no PVC: nothing outlives the vCluster (and a lab host may have no storage class)
                 "persistence": {"volumeClaim": {"enabled": False}}},
             "coredns": {"deployment": {"nodeSelector": infra, "image": coredns_image,
@@ -171,8 +172,13 @@ def vcluster_values(version_slug: str, host: TrialHost, coredns_image: str) -> d
 # KAI's own pods ask for little CPU here. With its own scheduler, a vCluster sees a real node's
 # allocatable less every other pod's requests there (the host's, the other vCluster's), and the
 # kubelet admits no pod beyond it: the chart's requests (~0.5 CPU per KAI, the scheduler 250m) fit
-# one KAI on a 2-core node, not two beside the host's own. Limits are not set: nothing is capped.
+# one KAI on a 2-core node, not two beside the host's own. The chart's limits stay, as installed.
 SMALL_REQUESTS = {"requests": {"cpu": "5m", "memory": "64Mi"}}
+# A vCluster's control plane (syncer, virtual API server, controller manager, kine in one container)
+# is what every request of its KAI goes through, so it asks for real CPU: two versions' 150m fit a
+# 2-core kind host beside the host's own pods now that fake-gpu-operator's idle helpers ask for 10m
+# each (kailab/runtimes/kind_plan.py).
+CONTROL_PLANE_CPU = "150m"
 KAI_COMPONENTS = ("operator", "scheduler", "binder", "admission", "podgrouper", "podgroupcontroller", "queuecontroller")
 
 
