@@ -140,9 +140,9 @@ def kwok_deployment_patch() -> list[dict]:
 
 # What fake-gpu-operator's helpers that sit idle once the fleet is up (the topology server, the
 # KWOK device plugin, the KWOK metrics exporter) ask for: 10m each instead of the chart's 250m
-# together. A 2-core kind node's allocatable is 2 CPUs, and a vCluster trial's control planes need
-# that room (kailab/stacks/kai/vcluster.py, CONTROL_PLANE_CPU). Limits stay the chart's, and the
-# status-updater, which labels every GPU reservation pod, keeps its 200m.
+# together. A 2-core kind node's allocatable is 2 CPUs; what else runs on the real node needs the
+# room for CPU weight of its own (cgroup cpu.shares follow requests). Limits stay the chart's, and
+# the status-updater, which labels every GPU reservation pod, keeps its 200m.
 IDLE_HELPER = {"resources": {"requests": {"cpu": "10m"}}}
 
 
