@@ -8,7 +8,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from kailab.replay.fill import at_mark, markdown, steps_of, summarise, tasks_for
+from kailab.fleet import load_fleet
+from kailab.replay.fill import at_mark, fleet_nodes, markdown, shape, steps_of, summarise, tasks_for
 from kailab.replay.fragmentation import Node, Shape, fragmented_milli, unusable_milli
 from kailab.replay.trace import Trace, TraceJob
 from kailab.report import render_report
@@ -47,6 +48,21 @@ def test_fragmentation_counts_what_the_next_task_cannot_use():
     assert unusable_milli(n, Shape(0, 1000, 1024)) == 0
     frag = fragmented_milli({"a": n}, Counter({Shape(1000, 1000, 1024): 3, Shape(200, 1000, 1024): 1}))
     assert frag == 225  # (3 x 300 + 1 x 0) / 4
+
+
+def test_a_gpu_model_the_task_refuses_is_all_fragment_to_it():
+    t4 = Node(gpus=2, cpu_milli=8000, memory_mib=8192, shared={"g1": 400}, product="T4")
+    v100 = Node(gpus=2, cpu_milli=8000, memory_mib=8192, product="V100M16")
+    only_v100 = Shape(500, 1000, 1024, frozenset({"V100M16", "V100M32"}))
+    assert unusable_milli(t4, only_v100) == 1600  # every free GPU of the T4 node, though 0.5 would fit
+    assert unusable_milli(v100, only_v100) == 0
+    assert unusable_milli(t4, Shape(500, 1000, 1024)) == 0  # no constraint: the T4's free whole GPU takes it
+    assert unusable_milli(t4, Shape(0, 1000, 1024, frozenset({"V100M16"}))) == 0  # asks no GPU: loses none
+    tasks = tasks_for(Trace(Path("t.csv"), [TraceJob(name="j", arrival_s=0, queue="q", pods=1, gpus=0.5,
+                                                     duration_s=10, gpu_models="V100M16|V100M32")]), 4, 1.0, 1)
+    assert {(shape(t).milli, shape(t).models) for t in tasks} == {(500, only_v100.models)}  # the trace's models
+    products = {p.product for p in load_fleet("small").pools}
+    assert {n.product for n in fleet_nodes("small").values()} == products  # and the nodes their model
 
 
 def _fill_dir(tmp_path: Path, expectations: list[str] | None = None) -> Path:

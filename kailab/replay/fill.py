@@ -115,7 +115,8 @@ def steps_of(tasks: list[TraceJob], capacity_gpus: int, step: float) -> list[lis
 
 
 def shape(t: TraceJob) -> Shape:
-    return Shape(int(round(t.gpus * 1000)), t.cpu_milli, t.memory_mib)
+    return Shape(int(round(t.gpus * 1000)), t.cpu_milli, t.memory_mib,
+                 frozenset(m for m in t.gpu_models.split("|") if m))
 
 
 class FleetState:
@@ -123,7 +124,7 @@ class FleetState:
     CPU and memory held. What each pod asks is its task's shape, registered before it is created."""
 
     def __init__(self, kube: Kube, namespace: str, nodes: dict[str, Node]):
-        self.capacity = {n: (v.gpus, v.cpu_milli, v.memory_mib) for n, v in nodes.items()}
+        self.capacity = {n: (v.gpus, v.cpu_milli, v.memory_mib, v.product) for n, v in nodes.items()}
         self.shapes: dict[str, tuple[int, Shape]] = {}  # pod name -> (step, shape)
         self.pods: dict[str, dict] = {}
         self.in_step: dict[int, set[str]] = {}  # step -> its pods seen (polled 5 times a second: not a scan)
@@ -162,7 +163,7 @@ class FleetState:
             return [(n, self.pods[n]) for n in self.in_step.get(step, ())]
 
     def nodes(self) -> dict[str, Node]:
-        out = {n: Node(g, c, m) for n, (g, c, m) in self.capacity.items()}
+        out = {n: Node(g, c, m, product=p) for n, (g, c, m, p) in self.capacity.items()}
         with self.lock:
             pods = list(self.pods.values())
         for p in pods:
@@ -181,7 +182,8 @@ class FleetState:
 
 def fleet_nodes(fleet_name: str) -> dict[str, Node]:
     fleet = load_fleet(fleet_name)
-    return {node_name(p, i): Node(p.gpus, p.cpu * 1000, p.memory_gib * 1024) for p in fleet.pools for i in range(p.count)}
+    return {node_name(p, i): Node(p.gpus, p.cpu * 1000, p.memory_gib * 1024, product=p.product)
+            for p in fleet.pools for i in range(p.count)}
 
 
 def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say, queue_objects) -> list[dict]:

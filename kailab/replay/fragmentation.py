@@ -6,8 +6,9 @@ names with the pod's `runai-gpu-group` label). After a fill step:
   fragmented  for a task shape, the free milli-GPU on nodes where that task cannot use it:
               all of a node's free GPU when the task does not fit its free CPU or memory, or (whole
               GPUs) when fewer whole GPUs are free than it asks; for a fraction f, the free part of
-              each shared device with less than f left. Weighted by how often each shape occurs in
-              the task list: the expected fragmentation the next task meets (the measure of
+              each shared device with less than f left; all of it on a node whose GPU model the task
+              does not accept (gpu_models: the artifact's "no access"). Weighted by how often each
+              shape occurs in the task list: the expected fragmentation the next task meets (the measure of
               "Beware of Fragmentation", ATC '23, over this lab's real placements).
 """
 
@@ -26,6 +27,7 @@ class Node:
     shared: dict[str, int] = field(default_factory=dict)  # gpu group -> milli used on that device
     cpu_used: int = 0
     memory_used: int = 0
+    product: str = ""  # the GPU model (nvidia.com/gpu.product)
 
     @property
     def free_whole(self) -> int:
@@ -45,6 +47,7 @@ class Shape:
     milli: int  # per pod: 1000 x whole GPUs, or the fraction's milli
     cpu_milli: int
     memory_mib: int
+    models: frozenset[str] = frozenset()  # GPU models it accepts; empty: any
 
 
 def unusable_milli(node: Node, shape: Shape) -> int:
@@ -52,6 +55,8 @@ def unusable_milli(node: Node, shape: Shape) -> int:
     free = node.free_milli
     if shape.milli == 0:
         return 0  # a CPU-only task uses no GPU: none of it is lost to it
+    if shape.models and node.product not in shape.models:
+        return free
     if node.cpu_milli - node.cpu_used < shape.cpu_milli or node.memory_mib - node.memory_used < shape.memory_mib:
         return free
     if shape.milli >= 1000:
