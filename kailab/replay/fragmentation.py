@@ -8,8 +8,8 @@ names with the pod's `runai-gpu-group` label). After a fill step:
               GPUs) when fewer whole GPUs are free than it asks; for a fraction f, the free part of
               each shared device with less than f left; all of it on a node whose GPU model the task
               does not accept (gpu_models: the artifact's "no access"). Weighted by how often each
-              shape occurs in the task list: the expected fragmentation the next task meets (the measure of
-              "Beware of Fragmentation", ATC '23, over this lab's real placements).
+              shape occurs in the task list: the expected fragmentation the next task meets (the
+              measure of "Beware of Fragmentation", ATC '23, over this lab's real placements).
 """
 
 from __future__ import annotations
