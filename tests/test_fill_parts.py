@@ -61,6 +61,9 @@ def test_a_gpu_model_the_task_refuses_is_all_fragment_to_it():
     tasks = tasks_for(Trace(Path("t.csv"), [TraceJob(name="j", arrival_s=0, queue="q", pods=1, gpus=0.5,
                                                      duration_s=10, gpu_models="V100M16|V100M32")]), 4, 1.0, 1)
     assert {(shape(t).milli, shape(t).models) for t in tasks} == {(500, only_v100.models)}  # the trace's models
+    assert TraceJob(name="k", arrival_s=0, queue="q", pods=1, gpus=1, duration_s=1,
+                    gpu_models="V100M16|V100M32|V100M32").models == ["V100M16", "V100M32"]  # the trace's own duplicate
+    assert t4.empty() == Node(gpus=2, cpu_milli=8000, memory_mib=8192, product="T4")  # a step's count starts bare
     products = {p.product for p in load_fleet("small").pools}
     assert {n.product for n in fleet_nodes("small").values()} == products  # and the nodes their model
 

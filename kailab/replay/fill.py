@@ -116,7 +116,7 @@ def steps_of(tasks: list[TraceJob], capacity_gpus: int, step: float) -> list[lis
 
 def shape(t: TraceJob) -> Shape:
     return Shape(int(round(t.gpus * 1000)), t.cpu_milli, t.memory_mib,
-                 frozenset(m for m in t.gpu_models.split("|") if m))
+                 frozenset(t.models))
 
 
 class FleetState:
@@ -124,7 +124,7 @@ class FleetState:
     CPU and memory held. What each pod asks is its task's shape, registered before it is created."""
 
     def __init__(self, kube: Kube, namespace: str, nodes: dict[str, Node]):
-        self.capacity = {n: (v.gpus, v.cpu_milli, v.memory_mib, v.product) for n, v in nodes.items()}
+        self.fleet = nodes  # as empty: nodes() starts from a copy
         self.shapes: dict[str, tuple[int, Shape]] = {}  # pod name -> (step, shape)
         self.pods: dict[str, dict] = {}
         self.in_step: dict[int, set[str]] = {}  # step -> its pods seen (polled 5 times a second: not a scan)
@@ -163,7 +163,7 @@ class FleetState:
             return [(n, self.pods[n]) for n in self.in_step.get(step, ())]
 
     def nodes(self) -> dict[str, Node]:
-        out = {n: Node(g, c, m, product=p) for n, (g, c, m, p) in self.capacity.items()}
+        out = {n: v.empty() for n, v in self.fleet.items()}
         with self.lock:
             pods = list(self.pods.values())
         for p in pods:
@@ -282,7 +282,7 @@ def nodes_not_ready(kube: Kube) -> int:
 
 def _pod(t: TraceJob, ns: str, step: int) -> list[dict]:
     size = {"cpu_milli": t.cpu_milli, "memory_mib": t.memory_mib,
-            "gpu_models": t.gpu_models.split("|") if t.gpu_models else None}
+            "gpu_models": t.models or None}
     share = {workloads.GPU_FRACTION: f"{t.gpus:g}"} if t.fractional else None
     pods = workloads.pods(t.name, ns, t.queue, 1, gpus=0 if t.fractional else int(t.gpus),
                           priority_class=FILL_PRIORITY, preemptible=False, labels={STEP_LABEL: str(step)},

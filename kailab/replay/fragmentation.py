@@ -29,6 +29,10 @@ class Node:
     memory_used: int = 0
     product: str = ""  # the GPU model (nvidia.com/gpu.product)
 
+    def empty(self) -> Node:
+        """The same node with nothing on it."""
+        return Node(self.gpus, self.cpu_milli, self.memory_mib, product=self.product)
+
     @property
     def free_whole(self) -> int:
         return max(0, self.gpus - self.whole_used - len(self.shared))

@@ -87,7 +87,7 @@ def job_objects(job: TraceJob, namespace: str, compress: float) -> list[dict]:
     """The objects one trace job is made of."""
     run = f"{max(job.duration_s / compress, 0.001):.3f}s"
     size = {"cpu_milli": job.cpu_milli, "memory_mib": job.memory_mib,
-            "gpu_models": job.gpu_models.split("|") if job.gpu_models else None}
+            "gpu_models": job.models or None}
     if job.fractional:
         return workloads.pods(job.name, namespace, job.queue, job.pods, gpus=0, priority_class=job.priority,
                               run_duration=run, share={workloads.GPU_FRACTION: f"{job.gpus:g}"}, size=size)

@@ -62,6 +62,11 @@ class TraceJob:
     row: int = 0  # the row in the file it came from (1 = first job), for messages
 
     @property
+    def models(self) -> list[str]:
+        """The GPU products it may run on, once each; [] = any."""
+        return list(dict.fromkeys(m for m in self.gpu_models.split("|") if m))
+
+    @property
     def fractional(self) -> bool:
         return 0 < self.gpus < 1
 
@@ -267,7 +272,7 @@ def check_against(trace: Trace, leaf_queues: set[str], source: str, fleet_gpus: 
     """What a trace needs of a design and a fleet: its queues are the design's leaf queues, no job
     asks for more GPUs than the fleet has, or for a GPU model the fleet does not have."""
     for job in trace.jobs:
-        if products is not None and job.gpu_models and not set(job.gpu_models.split("|")) & products:
+        if products is not None and job.models and not set(job.models) & products:
             raise InputError(trace.path, f"row {job.row}, field gpu_models",
                              f"{job.gpu_models!r}: no GPU product of the fleet", f"its products: {', '.join(sorted(products))}")
         if job.queue not in leaf_queues:
