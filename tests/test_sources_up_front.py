@@ -68,6 +68,28 @@ def test_a_folder_of_repositories_is_registered_in_one_command(tmp_path):
     assert shown.returncode == 0 and "v2.20.0" in shown.stdout
 
 
+def test_a_clone_of_the_public_trace_in_the_folder_is_registered_by_the_same_command(tmp_path):
+    folder = tmp_path / "mirrors"
+    trace = folder / "alibaba+clusterdata" / "repo"
+    (trace / "cluster-trace-gpu-v2023" / "csv").mkdir(parents=True)
+    (trace / "cluster-trace-gpu-v2023" / "csv" / "openb_node_list_gpu_node.csv").write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\nopenb-node-0000,32000,131072,2,T4\n")
+    (trace / "cluster-trace-gpu-v2023" / "csv" / "openb_pod_list_default.csv").write_text("name\n")
+    git = ["git", "-C", str(trace), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "trace"], check=True)
+    (tmp_path / "empty").mkdir()
+    before = kailab(tmp_path, "tools", "source", "--from", str(tmp_path / "empty"))
+    assert "trace alibaba-gpu-2023" in before.stdout.splitlines()[-1], before.stdout  # named as missing
+    out = kailab(tmp_path, "tools", "source", "--from", str(folder))
+    assert out.returncode == 0, out.stderr
+    assert "registered trace alibaba-gpu-2023" in out.stdout and "left alone" not in out.stdout, out.stdout
+    assert "trace" not in out.stdout.splitlines()[-1], out.stdout  # no longer missing
+    shown = kailab(tmp_path, "trace", "source", "alibaba-gpu-2023")
+    assert shown.returncode == 0 and "1 task lists" in shown.stdout, shown.stdout
+
+
 @pytest.mark.parametrize("args", [["--from", "/no/such/dir"], []])
 def test_bad_input_is_one_line(tmp_path, args):
     out = kailab(tmp_path, "tools", "source", *args)

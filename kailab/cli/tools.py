@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 from rich.table import Table
@@ -155,15 +156,25 @@ def tools_source(project, path, folder) -> None:
     from .. import sources
 
     if folder:
+        from ..replay import alibaba
+
         done, unknown = sources.register_from(folder)
         for name, record in done.items():
             out.print(f"registered {sources.project(name).title}: {record['origin']} ({record['tags']} release tags, "
                       f"{record['oldest']} … {record['newest']})", markup=False, highlight=False)
+        # a clone of the public trace sits in the same folder on a fresh machine: one command registers it too
+        traces = [g for g in unknown if alibaba.holds_trace(Path(g))]
+        for git_dir in traces[:1]:
+            record = alibaba.register(Path(git_dir).parent if Path(git_dir).name == ".git" else git_dir)
+            out.print(f"registered trace {alibaba.FORMAT}: {record['origin']} ({len(record['task_lists'])} task lists)",
+                      markup=False, highlight=False)
+        unknown = [g for g in unknown if g not in traces]
         if unknown:
             out.print(f"not a project kailab builds (left alone): {', '.join(unknown)}", markup=False, highlight=False)
-        still = [n for n in sources.PROJECTS if sources.registered(n) is None]
-        out.print("still not registered: " + (", ".join(f"{n} ({sources.project(n).needed_for})" for n in still)
-                                              if still else "none"), markup=False, highlight=False)
+        still = [f"{n} ({sources.project(n).needed_for})" for n in sources.PROJECTS if sources.registered(n) is None]
+        if alibaba.registered() is None:
+            still.append(f"trace {alibaba.FORMAT} (the fill exercise item and `bench --fill`)")
+        out.print("still not registered: " + (", ".join(still) if still else "none"), markup=False, highlight=False)
         return
     if not project:
         raise KailabError("name a PROJECT (and its PATH), or give --from DIR")

@@ -133,7 +133,7 @@ def register(path: str | Path) -> dict:
     else:
         raise KailabError(f"{src}: not a git repository: register a clone or bare mirror of {REPOSITORY} "
                           f"(a plain folder is read where it is: `kailab trace import {FORMAT} FOLDER`)")
-    if Source._git_show(git_dir, f"{FOLDER}/{NODE_FILE}") is None:
+    if not holds_trace(git_dir):
         raise KailabError(f"{src}: its HEAD has no {FOLDER}/{NODE_FILE}: not a clone of {REPOSITORY}, or "
                           "one without the trace's files")
     copy_mirror(git_dir, mirror(), src)
@@ -142,6 +142,11 @@ def register(path: str | Path) -> dict:
               "task_lists": Source(mirror()).task_lists()}
     _record_path().write_text(json.dumps(record, indent=2))
     return record
+
+
+def holds_trace(git_dir: Path) -> bool:
+    """Whether a git directory's HEAD holds the trace (how `tools source --from` knows a clone of it)."""
+    return Source._git_show(git_dir, f"{FOLDER}/{NODE_FILE}") is not None
 
 
 def registered() -> dict | None:
