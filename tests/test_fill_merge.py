@@ -130,3 +130,36 @@ def test_the_bench_fills_only_the_imported_designs_it_is_given(tmp_path):
     lines = run.stderr.strip().splitlines()
     assert run.returncode != 0 and len(lines) == 1 and "'packed'" in lines[0] and "binpack,spread" in lines[0], run.stderr
     assert not (tmp_path / "evidence").exists()
+
+
+def test_a_bench_record_is_read_as_its_evidence_folder_was(tmp_path):
+    """The record `kailab bench --fill` commits keeps the plan and every seed's steps, so a fill whose
+    evidence stayed on another machine still merges: the same figures as from the folder."""
+    from kailab.bench.fill import kept
+    from kailab.replay.fill import write_outputs
+
+    a = fill(tmp_path, "fill-a", [1], {"binpack": [50, 91, 92]})
+    b = fill(tmp_path, "fill-b", [1], {"spread": [48, 83, 87]})
+    record = tmp_path / "bench" / "2026-11-26-fill-x.json"
+    record.parent.mkdir()
+    record.write_text(json.dumps({"date": "2026-11-26", "errors": {},
+                                  "runs": {"binpack": {"up": {"up_wall_s": 18.0}, "seeds": {1: {"seed": 1, "wall_s": 10.0}}}},
+                                  **kept(write_outputs(a))}))
+    from_folders = json.loads((merge([str(a), str(b)], root=tmp_path / "e1") / "fill.json").read_text())
+    out = merge([str(record), str(b)], root=tmp_path / "e2")
+    from_record = json.loads((out / "fill.json").read_text())
+    assert from_record["ok"] and from_record["table"] == from_folders["table"]
+    assert from_record["curves"] == from_folders["curves"]
+    assert json.loads((out / "binpack" / "seed-1" / "run.json").read_text())["wall_s"] == 10.0
+    assert json.loads((out / "binpack" / "up.json").read_text())["up_wall_s"] == 18.0
+    assert {m["evidence"] for m in from_record["plan"]["merged_from"]} == {str(record), str(b)}
+
+
+def test_a_record_without_steps_is_refused_in_one_line(tmp_path):
+    old = tmp_path / "2026-11-25-fill-default.json"
+    old.write_text(json.dumps({"date": "2026-11-25", "table": {}, "runs": {}}))
+    b = fill(tmp_path, "fill-b", [1], {"spread": [48, 83, 87]})
+    with pytest.raises(KailabError) as err:
+        merge([str(old), str(b)], root=tmp_path / "evidence")
+    assert "\n" not in str(err.value) and str(old) in str(err.value) and "evidence folder" in str(err.value)
+    assert not (tmp_path / "evidence").exists()

@@ -50,6 +50,7 @@ def fill_bench(source: str, tasks: str = "default", seeds: list[int] | None = No
                "nodes": imported["nodes"], "gpus": imported["gpus"], "seeds": seeds, "step": step, "repeat": repeat,
                "wall_seconds": first["wall"], "machine_load": first["load"], "evidence": str(first["evidence"]),
                "table": first["summary"]["table"], "runs": first["runs"],
+               **kept(first["summary"]),
                "errors": {k: v for d in done for k, v in d["summary"]["errors"].items()},
                **({"repeats": [{k: d[k] for k in ("wall", "load", "runs")} | {"evidence": str(d["evidence"]),
                                 "table": d["summary"]["table"], "errors": d["summary"]["errors"]} for d in done],
@@ -66,6 +67,12 @@ def fill_bench(source: str, tasks: str = "default", seeds: list[int] | None = No
                    + (f"-seeds{'-'.join(map(str, seeds))}" if sample == 1 else "")
                    + ("" if designs == list(PLACEMENTS) else "-" + "-".join(designs)) + (f"-x{repeat}" if repeat > 1 else ""),
                    "\n".join(lines) + "\n", out_dir)
+
+
+def kept(summary: dict) -> dict:
+    """What a record keeps of a fill besides its table: the plan and every seed's steps, so `kailab
+    fill-merge` reads the record as it reads the evidence folder, which stays on the machine that ran it."""
+    return {"plan": summary["plan"], "curves": summary["curves"]}
 
 
 def _one(plan, echo) -> dict:

@@ -237,7 +237,8 @@ def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_vers
 def fill_merge(sources) -> None:
     """Read fills of one plan run at different times (evidence/fill-<time>, a seed each, say) as one:
     a new evidence/fill-merged-<time> with every seed's curve, the table of the seeds' spread, the
-    picture and the report. FILL:DESIGN takes only that design from FILL (a re-run of one that stopped)."""
+    picture and the report. FILL:DESIGN takes only that design from FILL (a re-run of one that stopped).
+    A FILL may also be a `bench --fill` record (bench/results/<name>.json): it keeps every seed's steps."""
     from ..replay.fill_merge import merge
 
     out_dir = merge(list(sources))
