@@ -163,12 +163,12 @@ def tools_source(project, path, folder) -> None:
             out.print(f"registered {sources.project(name).title}: {record['origin']} ({record['tags']} release tags, "
                       f"{record['oldest']} … {record['newest']})", markup=False, highlight=False)
         # a clone of the public trace sits in the same folder on a fresh machine: one command registers it too
-        traces = [g for g in unknown if alibaba.holds_trace(Path(g))]
-        for git_dir in traces[:1]:
-            record = alibaba.register(Path(git_dir).parent if Path(git_dir).name == ".git" else git_dir)
+        trace = next((g for g in unknown if alibaba.holds_trace(Path(g))), None)
+        if trace is not None:  # one registration per format: a second clone stays listed below
+            record = alibaba.register(Path(trace).parent if Path(trace).name == ".git" else trace)
             out.print(f"registered trace {alibaba.FORMAT}: {record['origin']} ({len(record['task_lists'])} task lists)",
                       markup=False, highlight=False)
-        unknown = [g for g in unknown if g not in traces]
+            unknown.remove(trace)
         if unknown:
             out.print(f"not a project kailab builds (left alone): {', '.join(unknown)}", markup=False, highlight=False)
         still = [f"{n} ({sources.project(n).needed_for})" for n in sources.PROJECTS if sources.registered(n) is None]
