@@ -149,3 +149,36 @@ def test_a_plan_fingerprints_its_tasks_and_fleet_by_content(tmp_path):
     assert plans[0]["trace_sha256"] == plans[1]["trace_sha256"] != plans[2]["trace_sha256"]
     assert len({p["fleet_sha256"] for p in plans}) == 1
     assert FillPlan(trace=a, designs=[], fleet="small", seeds=[1]).as_json()["fleet_sha256"] != plans[0]["fleet_sha256"]
+
+
+def _pod(name: str, node: str | None = None) -> dict:
+    return {"metadata": {"name": name, "labels": {}, "annotations": {}}, "spec": {"nodeName": node} if node else {}}
+
+
+def test_a_step_settles_without_a_bound_pod_somebody_else_deleted(tmp_path):
+    """KAI's binder may delete a bound shared-GPU pod: the step must not wait for it to come back,
+    and the pod is named in the evidence with the log lines that name it."""
+    import time
+
+    from kailab.replay.fill import FleetState, _settle, log_lines
+
+    state = FleetState(None, "ns", {})
+    for n in ("t1", "t2", "t3"):
+        state.expect(n, 1, Shape(500, 1000, 1024))
+        state._see("ADDED", _pod(n))
+        state._see("MODIFIED", _pod(n, "node-a"))
+    state._see("MODIFIED", {**_pod("t2", "node-a"), "metadata": {"name": "t2", "deletionTimestamp": "now"}})
+    state._see("DELETED", _pod("t2", "node-a"))  # a second event for the same deletion counts once
+    assert state.removed(1) == 1 and state.gone[1] == 1 and state.gone_pods == {"t2": 1}
+    t0 = time.monotonic()
+    assert _settle(state, None, "ns", 1, 3, quiet_s=30, limit_s=60) == set()
+    assert time.monotonic() - t0 < 5
+    state.ours.add("t3")  # deleted by the run as unplaced: not somebody else's
+    state._see("DELETED", _pod("t3", "node-a"))
+    assert state.removed(1) == 1
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "binder.log").write_text("binding t1\nFound pod without reservation, deleting t2\nt22 other\n")
+    (logs / "kwok.log").write_text("nothing here\n")
+    assert log_lines(logs, {"t2"}) == "== binder.log\nFound pod without reservation, deleting t2\n"
+    assert "no log" in log_lines(tmp_path / "absent", {"t2"})

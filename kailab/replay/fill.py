@@ -23,6 +23,7 @@ import datetime as dt
 import hashlib
 import json
 import random
+import re
 import statistics
 import threading
 import time
@@ -129,6 +130,8 @@ class FleetState:
         self.pods: dict[str, dict] = {}
         self.in_step: dict[int, set[str]] = {}  # step -> its pods seen (polled 5 times a second: not a scan)
         self.gone: Counter = Counter()  # step -> pods of it deleted after they were bound (not by us)
+        self.gone_pods: dict[str, int] = {}  # those pods by name -> step, for the evidence
+        self.lost: Counter = Counter()  # step -> pods of it deleted by anyone but us, bound or not
         self.ours: set[str] = set()  # pods this run deleted as unplaced
         self.lock = threading.Lock()
         self.stopping, self.ready, self.errors = threading.Event(), threading.Event(), []
@@ -149,14 +152,24 @@ class FleetState:
                 old = self.pods.pop(name, None)
                 if old:
                     self.in_step[old["step"]].discard(name)
-                if old and old["node"] and name not in self.ours:
-                    self.gone[old["step"]] += 1
+                if old and name not in self.ours:
+                    self.lost[old["step"]] += 1
+                    if old["node"]:
+                        self.gone[old["step"]] += 1
+                        self.gone_pods[name] = old["step"]
                 return
             step, s = self.shapes[name]
             self.in_step.setdefault(step, set()).add(name)
             self.pods[name] = {"step": step, "shape": s, "node": spec.get("nodeName"),
                                "group": (meta.get("labels") or {}).get(workloads.GPU_GROUP_LABEL),
                                "podgroup": (meta.get("annotations") or {}).get(workloads.PODGROUP_ANNOTATION)}
+
+    def removed(self, step: int) -> int:
+        """Pods of the step that somebody else deleted: they will never be seen again, so the step
+        settles without them (KAI v0.17.0's binder deleted a bound shared-GPU pod it found without its
+        reservation pod, in a race between two binds on one node)."""
+        with self.lock:
+            return self.lost[step]
 
     def step_pods(self, step: int) -> list[tuple[str, dict]]:
         with self.lock:
@@ -249,8 +262,22 @@ def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say, queue_
         "wall_s": round(time.monotonic() - started, 1), "watch_errors": state.errors[:5],
         "cpu_seconds": {k: round(cpu1[k] - cpu0.get(k, 0), 1) for k in cpu1},
         "peak_memory_mib": peak_memory_mib(rec.dir), "machine_cpu_seconds": round(busy1 - busy0, 1),
-        "nodes_not_ready": nodes_not_ready(kube)}, indent=2))
+        "nodes_not_ready": nodes_not_ready(kube), "deleted_after_bound": dict(state.gone_pods)}, indent=2))
+    if state.gone_pods:  # who deleted them, in the components' own words (the lab's logs go with the lab)
+        (sdir / "deleted-pods.log").write_text(log_lines(rec.dir / "logs", set(state.gone_pods)))
     return rows
+
+
+def log_lines(logs: Path, names: set[str]) -> str:
+    """Every line of the lab's component logs that names one of `names`, under its log's name."""
+    pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in sorted(names)) + r")\b")
+    out = []
+    for log in sorted(logs.glob("*.log")) if logs.is_dir() else []:
+        with open(log, errors="replace") as f:
+            hits = [line for line in f if pattern.search(line)]
+        if hits:
+            out.append(f"== {log.name}\n" + "".join(hits))
+    return "\n".join(out) or f"(no log under {logs} names them)\n"
 
 
 def scheduler_cycle_ms(rec) -> float | None:
@@ -316,11 +343,12 @@ def _settle(state: FleetState, kube: Kube, ns: str, step: int, count: int, quiet
     while time.monotonic() < deadline and not STOP.is_set():
         pods = state.step_pods(step)
         bound = sum(1 for _, p in pods if p["node"])
-        if len(pods) >= count and bound == len(pods):
+        seen = len(pods) + state.removed(step)
+        if seen >= count and bound == len(pods):
             return set()
         if bound != last_bound:
             last_bound, since = bound, time.monotonic()
-        elif (time.monotonic() - since >= quiet_s and len(pods) >= count
+        elif (time.monotonic() - since >= quiet_s and seen >= count
               and _tried(kube, ns, [p for _, p in pods if not p["node"]], tried)):
             break
         time.sleep(0.2)
