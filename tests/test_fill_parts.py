@@ -182,3 +182,16 @@ def test_a_step_settles_without_a_bound_pod_somebody_else_deleted(tmp_path):
     (logs / "kwok.log").write_text("nothing here\n")
     assert log_lines(logs, {"t2"}) == "== binder.log\nFound pod without reservation, deleting t2\n"
     assert "no log" in log_lines(tmp_path / "absent", {"t2"})
+
+
+def test_the_bench_record_names_pods_a_component_deleted_after_they_were_bound():
+    from kailab.bench.fill import where_the_time_goes
+
+    runs = {"binpack": {"up": {}, "seeds": {"1": {"wall_s": 10, "tasks": 5, "cpu_seconds": {"scheduler": 4},
+                                                  "deleted_after_bound": {"t00007": 3}}},
+                        },
+            "spread": {"up": {}, "seeds": {"1": {"wall_s": 10, "tasks": 5, "cpu_seconds": {"scheduler": 4}}}}}
+    lines = where_the_time_goes(runs, {"curves": {}})
+    said = [line for line in lines if "deleted by a lab component" in line]
+    assert len(said) == 1 and "binpack, seed 1: 1 pod(s)" in said[0] and "t00007" in said[0]
+    assert "binpack/seed-1/deleted-pods.log" in said[0]

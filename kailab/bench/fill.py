@@ -153,4 +153,11 @@ def where_the_time_goes(runs: dict, summary: dict) -> list[str]:
                 lines.append(f"| {name} | {s} | {run['nodes_not_ready']} node(s) not Ready at the end |" + " |" * 7)
     lines.append("")
     lines += [f"{name}: lab up in {r['up'].get('up_wall_s')} s." for name, r in runs.items() if r["up"]]
+    for name, r in runs.items():  # placed, then deleted by a component: say so and where the words are
+        for s, run in r["seeds"].items():
+            gone = run.get("deleted_after_bound") or {}
+            if gone:
+                lines.append(f"{name}, seed {s}: {len(gone)} pod(s) bound and then deleted by a lab component, not "
+                             f"by the fill ({', '.join(sorted(gone)[:10])}{' …' if len(gone) > 10 else ''}); the "
+                             f"components' log lines naming them are in {name}/seed-{s}/deleted-pods.log.")
     return lines

@@ -11,7 +11,9 @@ changes nothing else). Every task runs in one queue owning the whole fleet, at o
 marked non-preemptible: as in the artifact a task once placed stays where it is. (Preemptible bare
 pods were tried: KAI's consolidation evicted placed pods to make room — a plain delete, which loses
 a bare pod for good, so the fill lost allocation KAI meant to move. A pod that still goes is counted
-in `evicted_pods`.)
+in `evicted_pods`, named in run.json's `deleted_after_bound` and, with the log lines that name it, in
+seed-<s>/deleted-pods.log: KAI v0.17.0's binder deletes a bound shared-GPU pod it finds without its
+reservation pod, and under load it deleted that reservation pod itself first.)
 
 On disk (evidence/fill-<stamp>/): plan.json; <design>/lab.json; <design>/seed-<s>/steps.jsonl (one
 line per step) and error.txt when a run could not finish; fill.json, fill.md, fill.svg, report.html.
