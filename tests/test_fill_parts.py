@@ -191,7 +191,10 @@ def test_the_bench_record_names_pods_a_component_deleted_after_they_were_bound()
                                                   "deleted_after_bound": {"t00007": 3}}},
                         },
             "spread": {"up": {}, "seeds": {"1": {"wall_s": 10, "tasks": 5, "cpu_seconds": {"scheduler": 4}}}}}
-    lines = where_the_time_goes(runs, {"curves": {}})
+    rows = [{"arrived_pct": 50, "settle_s": 30.0, "submit_s": 24.0}, {"arrived_pct": 100, "settle_s": 10.0, "submit_s": 6.0}]
+    lines = where_the_time_goes(runs, {"curves": {"binpack": {"1": rows}, "spread": {"1": [{"arrived_pct": 50, "settle_s": 3}]}}})
+    assert [line for line in lines if "submitting" in line] == [
+        "binpack, seed 1: submitting the steps' pods took 30 s of the 40 s the steps took (75 %)."]
     said = [line for line in lines if "deleted by a lab component" in line]
     assert len(said) == 1 and "binpack, seed 1: 1 pod(s)" in said[0] and "t00007" in said[0]
     assert "binpack/seed-1/deleted-pods.log" in said[0]

@@ -153,6 +153,12 @@ def where_the_time_goes(runs: dict, summary: dict) -> list[str]:
                 lines.append(f"| {name} | {s} | {run['nodes_not_ready']} node(s) not Ready at the end |" + " |" * 7)
     lines.append("")
     lines += [f"{name}: lab up in {r['up'].get('up_wall_s')} s." for name, r in runs.items() if r["up"]]
+    for name, seeds in summary.get("curves", {}).items():  # the harness's POSTs, one at a time: a bound of its own
+        for s, rows in seeds.items():
+            if rows and all("submit_s" in row for row in rows):
+                sub, total = sum(row["submit_s"] for row in rows), sum(row["settle_s"] for row in rows)
+                lines.append(f"{name}, seed {s}: submitting the steps' pods took {sub:.0f} s of the {total:.0f} s "
+                             f"the steps took ({100 * sub / total:.0f} %).")
     for name, r in runs.items():  # placed, then deleted by a component: say so and where the words are
         for s, run in r["seeds"].items():
             gone = run.get("deleted_after_bound") or {}
