@@ -25,7 +25,6 @@ import datetime as dt
 import hashlib
 import json
 import random
-import re
 import statistics
 import threading
 import time
@@ -37,12 +36,13 @@ from pathlib import Path
 from .. import toolchain, versions, workloads
 from ..errors import KailabError
 from ..fleet import fleet_path, load_fleet, node_name
-from ..kube import Kube, watch_pods
+from ..kube import Kube
 from ..lab import LabSpec, lab, runtime_of
 from ..paths import evidence_dir
 from ..scale import cpu_seconds, machine_busy_seconds, peak_memory_mib
 from .design import Design
 from .figures import Expectation
+from .fill_state import FleetState, log_lines
 from .fragmentation import Node, Shape, fragmented_milli
 from .player import _create
 from .session import apply_design, wait_gone, write_lab_json
@@ -122,79 +122,6 @@ def shape(t: TraceJob) -> Shape:
                  frozenset(t.models))
 
 
-class FleetState:
-    """The pods of a run's namespace as they are now (a watch), per node: whole GPUs, shared devices,
-    CPU and memory held. What each pod asks is its task's shape, registered before it is created."""
-
-    def __init__(self, kube: Kube, namespace: str, nodes: dict[str, Node]):
-        self.fleet = nodes  # as empty: nodes() starts from a copy
-        self.shapes: dict[str, tuple[int, Shape]] = {}  # pod name -> (step, shape)
-        self.pods: dict[str, dict] = {}
-        self.in_step: dict[int, set[str]] = {}  # step -> its pods seen (polled 5 times a second: not a scan)
-        self.gone: Counter = Counter()  # step -> pods of it deleted after they were bound (not by us)
-        self.gone_pods: dict[str, int] = {}  # those pods by name -> step, for the evidence
-        self.lost: Counter = Counter()  # step -> pods of it deleted by anyone but us, bound or not
-        self.ours: set[str] = set()  # pods this run deleted as unplaced
-        self.lock = threading.Lock()
-        self.stopping, self.ready, self.errors = threading.Event(), threading.Event(), []
-        self.thread = threading.Thread(target=watch_pods, args=(kube, namespace, self._see, self.stopping,
-                                                                self.errors, self.ready), daemon=True)
-
-    def expect(self, name: str, step: int, s: Shape) -> None:
-        with self.lock:
-            self.shapes[name] = (step, s)
-
-    def _see(self, kind: str, pod: dict) -> None:
-        meta, spec = pod["metadata"], pod.get("spec") or {}
-        name = meta["name"]
-        with self.lock:
-            if name not in self.shapes:
-                return
-            if kind == "DELETED" or meta.get("deletionTimestamp"):
-                old = self.pods.pop(name, None)
-                if old:
-                    self.in_step[old["step"]].discard(name)
-                if old and name not in self.ours:
-                    self.lost[old["step"]] += 1
-                    if old["node"]:
-                        self.gone[old["step"]] += 1
-                        self.gone_pods[name] = old["step"]
-                return
-            step, s = self.shapes[name]
-            self.in_step.setdefault(step, set()).add(name)
-            self.pods[name] = {"step": step, "shape": s, "node": spec.get("nodeName"),
-                               "group": (meta.get("labels") or {}).get(workloads.GPU_GROUP_LABEL),
-                               "podgroup": (meta.get("annotations") or {}).get(workloads.PODGROUP_ANNOTATION)}
-
-    def removed(self, step: int) -> int:
-        """Pods of the step that somebody else deleted: they will never be seen again, so the step
-        settles without them (KAI v0.17.0's binder deleted a bound shared-GPU pod it found without its
-        reservation pod, in a race between two binds on one node)."""
-        with self.lock:
-            return self.lost[step]
-
-    def step_pods(self, step: int) -> list[tuple[str, dict]]:
-        with self.lock:
-            return [(n, self.pods[n]) for n in self.in_step.get(step, ())]
-
-    def nodes(self) -> dict[str, Node]:
-        out = {n: v.empty() for n, v in self.fleet.items()}
-        with self.lock:
-            pods = list(self.pods.values())
-        for p in pods:
-            node, s = out.get(p["node"] or ""), p["shape"]
-            if node is None:
-                continue
-            node.cpu_used += s.cpu_milli
-            node.memory_used += s.memory_mib
-            if 0 < s.milli < 1000:
-                key = p["group"] or f"unlabelled-{id(p)}"  # the binder labels it as it binds
-                node.shared[key] = node.shared.get(key, 0) + s.milli
-            else:
-                node.whole_used += s.milli // 1000
-        return out
-
-
 def fleet_nodes(fleet_name: str) -> dict[str, Node]:
     fleet = load_fleet(fleet_name)
     return {node_name(p, i): Node(p.gpus, p.cpu * 1000, p.memory_gib * 1024, product=p.product)
@@ -270,18 +197,6 @@ def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say, queue_
     if state.gone_pods:  # who deleted them, in the components' own words (the lab's logs go with the lab)
         (sdir / "deleted-pods.log").write_text(log_lines(rec.dir / "logs", set(state.gone_pods)))
     return rows
-
-
-def log_lines(logs: Path, names: set[str]) -> str:
-    """Every line of the lab's component logs that names one of `names`, under its log's name."""
-    pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in sorted(names)) + r")\b")
-    out = []
-    for log in sorted(logs.glob("*.log")) if logs.is_dir() else []:
-        with open(log, errors="replace") as f:
-            hits = [line for line in f if pattern.search(line)]
-        if hits:
-            out.append(f"== {log.name}\n" + "".join(hits))
-    return "\n".join(out) or f"(no log under {logs} names them)\n"
 
 
 def scheduler_cycle_ms(rec) -> float | None:
