@@ -177,7 +177,7 @@ def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say, queue_
                          "cpu_arrived_pct": round(100 * arrived_cpu / cpu_capacity, 2),
                          "unplaced_pods": unplaced, "unplaced_gpu_pct": round(100 * unplaced_milli / (capacity * 1000), 2),
                          "fragmented_pct": round(100 * fragmented_milli(now, shapes) / (capacity * 1000), 2),
-                         "evicted_pods": sum(state.gone.values()), "settle_s": round(time.monotonic() - t0, 2),
+                         "evicted_pods": len(state.gone_pods), "settle_s": round(time.monotonic() - t0, 2),
                          "submit_s": round(submit_s, 2),
                          "cycle_ms": scheduler_cycle_ms(rec)})
             with open(sdir / "steps.jsonl", "a") as f:

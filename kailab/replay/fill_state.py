@@ -22,8 +22,7 @@ class FleetState:
         self.shapes: dict[str, tuple[int, Shape]] = {}  # pod name -> (step, shape)
         self.pods: dict[str, dict] = {}
         self.in_step: dict[int, set[str]] = {}  # step -> its pods seen (polled 5 times a second: not a scan)
-        self.gone: Counter = Counter()  # step -> pods of it deleted after they were bound (not by us)
-        self.gone_pods: dict[str, int] = {}  # those pods by name -> step, for the evidence
+        self.gone_pods: dict[str, int] = {}  # pod name -> step: deleted after it was bound, not by us
         self.lost: Counter = Counter()  # step -> pods of it deleted by anyone but us, bound or not
         self.ours: set[str] = set()  # pods this run deleted as unplaced
         self.lock = threading.Lock()
@@ -48,7 +47,6 @@ class FleetState:
                 if old and name not in self.ours:
                     self.lost[old["step"]] += 1
                     if old["node"]:
-                        self.gone[old["step"]] += 1
                         self.gone_pods[name] = old["step"]
                 return
             step, s = self.shapes[name]
