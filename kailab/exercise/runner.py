@@ -29,6 +29,8 @@ from .load import load_exercise
 from .match import fill
 from .spec import Exercise, Step, seconds
 
+NO_QUEUE_SERIES = "no series for this run's queues"
+
 
 @dataclass
 class Outcome:
@@ -332,12 +334,27 @@ class ExerciseRun:
             return
         from ..runtimes import metrics
 
-        ours = {self.names.queue(n): n for n, _, _ in self.ex.queue_tree()}
-        end = time.time()
         prometheus = metrics.url(self.lab.ports)
+        panels = self._stack_panels(prometheus, time.time())
+        if any(p.get("missing") == NO_QUEUE_SERIES for p in panels):
+            # the run may have ended before a scrape saw its queues (or a busy machine failed one): ask again
+            # after every target's next scrape, and say what those scrapes were if the series are still absent
+            scrapes = metrics.wait_for_scrape(self.lab.ports, after=time.time(), timeout=3 * metrics.SCRAPE_INTERVAL_S)
+            panels = self._stack_panels(prometheus, time.time())
+            t0 = self.observer.state.started
+            seen = ", ".join(f"{job} {'up' if how == 'up' else 'failed: ' + how} at +{at - t0:.1f}s"
+                             for job, (at, how) in sorted(scrapes.items()))
+            for p in panels:
+                if p.get("missing") == NO_QUEUE_SERIES:
+                    p["missing"] += f" (last scrapes: {seen})"
+        if panels:
+            self.evidence.write(evidence.KAI_METRICS, {"prometheus": prometheus, "panels": panels})
+
+    def _stack_panels(self, prometheus: str, end: float) -> list[dict]:
+        ours = {self.names.queue(n): n for n, _, _ in self.ex.queue_tree()}
         panels = self.stack.metric_panels(self.lab, prometheus, self.observer.state.started, end)
         if not panels:
-            return
+            return []
         evicted = self.stack.evictions_by_action(prometheus, self.observer.state.started, end)
         panels.append(evicted)
         for action, n in (evicted.get("by_action") or {}).items():
@@ -351,8 +368,8 @@ class ExerciseRun:
                     s["labels"]["queue"] = ours[s["labels"]["queue_name"]]
                 panel["series"] = kept
                 if not kept:
-                    panel["missing"] = "no series for this run's queues"
-        self.evidence.write(evidence.KAI_METRICS, {"prometheus": metrics.url(self.lab.ports), "panels": panels})
+                    panel["missing"] = NO_QUEUE_SERIES
+        return panels
 
     def _conclude(self) -> None:
         """Runs on every exit path; each part is guarded so one failure cannot lose the rest."""

@@ -16,7 +16,8 @@ import yaml
 
 PROMETHEUS, KSM = "prometheus", "kube-state-metrics"
 COMPONENTS = (PROMETHEUS, KSM)
-SCRAPE_INTERVAL = "2s"
+SCRAPE_INTERVAL_S = 2
+SCRAPE_INTERVAL = f"{SCRAPE_INTERVAL_S}s"
 PORTS = {PROMETHEUS: ["web"], KSM: ["metrics", "telemetry"]}
 
 
@@ -81,3 +82,32 @@ def targets_down(ports: dict[str, int]) -> list[str]:
     return [f"{t['labels'].get('job')}: {t.get('lastError') or t['health']}"
             for t in data["data"]["activeTargets"] if t["health"] == "down"]  # 'unknown': not scraped yet
 
+
+
+def last_scrapes(ports: dict[str, int]) -> dict[str, tuple[float, str]]:
+    """Each active target's last scrape: job -> (unix time, 'up' or its error)."""
+    import json
+    import urllib.request
+    from datetime import datetime
+
+    with urllib.request.urlopen(url(ports) + "/api/v1/targets?state=active", timeout=5) as resp:  # noqa: S310
+        data = json.load(resp)
+    out = {}
+    for t in data["data"]["activeTargets"]:
+        when = t.get("lastScrape") or ""
+        at = datetime.fromisoformat(when).timestamp() if when and not when.startswith("0001") else 0.0
+        out[t["labels"].get("job", "?")] = (at, "up" if t["health"] == "up" else t.get("lastError") or t["health"])
+    return out
+
+
+def wait_for_scrape(ports: dict[str, int], after: float, timeout: float) -> dict[str, tuple[float, str]]:
+    """Until every target has been scraped since `after` (or `timeout` s pass): the targets' last scrapes.
+    A run can end between two scrapes; what it left behind is in Prometheus only after the next one."""
+    import time
+
+    deadline = time.time() + timeout
+    while True:
+        scrapes = last_scrapes(ports)
+        if all(at >= after for at, _ in scrapes.values()) or time.time() >= deadline:
+            return scrapes
+        time.sleep(0.5)
