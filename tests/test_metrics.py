@@ -141,6 +141,26 @@ def test_a_runs_verdict_and_report_carry_per_queue_waits(kai_lab, tmp_path):
     assert "kai_queue_allocated_gpus" in html and 'class="chart kai-series"' in html
 
 
+def test_kais_series_missing_for_a_runs_queues_name_the_scrapes_that_failed(kai_lab, tmp_path):
+    """KAI's queuecontroller stopped (alive, silent) for a whole run: its queue series cannot reach
+    Prometheus, so the evidence says so and names the scrapes it waited for, the failed one included."""
+    import signal
+
+    rec = processes.records(kai_lab.dir)["queuecontroller"]
+    os.kill(rec.pid, signal.SIGSTOP)
+    try:
+        path = _exercise(tmp_path)
+        outcome = ExerciseRun(load_exercise(path), path, kai_lab, tmp_path / "ev").run()
+    finally:
+        os.kill(rec.pid, signal.SIGCONT)
+    assert outcome.verdict == "passed", outcome.report()  # the scheduler and binder need no queuecontroller
+    doc = json.loads((Path(outcome.evidence) / "kai-metrics.json").read_text())
+    (alloc,) = [p for p in doc["panels"] if p["title"] == "Allocated GPUs"]
+    assert alloc["series"] == [] and alloc["missing"].startswith("no series for this run's queues (last scrapes: "), alloc
+    assert "queuecontroller failed: " in alloc["missing"] and "scheduler up at +" in alloc["missing"], alloc
+    wait_until("the scrape to recover", lambda: status(kai_lab)["state"] == "up", timeout=60)
+
+
 def test_usage_on_a_lab_without_prometheus_is_one_line(kai_lab, tmp_path):
     """The same lab, recorded as running no metrics: the scheduler step refuses, naming the fix."""
     import dataclasses

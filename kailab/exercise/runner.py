@@ -339,7 +339,8 @@ class ExerciseRun:
         if any(p.get("missing") == NO_QUEUE_SERIES for p in panels):
             # the run may have ended before a scrape saw its queues (or a busy machine failed one): ask again
             # after every target's next scrape, and say what those scrapes were if the series are still absent
-            scrapes = metrics.wait_for_scrape(self.lab.ports, after=time.time(), timeout=3 * metrics.SCRAPE_INTERVAL_S)
+            scrapes = metrics.wait_for_scrape(self.lab.ports, after=time.time(), timeout=3 * metrics.SCRAPE_INTERVAL_S,
+                                              jobs=self.runtime.scheduler_components(self.lab))
             panels = self._stack_panels(prometheus, time.time())
             t0 = self.observer.state.started
             seen = ", ".join(f"{job} {'up' if how == 'up' else 'failed: ' + how} at +{at - t0:.1f}s"
@@ -362,12 +363,12 @@ class ExerciseRun:
                 self.stack_figures[f"evicted_by_action.{action}"] = n
         for panel in panels:
             series = panel.get("series") or []
-            if any("queue_name" in s["labels"] for s in series):
+            if "queue_name" in panel.get("promql", "") or any("queue_name" in s["labels"] for s in series):
                 kept = [s for s in series if s["labels"].get("queue_name") in ours]
                 for s in kept:
                     s["labels"]["queue"] = ours[s["labels"]["queue_name"]]
                 panel["series"] = kept
-                if not kept:
+                if not kept:  # none at all, or only other runs' queues
                     panel["missing"] = NO_QUEUE_SERIES
         return panels
 

@@ -100,14 +100,16 @@ def last_scrapes(ports: dict[str, int]) -> dict[str, tuple[float, str]]:
     return out
 
 
-def wait_for_scrape(ports: dict[str, int], after: float, timeout: float) -> dict[str, tuple[float, str]]:
-    """Until every target has been scraped since `after` (or `timeout` s pass): the targets' last scrapes.
-    A run can end between two scrapes; what it left behind is in Prometheus only after the next one."""
+def wait_for_scrape(ports: dict[str, int], after: float, timeout: float,
+                    jobs: set[str] | None = None) -> dict[str, tuple[float, str]]:
+    """Until every target of `jobs` (default all) has been scraped since `after`, or `timeout` s pass: the
+    targets' last scrapes. A run can end between two scrapes; what it left is in Prometheus only after the next."""
     import time
 
     deadline = time.time() + timeout
     while True:
         scrapes = last_scrapes(ports)
-        if all(at >= after for at, _ in scrapes.values()) or time.time() >= deadline:
+        if all(at >= after for job, (at, _) in scrapes.items() if jobs is None or job in jobs) \
+                or time.time() >= deadline:
             return scrapes
         time.sleep(0.5)
