@@ -339,12 +339,13 @@ class ExerciseRun:
         if any(p.get("missing") == NO_QUEUE_SERIES for p in panels):
             # the run may have ended before a scrape saw its queues (or a busy machine failed one): ask again
             # after every target's next scrape, and say what those scrapes were if the series are still absent
-            scrapes = metrics.wait_for_scrape(self.lab.ports, after=time.time(), timeout=3 * metrics.SCRAPE_INTERVAL_S,
-                                              jobs=self.runtime.scheduler_components(self.lab))
+            try:
+                scrapes = metrics.wait_for_scrape(self.lab.ports, after=time.time(), timeout=3 * metrics.SCRAPE_INTERVAL_S,
+                                                  jobs=self.runtime.scheduler_components(self.lab))
+                seen = metrics.describe_scrapes(scrapes, since=self.observer.state.started)
+            except (OSError, ValueError, KeyError) as err:  # the panels still go to the evidence, as they are
+                seen = f"Prometheus's targets unreadable: {err}"
             panels = self._stack_panels(prometheus, time.time())
-            t0 = self.observer.state.started
-            seen = ", ".join(f"{job} {'up' if how == 'up' else 'failed: ' + how} at +{at - t0:.1f}s"
-                             for job, (at, how) in sorted(scrapes.items()))
             for p in panels:
                 if p.get("missing") == NO_QUEUE_SERIES:
                     p["missing"] += f" (last scrapes: {seen})"

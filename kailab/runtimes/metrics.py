@@ -113,3 +113,10 @@ def wait_for_scrape(ports: dict[str, int], after: float, timeout: float,
                 or time.time() >= deadline:
             return scrapes
         time.sleep(0.5)
+
+
+def describe_scrapes(scrapes: dict[str, tuple[float, str]], since: float) -> str:
+    """'job up at +1.2s, job failed: <error> at +3.0s, …', times from `since`."""
+    return ", ".join(f"{job} {'up' if how == 'up' else 'failed: ' + how} "
+                     + (f"at +{at - since:.1f}s" if at else "(never scraped)")
+                     for job, (at, how) in sorted(scrapes.items())) or "no targets"
