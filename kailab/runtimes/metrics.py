@@ -83,7 +83,6 @@ def targets_down(ports: dict[str, int]) -> list[str]:
             for t in data["data"]["activeTargets"] if t["health"] == "down"]  # 'unknown': not scraped yet
 
 
-
 def last_scrapes(ports: dict[str, int]) -> dict[str, tuple[float, str]]:
     """Each active target's last scrape: job -> (unix time, 'up' or its error)."""
     import json
@@ -96,7 +95,9 @@ def last_scrapes(ports: dict[str, int]) -> dict[str, tuple[float, str]]:
     for t in data["data"]["activeTargets"]:
         when = t.get("lastScrape") or ""
         at = datetime.fromisoformat(when).timestamp() if when and not when.startswith("0001") else 0.0
-        out[t["labels"].get("job", "?")] = (at, "up" if t["health"] == "up" else t.get("lastError") or t["health"])
+        job = t["labels"].get("job", "?")
+        if job not in out or at < out[job][0]:  # a job of several targets: its least recent scrape
+            out[job] = (at, "up" if t["health"] == "up" else t.get("lastError") or t["health"])
     return out
 
 
