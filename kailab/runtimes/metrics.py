@@ -72,27 +72,26 @@ def health_url(name: str, ports: dict[str, int]) -> str:
     return f"http://127.0.0.1:{ports[KSM + '.metrics']}/healthz"
 
 
-def targets_down(ports: dict[str, int]) -> list[str]:
-    """Scrape targets whose last scrape failed (job: error), [] when none did."""
+def _active_targets(ports: dict[str, int]) -> list[dict]:
     import json
     import urllib.request
 
     with urllib.request.urlopen(url(ports) + "/api/v1/targets?state=active", timeout=5) as resp:  # noqa: S310
-        data = json.load(resp)
+        return json.load(resp)["data"]["activeTargets"]
+
+
+def targets_down(ports: dict[str, int]) -> list[str]:
+    """Scrape targets whose last scrape failed (job: error), [] when none did."""
     return [f"{t['labels'].get('job')}: {t.get('lastError') or t['health']}"
-            for t in data["data"]["activeTargets"] if t["health"] == "down"]  # 'unknown': not scraped yet
+            for t in _active_targets(ports) if t["health"] == "down"]  # 'unknown': not scraped yet
 
 
 def last_scrapes(ports: dict[str, int]) -> dict[str, tuple[float, str]]:
     """Each active target's last scrape: job -> (unix time, 'up' or its error)."""
-    import json
-    import urllib.request
     from datetime import datetime
 
-    with urllib.request.urlopen(url(ports) + "/api/v1/targets?state=active", timeout=5) as resp:  # noqa: S310
-        data = json.load(resp)
     out = {}
-    for t in data["data"]["activeTargets"]:
+    for t in _active_targets(ports):
         when = t.get("lastScrape") or ""
         at = datetime.fromisoformat(when).timestamp() if when and not when.startswith("0001") else 0.0
         job = t["labels"].get("job", "?")
@@ -105,15 +104,17 @@ def wait_for_scrape(ports: dict[str, int], after: float, timeout: float,
                     jobs: set[str] | None = None) -> dict[str, tuple[float, str]]:
     """Until every target of `jobs` (default all) has been scraped since `after`, or `timeout` s pass: the
     targets' last scrapes. A run can end between two scrapes; what it left is in Prometheus only after the next."""
-    import time
+    from ..errors import LabError
+    from .waits import wait_until
 
-    deadline = time.time() + timeout
-    while True:
+    def fresh():
         scrapes = last_scrapes(ports)
-        if all(at >= after for job, (at, _) in scrapes.items() if jobs is None or job in jobs) \
-                or time.time() >= deadline:
-            return scrapes
-        time.sleep(0.5)
+        return scrapes if all(at >= after for job, (at, _) in scrapes.items() if jobs is None or job in jobs) else None
+
+    try:
+        return wait_until("every target's next scrape", fresh, timeout=timeout)
+    except LabError:  # a target still not scraped (a stopped process): what the scrapes were is the answer
+        return last_scrapes(ports)
 
 
 def describe_scrapes(scrapes: dict[str, tuple[float, str]], since: float) -> str:
