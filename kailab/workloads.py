@@ -187,6 +187,22 @@ def adopt(obj: dict, namespace: str, queue_name: str | None) -> dict:
     return out
 
 
+def pods_made(obj: dict) -> int:
+    """How many pods of its workload an object makes as soon as it exists: a Pod itself, a Job its
+    parallelism (none while suspended: something admits it later), a Deployment its replicas; 0 for
+    what makes none, or whose pods would not carry the workload label."""
+    kind, spec = obj.get("kind"), obj.get("spec") or {}
+    if kind == "Pod":
+        return 1 if OWNER_LABEL in (obj["metadata"].get("labels") or {}) else 0
+    template = spec.get("template")
+    if kind not in ("Job", "Deployment") or not isinstance(template, dict) \
+            or OWNER_LABEL not in ((template.get("metadata") or {}).get("labels") or {}):
+        return 0
+    if kind == "Job":
+        return 0 if spec.get("suspend") else int(spec.get("parallelism", 1))
+    return int(spec.get("replicas", 1))
+
+
 def namespace(name: str, labels: dict | None = None) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "kailab", **(labels or {})}}}

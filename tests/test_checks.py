@@ -285,3 +285,29 @@ def test_a_workloads_resource_claims_are_those_made_for_or_reserved_for_its_pods
     r = check(name="left", match={"status": {"reservedFor": {"exists": False}, "allocation": {"exists": True}}})
     assert r.passed, r
     assert check(name="elsewhere", count=0).passed  # another namespace is not the run's
+
+
+def test_a_step_waits_for_the_pods_its_objects_make_and_kai_takes_in_only_grouped_ones():
+    from kailab import workloads
+    from kailab.exercise.state import PodView
+    from kailab.stacks import get_stack
+
+    job = workloads.job("g", NS, "q", parallelism=12, gang=12)
+    assert workloads.pods_made(job) == 12
+    assert workloads.pods_made({**job, "spec": {**job["spec"], "suspend": True}}) == 0  # Kueue admits it later
+    assert workloads.pods_made(workloads.deployment("d", NS, "q", replicas=3)) == 3
+    assert [workloads.pods_made(p) for p in workloads.pods("p", NS, "q", count=2)] == [1, 1]
+    assert workloads.pods_made({"kind": "ConfigMap", "metadata": {"name": "c"}}) == 0
+
+    def view(name, podgroup=None, scheduler="kai-scheduler", gates=None):
+        p = pod(name, podgroup=podgroup)
+        p["spec"]["schedulerName"] = scheduler
+        if gates:
+            p["spec"]["schedulingGates"] = gates
+        return PodView.from_pod(p)
+
+    pods = [view("a", podgroup="pg"), view("b"), view("c", scheduler="default-scheduler"),
+            view("d", gates=[{"name": "kueue.x-k8s.io/admission"}])]
+    # b: KAI's scheduler cannot see it yet; c is not KAI's; d is held before any scheduler
+    assert get_stack("kai").not_taken_in(pods) == ["b"]
+    assert get_stack("none").not_taken_in(pods) == []

@@ -75,6 +75,53 @@ def test_killed_then_restarted_scheduler_resumes_scheduling(kai_lab, tmp_path):
     assert processes.records(kai_lab.dir)["scheduler"].alive()
 
 
+def test_a_window_on_a_gang_begins_once_kais_podgrouper_has_grouped_it(kai_lab, tmp_path):
+    """The CI flake of the topology variant: KAI's podgrouper grouped a gang 17 s late (its PodGroup
+    updates conflicted and backed off), the 10 s window saw nothing bound and passed. Here the
+    podgrouper is down while the gang is submitted and comes back 8 s later, after a 6 s window begun
+    at once would have passed: the window must start after that, and so see KAI bind the gang."""
+    from kailab.runtimes.binary import BinaryRuntime
+
+    path = exercise(tmp_path, "fault-intake-late", [
+        {"name": "podgrouper down", "faults": [{"kill": "podgrouper"}]},
+        {"name": "a gang that fits", "apply": [{"job": {"name": "g", "queue": "q", "parallelism": 2, "gang": 2}}],
+         "stays": {"for": "6s", "that": [{"workload": "g", "bound": 0}]}, "timeout": "60s"},
+    ])
+    run = ExerciseRun(load_exercise(path), path, kai_lab, tmp_path / "ev")
+
+    def restart_later():
+        deadline = time.time() + 60
+        while time.time() < deadline and not run.observer.state.workload_pods("g"):
+            time.sleep(0.2)
+        time.sleep(8)
+        BinaryRuntime().restart(kai_lab, "podgrouper")
+
+    restarter = threading.Thread(target=restart_later)
+    restarter.start()
+    try:
+        outcome = run.run()
+    finally:
+        restarter.join()
+    assert outcome.verdict == "failed", outcome.report()
+    (result,) = [r for r in outcome.results if not r.passed]
+    assert (result.step, result.kind, result.what) == ("a gang that fits", "stays", "workload g bound for 6s")
+    assert processes.records(kai_lab.dir)["podgrouper"].alive()
+
+
+def test_a_window_on_pods_kai_never_grouped_fails_naming_them(kai_lab, tmp_path):
+    path = exercise(tmp_path, "fault-intake-never", [
+        {"name": "podgrouper down", "faults": [{"kill": "podgrouper"}]},
+        {"name": "pods KAI cannot see", "apply": [{"pods": {"name": "p", "queue": "q", "count": 2}}],
+         "stays": {"for": "3s", "that": [{"workload": "p", "bound": 0}]}, "timeout": "8s"},
+    ])
+    outcome = ExerciseRun(load_exercise(path), path, kai_lab, tmp_path / "ev").run()
+    assert outcome.verdict == "failed", outcome.report()
+    (result,) = [r for r in outcome.results if not r.passed]
+    assert result.what == "KAI took in this step's workloads before the window", outcome.report()
+    assert result.observed == "p: 2 pod(s) not taken in (p-0, p-1)"
+    assert processes.records(kai_lab.dir)["podgrouper"].alive()  # the run restarts what its faults killed
+
+
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_interrupted_run_keeps_evidence_and_removes_its_workloads(kailab_labs, tmp_path, sig):
     import signal

@@ -151,6 +151,48 @@ class Apply(Action):
                 deadline = time.time() + WATCH_CATCH_UP_S
                 while not made <= set(state.pods) and time.time() < deadline:
                     state.cond.wait(timeout=0.2)
+        if ctx.step.stays:
+            self._await_intake(ctx, objs)
+
+    @staticmethod
+    def _await_intake(ctx: StepContext, objs: list[dict]) -> None:
+        """A window about what this step submitted must not begin before the scheduler could act on
+        it: wait (within the step's timeout) until every pod the step's objects make exists and the
+        stack has taken each in; if that never happens, the step fails saying so."""
+        r = ctx.run
+        want: dict[str, int] = {}
+        for o in objs:
+            workload = (o["metadata"].get("labels") or {}).get(workloads.OWNER_LABEL)
+            if workload and workloads.pods_made(o):
+                want[workload] = want.get(workload, 0) + workloads.pods_made(o)
+        if not want:
+            return
+        state = r.observer.state
+
+        def missing() -> list[str]:
+            made: dict[str, set[str]] = {w: set() for w in want}
+            for e in reversed(state.timeline):
+                if e.t < ctx.since:
+                    break
+                if e.what == "created" and e.workload in made:
+                    made[e.workload].add(e.pod)
+            out = [f"{w}: {len(made[w])} of {n} pods made" for w, n in want.items() if len(made[w]) < n]
+            for w in want:
+                left = r.stack.not_taken_in([p for p in state.workload_pods(w) if p.pending])
+                if left:
+                    out.append(f"{w}: {len(left)} pod(s) not taken in ({', '.join(left[:3])})")
+            return out
+
+        deadline = ctx.since_wall + ctx.timeout
+        with state.cond:
+            while (left := missing()) and time.time() < deadline:
+                state.cond.wait(timeout=0.5)
+            at = state.now()
+        if left:
+            title = r.stack.title or r.stack.name
+            r.outcome.results.append(Result(ctx.step.name, "stays", f"{title} took in this step's workloads before "
+                                            "the window", "every pod made and taken in", "; ".join(left), False,
+                                            [], at))
 
 
 class Faults(Action):

@@ -59,6 +59,8 @@ class PodView:
     podgroup: str | None
     gpu_group: str | None = None  # the shared device of a fractional pod (KAI's binder labels it)
     gpu_share: str | None = None  # "fraction:0.5" or "memory:20000" (MiB): a part of one GPU
+    scheduler: str = ""  # the schedulerName it asks for
+    gated: bool = False  # held by scheduling gates (no scheduler sees it yet)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -92,7 +94,8 @@ class PodView:
                    deleting=bool(meta.get("deletionTimestamp")), priority=priority,
                    preemptibility_label=labels.get(PREEMPTIBILITY_LABEL),
                    podgroup=(meta.get("annotations") or {}).get(PODGROUP_ANNOTATION),
-                   gpu_group=labels.get(GPU_GROUP_LABEL), gpu_share=_share(meta.get("annotations") or {}))
+                   gpu_group=labels.get(GPU_GROUP_LABEL), gpu_share=_share(meta.get("annotations") or {}),
+                   scheduler=spec.get("schedulerName", ""), gated=bool(spec.get("schedulingGates")))
 
 
 @dataclass

@@ -161,6 +161,12 @@ class Stack(ABC):
         """Workloads in the lab's form, as this stack runs them (a stack's own objects added)."""
         raise KailabError(f"{where}: the {self.title or self.name} stack cannot run an exercise's workloads")
 
+    def not_taken_in(self, pods: list) -> list[str]:
+        """Of a workload's pending pods (the exercise's pod views), those the stack has not yet taken in
+        for scheduling: a `stays` window about them starts only once this is empty, or it could pass
+        before the scheduler ever looked."""
+        return []
+
     def workload_leftovers(self, workload: str, kind: str, namespace: str) -> list[Ref]:
         """Besides the workload's own pods or controller, what its deletion must remove."""
         return []

@@ -199,6 +199,9 @@ class KaiStack(Stack):
     def workload_objects(self, objs: list[dict], where: str) -> list[dict]:
         return objs  # the lab's form is KAI's
 
+    def not_taken_in(self, pods: list) -> list[str]:
+        return vocabulary.not_grouped(pods)
+
     def workload_leftovers(self, workload: str, kind: str, namespace: str) -> list[Ref]:
         return vocabulary.workload_leftovers(workload, kind, namespace)
 

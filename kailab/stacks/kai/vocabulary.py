@@ -35,6 +35,14 @@ def queue_view(q: dict) -> tuple[str, dict] | None:
                                    "limit": gpu.get("limit", -1), "status": q.get("status") or {}}
 
 
+def not_grouped(pods: list) -> list[str]:
+    """KAI's scheduler sees a pod only in its PodGroup, and a gang only once min-member pods are in
+    it: the pods for KAI that its podgrouper has not yet annotated. Under load the podgrouper's
+    updates of a gang's one PodGroup conflict and back off (1, 2, 4, 8 s...): a pod can wait 15 s."""
+    return sorted(p.name for p in pods
+                  if p.scheduler == workloads.SCHEDULER_NAME and not p.gated and not p.podgroup)
+
+
 def workload_leftovers(workload: str, kind: str, namespace: str) -> list[Ref]:
     # an elastic workload's PodGroup is ours (workloads.elastic), not the podgrouper's
     return [Ref(PODGROUP_API, "PodGroup", workload, namespace)] if kind == "elastic" else []
