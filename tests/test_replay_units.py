@@ -185,6 +185,35 @@ def test_run_figures():
     assert f["submit"]["lag_p99_wall_s"] == 0.02
 
 
+def test_a_trace_of_several_priority_classes_is_read_per_class_too():
+    rec = _records([0, 10, 20], [5])
+    rec["jobs"][0]["priority"] = "inference"
+    f = figs.run_figures(rec, fleet_gpus=4)
+    assert (f["priorities"]["inference"]["jobs"], f["priorities"]["train"]["jobs"]) == (1, 3)
+    assert (f["priorities"]["inference"]["wait_max"], f["priorities"]["train"]["wait_max"]) == (0, 20)
+    flat = figs.flat(f)
+    assert flat["priority-inference.wait_p95"] == 0 and flat["priority-train.wait_p95"] == 20
+    assert figs.Expectation("priority-train.wait_p99 <= 20s").check({"d": flat})[0][0]
+    assert figs.run_figures(_records([0], [5]), fleet_gpus=4)["priorities"] == {}  # one class: `all` says it
+
+
+def test_a_window_of_a_trace_keeps_what_arrives_in_it_cut_at_its_end(tmp_path):
+    from kailab.replay.trace import parse_window, window
+
+    assert parse_window("148d:149d") == (148 * 86400, 149 * 86400)
+    assert parse_window("90:2m") == (90, 120)
+    for bad in ("2h:1h", "1h", "a:b", ""):
+        with pytest.raises(ValueError, match="FROM:TO"):
+            parse_window(bad)
+    t = load_trace(_csv(tmp_path, "100,team-a,1,1,1000", "3700,team-a,1,1,60", "5000,team-a,2,1,9000",
+                        "7300,team-a,1,1,5"))
+    w = window(t, *parse_window("1h:2h"))  # trace time from the first arrival (100)
+    assert [(j.arrival_s, j.duration_s) for j in w.trace.jobs] == [(0, 60), (1300, 2300)]
+    assert (w.cut, w.running_before, w.running_before_gpus) == (1, 0, 0)
+    w = window(t, *parse_window("500s:1h"))
+    assert [j.arrival_s for j in w.trace.jobs] == [] and (w.running_before, w.running_before_gpus) == (1, 1)
+
+
 def test_differences_need_repeats_and_non_overlapping_ranges():
     one = {"x": [figs.run_figures(_records([0, 10], [5]), 4)], "y": [figs.run_figures(_records([50, 60], [5]), 4)]}
     assert figs.differences(one)["judged"] is False
@@ -217,12 +246,14 @@ def test_expectations():
     (["--designs", "{d}", "--compress", "0"], ["--compress 0"]),
     (["--designs", "{d}", "--expect", "team-a wait < 3"], ["write [design/]queue.figure OP value"]),
     (["--designs", "{d},{d}"], ["also the name of"]),
+    (["--designs", "{d}", "--window", "2h:1h"], ["--window '2h:1h'", "TO after FROM"]),
+    (["--designs", "{d}", "--window", "1h:2h"], ["--window 1h:2h: no job of"]),
 ])
 def test_cli_replay_refuses_bad_input_before_any_lab(tmp_path, args, fragments):
     d = tmp_path / "d.yaml"
     d.write_text("design: d\nqueues: {team-a: {gpu: {quota: 4}}, team-b: {gpu: {quota: 4}}}\n")
-    rows = ["0,team-a,1,1,5", "1,team-c,1,1,5"] if "--compress" not in args and "--expect" not in args \
-        and "{d},{d}" not in args else ["0,team-a,1,1,5"]
+    rows = ["0,team-a,1,1,5", "1,team-c,1,1,5"] if not {"--compress", "--expect", "--window", "{d},{d}"} & set(args) \
+        else ["0,team-a,1,1,5"]
     t = _csv(tmp_path, *rows)
     env = {**__import__("os").environ, "KAILAB_STATE": str(tmp_path / "state"),
            "KAILAB_EVIDENCE": str(tmp_path / "evidence"), "NO_COLOR": "1"}

@@ -111,15 +111,30 @@ def compare(stack_text, exercises, fleet, kai_version, repeat, parallel) -> None
 @click.option("--whole-gpus", is_flag=True,
               help="Each job of GPU fractions asks one whole GPU instead, on every variant (for a stack that "
                    "counts whole GPUs).")
+@click.option("--window", "window_text", default="",
+              help="Play only the jobs arriving in FROM:TO of trace time (e.g. 148d:149d; units s m h d), each cut "
+                   "at TO; what runs at FROM is left out and counted.")
 def replay(trace_file, design_text, version_text, fleet, compress, repeat, expectations, timeout, runtime,
-           labs_at_once, stack_text, whole_gpus) -> None:
+           labs_at_once, stack_text, whole_gpus, window_text) -> None:
     """Replay a workload trace against queue designs (or KAI versions) side by side and compare
     waits, completions, GPU-hours, utilisation and evictions. Exit 1 when an expectation fails."""
     from ..replay import session
     from ..replay.design import load_designs
-    from ..replay.trace import load_trace, whole_gpus as as_whole_gpus
+    from ..replay.trace import load_trace, parse_window, whole_gpus as as_whole_gpus, window as trace_window
 
     trace = load_trace(trace_file)
+    window = None
+    if window_text:
+        try:
+            cut = trace_window(trace, *parse_window(window_text))
+        except ValueError as err:
+            raise KailabError(str(err)) from None
+        if not cut.trace.jobs:
+            raise KailabError(f"--window {window_text}: no job of {trace_file} arrives in it (the trace spans "
+                              f"{trace.span_s:g} s from its first arrival)")
+        trace = cut.trace
+        window = {"from_s": cut.start_s, "to_s": cut.end_s, "cut": cut.cut, "running_before": cut.running_before,
+                  "running_before_gpus": cut.running_before_gpus}
     if whole_gpus:
         trace = as_whole_gpus(trace)
     designs = load_designs(design_text)
@@ -131,7 +146,7 @@ def replay(trace_file, design_text, version_text, fleet, compress, repeat, expec
         stacks = parse_stacks(stack_text)
     plan = session.Plan(trace=trace, variants=session.variants_for(designs, kai_versions, stacks), fleet=fleet,
                         compress=compress, repeat=repeat, runtime=runtime, timeout_s=timeout,
-                        expectations=list(expectations), labs=labs_at_once, whole_gpus=whole_gpus)
+                        expectations=list(expectations), labs=labs_at_once, whole_gpus=whole_gpus, window=window)
     try:
         session.check(plan)
     except ValueError as err:

@@ -1,6 +1,6 @@
 """Figures of a replay, computed from its records (pure functions: records in, numbers out).
 
-Per queue and for `all`: jobs, started, completed, waits (started - submitted, trace seconds;
+Per queue, per priority class when the trace has several (`priority-<class>`), and for `all`: jobs, started, completed, waits (started - submitted, trace seconds;
 nearest-rank p50/p95/p99 and max over the jobs that started), GPU-hours asked / delivered / lost
 to evictions, evicted pods. For the fleet: GPU utilisation over time and its mean. Comparing
 designs: a figure moved only when its ranges over repeated runs do not overlap — with one run
@@ -13,6 +13,7 @@ import operator
 import re
 import statistics
 
+PRIORITY_SCOPE = "priority-"  # a priority class's figures: priority-inference.wait_p95
 TIME_FIGURES = ("wait_p50", "wait_p95", "wait_p99", "wait_max", "wait_mean")
 UTIL_POINTS = 120
 
@@ -81,8 +82,12 @@ def run_figures(records: dict, fleet_gpus: int) -> dict:
     arrivals = sorted(j["arrival_s"] for j in jobs)
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:]) if b > a]
     everything = {**_queue_figures(jobs, intervals), "pods_deleted_before_bound": len(unbound)}
+    classes = sorted({j.get("priority") or "train" for j in jobs})
+    # a trace of several priority classes (Alibaba's QoS) is read per class too
+    by_class = {c: _queue_figures([j for j in jobs if (j.get("priority") or "train") == c], intervals)
+                for c in classes} if len(classes) > 1 else {}
     return {
-        "queues": per, "all": everything,
+        "queues": per, "all": everything, "priorities": by_class,
         "fleet": {"gpus": fleet_gpus, "utilisation_mean": round(statistics.fmean(busy), 4) if busy else None,
                   "utilisation_series": series, "span_s": records["span"], "timed_out": records["timed_out"]},
         "submit": {"lag_p50_wall_s": percentile(lags, 0.5), "lag_p99_wall_s": percentile(lags, 0.99),
@@ -94,7 +99,9 @@ def run_figures(records: dict, fleet_gpus: int) -> dict:
 def flat(fig: dict) -> dict[str, float]:
     """{'team-a.wait_p95': 12.0, 'all.completed': 40, 'fleet.utilisation_mean': 0.8, ...}"""
     out: dict[str, float] = {}
-    for scope, values in [*fig["queues"].items(), ("all", fig["all"])]:
+    scopes = [*fig["queues"].items(), ("all", fig["all"]),
+              *((f"{PRIORITY_SCOPE}{c}", v) for c, v in (fig.get("priorities") or {}).items())]
+    for scope, values in scopes:
         for k, v in values.items():
             if isinstance(v, (int, float)) and v is not None:
                 out[f"{scope}.{k}"] = v

@@ -64,6 +64,8 @@ class Plan:
     # every GPU fraction of the trace asked as one whole GPU, on every variant (trace.whole_gpus): a stack
     # that counts whole GPUs runs the same workload as KAI
     whole_gpus: bool = False
+    # the slice of a longer trace played (trace.window): its bounds and what it cut or left out
+    window: dict | None = None
 
     def deadline_s(self) -> float:
         return self.timeout_s or (self.trace.span_s / self.compress * DRAIN_FACTOR + DRAIN_EXTRA_S)
@@ -73,7 +75,7 @@ class Plan:
                 "compress": self.compress, "repeat": self.repeat, "runtime": self.runtime,
                 "labs_at_once": self.labs or len(self.variants), "deadline_wall_s": round(self.deadline_s(), 1),
                 "expectations": self.expectations,
-                "whole_gpus": self.whole_gpus,
+                "whole_gpus": self.whole_gpus, "window": self.window,
                 "variants": [{"label": v.label, "design": v.design.name, "design_file": str(v.design.path),
                               "kai_version": v.kai_version, "stack": v.stack} for v in self.variants]}
 
@@ -295,6 +297,7 @@ def compare(out: Path) -> dict:
             "differences": figs.differences(by), "expectations": checked,
             "utilisation": {label: runs[0]["fleet"]["utilisation_series"] for label, runs in by.items() if runs},
             "queues": sorted({q for runs in by.values() for r in runs for q in r["queues"]}),
+            "priorities": sorted({c for runs in by.values() for r in runs for c in (r.get("priorities") or {})}),
             "ok": all(c["held"] for c in checked) and not any(errors.values()) and all(by.values())}
 
 
@@ -310,6 +313,11 @@ def markdown(c: dict) -> str:
     if stacks != {"kai"}:
         lines += ["Scheduler stacks: " + ", ".join(f"{v['label']} = {v.get('stack', 'kai')}" for v in plan["variants"])
                   + " (one lab each, the same design and trace)." , ""]
+    if plan.get("window"):
+        w = plan["window"]
+        lines += [f"A window of the trace: the jobs arriving from {w['from_s']:g} s to {w['to_s']:g} s of it, "
+                  f"each cut at its end ({w['cut']} were); {w['running_before']} jobs still running at its start "
+                  f"({w['running_before_gpus']:g} GPUs) were left out: the fleet started empty.", ""]
     if plan.get("whole_gpus"):
         lines += ["Every job of GPU fractions asked one whole GPU per pod instead, on every variant (--whole-gpus).", ""]
     lines += ["| figure | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]

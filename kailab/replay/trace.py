@@ -120,6 +120,45 @@ def whole_gpus(trace: Trace) -> Trace:
     return Trace(trace.path, [replace(j, gpus=1.0) if j.fractional else j for j in trace.jobs])
 
 
+WINDOW = re.compile(r"^\s*(\d+(?:\.\d+)?)([smhd]?)\s*:\s*(\d+(?:\.\d+)?)([smhd]?)\s*$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_window(text: str) -> tuple[float, float]:
+    """`FROM:TO` in trace time from its start, each a number with s, m, h or d (e.g. 148d:149d)."""
+    m = WINDOW.match(text or "")
+    start = float(m[1]) * _UNIT_S[m[2]] if m else 0.0
+    end = float(m[3]) * _UNIT_S[m[4]] if m else 0.0
+    if not m or end <= start:
+        raise ValueError(f"--window {text!r}: write FROM:TO in trace time with TO after FROM, e.g. 148d:149d "
+                         "(units s m h d)")
+    return start, end
+
+
+@dataclass(frozen=True)
+class Window:
+    trace: Trace  # the jobs that arrive in the window, from its start, each cut at its end
+    start_s: float
+    end_s: float
+    cut: int  # jobs that would have run past the window's end
+    running_before: int  # jobs that arrived before it and were still running at its start: left out
+    running_before_gpus: float
+
+
+def window(trace: Trace, start_s: float, end_s: float) -> Window:
+    """A slice of a long trace to replay: the jobs arriving in [start, end), arrivals counted from the
+    start and each cut at the end (as a trace's own end cuts what still runs). What was running at
+    the start is left out and counted: the fleet starts empty."""
+    first = trace.jobs[0].arrival_s if trace.jobs else 0.0
+    lo, hi = first + start_s, first + end_s
+    inside = [j for j in trace.jobs if lo <= j.arrival_s < hi]
+    before = [j for j in trace.jobs if j.arrival_s < lo < j.arrival_s + j.duration_s]
+    jobs = [replace(j, arrival_s=round(j.arrival_s - lo, 3), duration_s=round(min(j.duration_s, hi - j.arrival_s), 3))
+            for j in inside]
+    return Window(Trace(trace.path, jobs), start_s, end_s, cut=sum(1 for j in inside if j.arrival_s + j.duration_s > hi),
+                  running_before=len(before), running_before_gpus=round(sum(j.gpus_requested for j in before), 3))
+
+
 def load_trace(path: str | Path) -> Trace:
     path = Path(path)
     if not is_file(path):

@@ -21,7 +21,7 @@ def figure_rows(c: dict) -> list[tuple[str, list[str]]]:
     runs, with the range when the runs differ). Shared by comparison.md and the page."""
     labels = list(c.get("medians") or {})
     rows = []
-    for scope in ["all", *(c.get("queues") or [])]:
+    for scope in ["all", *(c.get("queues") or []), *(f"priority-{p}" for p in c.get("priorities") or [])]:
         for k in FIGURES:
             key = f"{scope}.{k}"
             if not any(key in c["medians"][lb] for lb in labels):
