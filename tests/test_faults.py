@@ -28,6 +28,16 @@ def exercise(tmp_path: Path, name: str, steps: list[dict]) -> Path:
     return path
 
 
+def run_beside(run: ExerciseRun, act):
+    """The run's outcome, while `act` does something to the lab from outside (a thread, joined)."""
+    actor = threading.Thread(target=act)
+    actor.start()
+    try:
+        return run.run()
+    finally:
+        actor.join()
+
+
 def test_scheduler_dying_mid_exercise_is_reported_as_a_component_death(kai_lab, tmp_path):
     path = exercise(tmp_path, "fault-death", [
         {"name": "two pods", "apply": [{"pods": {"name": "a", "queue": "q", "count": 2}}],
@@ -43,12 +53,9 @@ def test_scheduler_dying_mid_exercise_is_reported_as_a_component_death(kai_lab, 
         time.sleep(2)
         processes.kill(processes.records(kai_lab.dir)["scheduler"])
 
-    killer = threading.Thread(target=kill_later)
-    killer.start()
     try:
-        outcome = run.run()
+        outcome = run_beside(run, kill_later)
     finally:
-        killer.join()
         if not processes.records(kai_lab.dir)["scheduler"].alive():
             from kailab.runtimes.binary import BinaryRuntime
 
@@ -96,12 +103,7 @@ def test_a_window_on_a_gang_begins_once_kais_podgrouper_has_grouped_it(kai_lab, 
         time.sleep(8)
         BinaryRuntime().restart(kai_lab, "podgrouper")
 
-    restarter = threading.Thread(target=restart_later)
-    restarter.start()
-    try:
-        outcome = run.run()
-    finally:
-        restarter.join()
+    outcome = run_beside(run, restart_later)
     assert outcome.verdict == "failed", outcome.report()
     (result,) = [r for r in outcome.results if not r.passed]
     assert (result.step, result.kind, result.what) == ("a gang that fits", "stays", "workload g bound for 6s")
