@@ -82,11 +82,11 @@ def test_killed_then_restarted_scheduler_resumes_scheduling(kai_lab, tmp_path):
     assert processes.records(kai_lab.dir)["scheduler"].alive()
 
 
-def test_a_window_on_a_gang_begins_once_kais_podgrouper_has_grouped_it(kai_lab, tmp_path):
+def test_a_window_on_a_gang_lasts_until_kais_podgrouper_has_grouped_it(kai_lab, tmp_path):
     """The CI flake of the topology variant: KAI's podgrouper grouped a gang 17 s late (its PodGroup
     updates conflicted and backed off), the 10 s window saw nothing bound and passed. Here the
-    podgrouper is down while the gang is submitted and comes back 8 s later, after a 6 s window begun
-    at once would have passed: the window must start after that, and so see KAI bind the gang."""
+    podgrouper is down while the gang is submitted and comes back 8 s later, after a 6 s window would
+    have passed: the window must last 6 s past the grouping, and so see KAI bind the gang."""
     from kailab.runtimes.binary import BinaryRuntime
 
     path = exercise(tmp_path, "fault-intake-late", [
@@ -119,7 +119,7 @@ def test_a_window_on_pods_kai_never_grouped_fails_naming_them(kai_lab, tmp_path)
     outcome = ExerciseRun(load_exercise(path), path, kai_lab, tmp_path / "ev").run()
     assert outcome.verdict == "failed", outcome.report()
     (result,) = [r for r in outcome.results if not r.passed]
-    assert result.what == "KAI took in this step's workloads before the window", outcome.report()
+    assert result.what == "KAI took in this step's workloads within the window", outcome.report()
     assert result.observed == "p: 2 pod(s) not taken in (p-0, p-1)"
     assert processes.records(kai_lab.dir)["podgrouper"].alive()  # the run restarts what its faults killed
 

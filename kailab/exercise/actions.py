@@ -151,48 +151,30 @@ class Apply(Action):
                 deadline = time.time() + WATCH_CATCH_UP_S
                 while not made <= set(state.pods) and time.time() < deadline:
                     state.cond.wait(timeout=0.2)
-        if ctx.step.stays:
-            self._await_intake(ctx, objs)
-
-    @staticmethod
-    def _await_intake(ctx: StepContext, objs: list[dict]) -> None:
-        """A window about what this step submitted must not begin before the scheduler could act on
-        it: wait (within the step's timeout) until every pod the step's objects make exists and the
-        stack has taken each in; if that never happens, the step fails saying so."""
-        r = ctx.run
-        want: dict[str, int] = {}
+        # what a `stays` window of this step must see the stack take in before it may end
+        want = r.intake.setdefault(ctx.index, {})
         for o in objs:
             workload = (o["metadata"].get("labels") or {}).get(workloads.OWNER_LABEL)
             if workload and workloads.pods_made(o):
                 want[workload] = want.get(workload, 0) + workloads.pods_made(o)
-        if not want:
-            return
-        state = r.observer.state
 
-        def missing() -> list[str]:
-            made: dict[str, set[str]] = {w: set() for w in want}
-            for e in reversed(state.timeline):
-                if e.t < ctx.since:
-                    break
-                if e.what == "created" and e.workload in made:
-                    made[e.workload].add(e.pod)
-            out = [f"{w}: {len(made[w])} of {n} pods made" for w, n in want.items() if len(made[w]) < n]
-            for w in want:
-                left = r.stack.not_taken_in([p for p in state.workload_pods(w) if p.pending])
-                if left:
-                    out.append(f"{w}: {len(left)} pod(s) not taken in ({', '.join(left[:3])})")
-            return out
 
-        deadline = ctx.since_wall + ctx.timeout
-        with state.cond:
-            while (left := missing()) and time.time() < deadline:
-                state.cond.wait(timeout=0.5)
-            at = state.now()
+def not_taken_in(r, since: float, want: dict[str, int]) -> list[str]:
+    """What of a step's submissions the stack has not yet taken in: pods not yet made (counted from
+    the step's start), pending pods the stack has not taken up (KAI: not yet in a PodGroup)."""
+    state = r.observer.state
+    made: dict[str, set[str]] = {w: set() for w in want}
+    for e in reversed(state.timeline):
+        if e.t < since:
+            break
+        if e.what == "created" and e.workload in made:
+            made[e.workload].add(e.pod)
+    out = [f"{w}: {len(made[w])} of {n} pods made" for w, n in want.items() if len(made[w]) < n]
+    for w in want:
+        left = r.stack.not_taken_in([p for p in state.workload_pods(w) if p.pending])
         if left:
-            title = r.stack.title or r.stack.name
-            r.outcome.results.append(Result(ctx.step.name, "stays", f"{title} took in this step's workloads before "
-                                            "the window", "every pod made and taken in", "; ".join(left), False,
-                                            [], at))
+            out.append(f"{w}: {len(left)} pod(s) not taken in ({', '.join(left[:3])})")
+    return out
 
 
 class Faults(Action):
@@ -301,27 +283,47 @@ class Expect(Action):
 
 
 class Stays(Action):
-    """Every condition must hold at every change for the whole window; stop at the first breach."""
+    """Every condition must hold at every change for the whole window; stop at the first breach.
+    The window watches from its start, and after an `apply` in its step it ends no sooner than its
+    length after the stack has taken in all the step submitted: a window the scheduler could not
+    yet act in would pass whatever it does (KAI's podgrouper, under load, groups a gang's pods up
+    to ~15 s late). If that intake never comes within the step's timeout, the step fails saying so."""
     key = "stays"
 
     def run(self, ctx: StepContext, value) -> None:
         r = ctx.run
         start = time.time()
-        end = start + seconds(value.for_)
+        length = seconds(value.for_)
+        end = start + length
+        want = r.intake.get(ctx.index) or {}
+        taken_in = not want
+        intake_deadline = max(end, ctx.since_wall + ctx.timeout)
+        left: list[str] = []
         seen: dict[str, dict] = {}  # what -> lowest/highest value observed, expected, first breach
         breach_at: float | None = None
         value = value.model_copy(update={"that": r.on_this_stack(value.that, ctx.step, f"stays for {value.for_}")})
         if not value.that:
             return
-        with r.observer.state.cond:
+        state = r.observer.state
+        with state.cond:
             while True:
                 breach_at = self._look(r, ctx, value, seen, breach_at)
-                if breach_at is not None or time.time() >= end:
+                if not taken_in and not (left := not_taken_in(r, ctx.since, want)):
+                    taken_in, end = True, max(end, time.time() + length)
+                now = time.time()
+                if breach_at is not None or (taken_in and now >= end) or now >= intake_deadline:
                     break
-                r.observer.state.cond.wait(timeout=min(0.5, max(0.01, end - time.time())))
+                until = end if taken_in else intake_deadline
+                state.cond.wait(timeout=min(0.5, max(0.01, until - now)))
+            at = state.now()
         into = round(time.time() - start, 1)
         for what, s in seen.items():
             r.outcome.results.append(self._result(ctx, value, what, s, breach_at, into))
+        if not taken_in and breach_at is None:
+            title = r.stack.title or r.stack.name
+            r.outcome.results.append(Result(ctx.step.name, "stays", f"{title} took in this step's workloads "
+                                            "within the window", "every pod made and taken in", "; ".join(left),
+                                            False, [], at))
 
     @staticmethod
     def _look(r, ctx: StepContext, value, seen: dict, breach_at: float | None) -> float | None:

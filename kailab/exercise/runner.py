@@ -112,6 +112,7 @@ class ExerciseRun:
                                  watched=self.stack.watched(), queue_view=self.stack.queue_view)
         self.log_mark: dict = {}
         self.applied: dict[str, str] = {}  # workload -> kind
+        self.intake: dict[int, dict[str, int]] = {}  # step index -> pods each workload it applied makes
         self.queue_gpu: dict[str, dict] = {}  # queue (its name in the file) -> its GPU share as a step patched it
         self.manifests_applied: dict[str, dict] = {}  # raw manifests by workload name (to delete them)
         self.step_started: dict[str, float] = {}  # step name -> when it began (observer time)
