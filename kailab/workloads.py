@@ -199,7 +199,8 @@ def pods_made(obj: dict) -> int:
             or OWNER_LABEL not in ((template.get("metadata") or {}).get("labels") or {}):
         return 0
     if kind == "Job":
-        return 0 if spec.get("suspend") else int(spec.get("parallelism", 1))
+        return 0 if spec.get("suspend") else min(int(spec.get("parallelism", 1)),
+                                                 int(spec.get("completions") or spec.get("parallelism", 1)))
     return int(spec.get("replicas", 1))
 
 

@@ -296,6 +296,7 @@ def test_a_step_waits_for_the_pods_its_objects_make_and_kai_takes_in_only_groupe
     assert workloads.pods_made(job) == 12
     assert workloads.pods_made({**job, "spec": {**job["spec"], "suspend": True}}) == 0  # Kueue admits it later
     assert workloads.pods_made(workloads.deployment("d", NS, "q", replicas=3)) == 3
+    assert workloads.pods_made({**job, "spec": {**job["spec"], "completions": 2}}) == 2  # never more than it completes
     assert [workloads.pods_made(p) for p in workloads.pods("p", NS, "q", count=2)] == [1, 1]
     assert workloads.pods_made({"kind": "ConfigMap", "metadata": {"name": "c"}}) == 0
 

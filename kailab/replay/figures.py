@@ -1,7 +1,7 @@
 """Figures of a replay, computed from its records (pure functions: records in, numbers out).
 
-Per queue, per priority class when the trace has several (`priority-<class>`), and for `all`: jobs, started, completed, waits (started - submitted, trace seconds;
-nearest-rank p50/p95/p99 and max over the jobs that started), GPU-hours asked / delivered / lost
+Per queue, per priority class when the trace has several (`priority-<class>`), and for `all`:
+jobs, started, completed, waits (started - submitted, trace seconds; nearest-rank p50/p95/p99 and max over the jobs that started), GPU-hours asked / delivered / lost
 to evictions, evicted pods. For the fleet: GPU utilisation over time and its mean. Comparing
 designs: a figure moved only when its ranges over repeated runs do not overlap — with one run
 per design nothing is called a difference (noise would be).

@@ -163,8 +163,8 @@ class Stack(ABC):
 
     def not_taken_in(self, pods: list) -> list[str]:
         """Of a workload's pending pods (the exercise's pod views), those the stack has not yet taken in
-        for scheduling: a `stays` window about them starts only once this is empty, or it could pass
-        before the scheduler ever looked."""
+        for scheduling: a `stays` window after their submission lasts its length past the moment this
+        is empty, or it could pass before the scheduler ever looked."""
         return []
 
     def workload_leftovers(self, workload: str, kind: str, namespace: str) -> list[Ref]:
