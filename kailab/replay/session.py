@@ -301,6 +301,10 @@ def compare(out: Path) -> dict:
             "ok": all(c["held"] for c in checked) and not any(errors.values()) and all(by.values())}
 
 
+def _hours(s: float) -> str:
+    return f"{s:g} s" if s < 3600 else f"{s / 3600:g} h"
+
+
 def markdown(c: dict) -> str:
     labels = list(c["medians"])
     plan = c["plan"]
@@ -315,7 +319,7 @@ def markdown(c: dict) -> str:
                   + " (one lab each, the same design and trace)." , ""]
     if plan.get("window"):
         w = plan["window"]
-        lines += [f"A window of the trace: the jobs arriving from {w['from_s']:g} s to {w['to_s']:g} s of it, "
+        lines += [f"A window of the trace: the jobs arriving from {_hours(w['from_s'])} to {_hours(w['to_s'])} of it, "
                   f"each cut at its end ({w['cut']} were); {w['running_before']} jobs still running at its start "
                   f"({w['running_before_gpus']:g} GPUs) were left out: the fleet started empty.", ""]
     if plan.get("whole_gpus"):
