@@ -369,3 +369,22 @@ def test_the_shipped_stacks_replay_file_compares_kai_and_kueue_on_whole_gpus():
     assert [(v.label, v.stack, v.design.name) for v in plan.variants] == [("kai", "kai", "team-a-first"),
                                                                           ("kueue", "kueue", "team-a-first")]
     assert plan.whole_gpus and not [j for j in plan.trace.jobs if j.fractional]
+
+
+def test_a_windowed_replay_of_several_classes_says_its_window_and_a_row_per_class():
+    from kailab.replay import session
+
+    rec = _records([0, 10], [5])
+    rec["jobs"][0]["priority"] = "inference"
+    runs = [figs.run_figures(rec, 4)]
+    c = {"plan": {"trace": "t.csv", "jobs": 3, "fleet": "f", "compress": 20, "repeat": 1,
+                  "variants": [{"label": "d", "stack": "kai"}],
+                  "window": {"from_s": 3560 * 3600, "to_s": 3563 * 3600, "cut": 1, "running_before": 2,
+                             "running_before_gpus": 1.5}},
+         "medians": {"d": figs.medians(runs)}, "ranges": {"d": figs.ranges(runs)},
+         "differences": figs.differences({"d": runs}), "expectations": [], "errors": {}, "warnings": {},
+         "queues": ["team-a", "team-b"], "priorities": sorted(runs[0]["priorities"])}
+    md = session.markdown(c)
+    assert "from 3560 h to 3563 h of it, each cut at its end (1 were); 2 jobs still running at its start (1.5 GPUs)" in md
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[1].strip(" |") for line in md.splitlines() if line.startswith("| priority-")}
+    assert (float(rows["priority-inference.wait_p50"]), float(rows["priority-train.wait_p50"])) == (0, 5)
