@@ -155,8 +155,8 @@ class Apply(Action):
         want = r.intake.setdefault(ctx.index, {})
         for o in objs:
             workload = (o["metadata"].get("labels") or {}).get(workloads.OWNER_LABEL)
-            if workload and workloads.pods_made(o):
-                want[workload] = want.get(workload, 0) + workloads.pods_made(o)
+            if workload and (n := workloads.pods_made(o)):
+                want[workload] = want.get(workload, 0) + n
 
 
 def not_taken_in(r, since: float, want: dict[str, int]) -> list[str]:
