@@ -12,7 +12,12 @@ QUEUE_LABEL = "kai.scheduler/queue"
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
 # KAI reads the gang size from the Job/JobSet's own metadata, never from a pod template
 GANG_ANNOTATION = "kai.scheduler/batch-min-member"
+# how a pod ends on the fleet's KWOK nodes (kailab/data/kwok-stages.yaml): after its run time, with
+# its exit code (0 = Succeeded, else Failed); when deleted, with its termination exit code (default
+# 143, a process stopped by SIGTERM: Failed; 0: it exits cleanly on SIGTERM, Succeeded)
 RUN_DURATION_ANNOTATION = "kailab.io/run-duration"
+EXIT_CODE_ANNOTATION = "kailab.io/exit-code"
+TERMINATION_EXIT_CODE_ANNOTATION = "kailab.io/termination-exit-code"
 PODGROUP_ANNOTATION = "pod-group-name"  # the PodGroup a pod belongs to (set by KAI's podgrouper, or by us)
 # a part of one GPU (KAI's GPU sharing): a fraction of its memory, or MiB of it
 GPU_FRACTION, GPU_MEMORY = "gpu-fraction", "gpu-memory"
@@ -66,8 +71,9 @@ def _pod_spec(gpus: int, priority_class: str | None, node_selector: dict | None 
     container = {"name": "main", "image": IMAGE, "resources": {"requests": dict(size), "limits": dict(size)}}
     if gpus:
         container["resources"]["limits"]["nvidia.com/gpu"] = str(gpus)
-    spec: dict = {"schedulerName": SCHEDULER_NAME, "containers": [container],
-                  "terminationGracePeriodSeconds": 0, "automountServiceAccountToken": False}
+    # terminationGracePeriodSeconds left at Kubernetes' 30 s: a deleted pod ends as a kubelet ends it,
+    # within the lab's termination grace (0 would let the API server remove a bare pod at once, unended)
+    spec: dict = {"schedulerName": SCHEDULER_NAME, "containers": [container], "automountServiceAccountToken": False}
     if priority_class:
         spec["priorityClassName"] = priority_class
     if node_selector:
@@ -85,17 +91,28 @@ def _labels(queue_name: str, workload: str, preemptible: bool | None, extra: dic
     return labels
 
 
+def ending(run_duration: str | None = None, exit_code: int | None = None,
+           termination_exit_code: int | None = None) -> dict:
+    """The annotations that say how a pod ends on the fleet's nodes (none: it runs until deleted and
+    then ends Failed with 143)."""
+    return {**({RUN_DURATION_ANNOTATION: run_duration} if run_duration else {}),
+            **({EXIT_CODE_ANNOTATION: str(exit_code)} if exit_code is not None else {}),
+            **({TERMINATION_EXIT_CODE_ANNOTATION: str(termination_exit_code)} if termination_exit_code is not None else {})}
+
+
 def pods(name: str, namespace: str, queue_name: str, count: int, gpus: int = 1,
          priority_class: str | None = "train", preemptible: bool | None = None,
          run_duration: str | None = None, labels: dict | None = None,
-         node_selector: dict | None = None, share: dict | None = None, size: dict | None = None) -> list[dict]:
+         node_selector: dict | None = None, share: dict | None = None, size: dict | None = None,
+         ends: dict | None = None) -> list[dict]:
     """`count` bare pods named <name>-<i>; KAI's podgrouper gives each its own PodGroup.
-    `share` ({GPU_FRACTION: "0.5"} or {GPU_MEMORY: "20000"}): a part of one GPU instead of `gpus`."""
+    `share` ({GPU_FRACTION: "0.5"} or {GPU_MEMORY: "20000"}): a part of one GPU instead of `gpus`.
+    `ends`: more of how each ends (ending())."""
     out = []
     for i in range(count):
         meta: dict = {"name": f"{name}-{i}", "namespace": namespace,
                       "labels": _labels(queue_name, name, preemptible, labels)}
-        annotations = {**(share or {}), **({RUN_DURATION_ANNOTATION: run_duration} if run_duration else {})}
+        annotations = {**(share or {}), **ending(run_duration), **(ends or {})}
         if annotations:
             meta["annotations"] = annotations
         out.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
@@ -119,28 +136,33 @@ def sharing_config_maps(pod: dict) -> list[dict]:
 def job(name: str, namespace: str, queue_name: str, parallelism: int, gpus: int = 1,
         gang: int | None = None, priority_class: str | None = "train",
         preemptible: bool | None = None, run_duration: str | None = None,
-        labels: dict | None = None, size: dict | None = None) -> dict:
-    """`size`: cpu_milli, memory_mib and gpu_models of each pod (default 100m, 128Mi, any GPU)."""
+        labels: dict | None = None, size: dict | None = None, completions: int | None = None,
+        backoff_limit: int = 0, ignore_disruptions: bool = True, ends: dict | None = None) -> dict:
+    """`size`: cpu_milli, memory_mib and gpu_models of each pod (default 100m, 128Mi, any GPU).
+    `completions` defaults to parallelism; `ends`: more of how each pod ends (ending())."""
     meta: dict = {"name": name, "namespace": namespace,
                   "labels": _labels(queue_name, name, preemptible, labels)}
     if gang:
         meta["annotations"] = {GANG_ANNOTATION: str(gang)}
     template_meta: dict = {"labels": _labels(queue_name, name, preemptible, labels)}
-    if run_duration:
-        template_meta["annotations"] = {RUN_DURATION_ANNOTATION: run_duration}
+    annotations = {**ending(run_duration), **(ends or {})}
+    if annotations:
+        template_meta["annotations"] = annotations
     pod_spec = _pod_spec(gpus, priority_class, **(size or {}))
     pod_spec["restartPolicy"] = "Never"
+    spec: dict = {"parallelism": parallelism, "completions": completions or parallelism, "backoffLimit": backoff_limit}
+    if ignore_disruptions:
+        # a pod ended by a disruption (lost with its node: DeletionByPodGC; evicted by KAI with its
+        # DisruptionTarget condition on: PreemptionByScheduler) is replaced, not counted as the job
+        # failing - as training jobs are usually set up
+        spec["podFailurePolicy"] = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
-            "spec": {"parallelism": parallelism, "completions": parallelism, "backoffLimit": 0,
-                     # a pod lost with its node (or otherwise disrupted) is replaced, not counted as
-                     # the job failing - as training jobs are usually set up
-                     "podFailurePolicy": {"rules": [{"action": "Ignore",
-                                                     "onPodConditions": [{"type": "DisruptionTarget"}]}]},
-                     "template": {"metadata": template_meta, "spec": pod_spec}}}
+            "spec": {**spec, "template": {"metadata": template_meta, "spec": pod_spec}}}
 
 
 def elastic(name: str, namespace: str, queue_name: str, count: int, min_member: int, gpus: int = 1,
-            priority_class: str | None = "train", preemptible: bool | None = None) -> list[dict]:
+            priority_class: str | None = "train", preemptible: bool | None = None,
+            ends: dict | None = None) -> list[dict]:
     """An elastic workload as KAI's own e2e tests build one: a PodGroup with minMember below its
     pod count, and `count` bare pods in it. KAI runs at least min_member together, grows into
     idle GPUs, and under reclaim evicts only pods above the minimum (or the whole group)."""
@@ -151,22 +173,23 @@ def elastic(name: str, namespace: str, queue_name: str, count: int, min_member: 
     if priority_class:
         group["spec"]["priorityClassName"] = priority_class
     members = pods(name, namespace, queue_name, count, gpus, priority_class, preemptible,
-                   labels={PODGROUP_ANNOTATION: name})
+                   labels={PODGROUP_ANNOTATION: name}, ends=ends)
     for pod in members:
-        pod["metadata"]["annotations"] = {PODGROUP_ANNOTATION: name}
+        pod["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}), PODGROUP_ANNOTATION: name}
     return [group, *members]
 
 
 def deployment(name: str, namespace: str, queue_name: str, replicas: int, gpus: int = 1,
                priority_class: str | None = None, preemptible: bool | None = None,
-               labels: dict | None = None, node_selector: dict | None = None) -> dict:
+               labels: dict | None = None, node_selector: dict | None = None, ends: dict | None = None) -> dict:
     pod_labels = _labels(queue_name, name, preemptible, labels)
     pod_labels["app"] = name
+    template_meta: dict = {"labels": pod_labels, **({"annotations": dict(ends)} if ends else {})}
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": namespace,
                          "labels": _labels(queue_name, name, preemptible, labels)},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": pod_labels},
+                     "template": {"metadata": template_meta,
                                   "spec": _pod_spec(gpus, priority_class, node_selector)}}}
 
 

@@ -179,11 +179,23 @@ def test_kwok_stages_are_the_data_files_and_the_binary_runtimes():
     plan = plan_for()
     data = resources.files("kailab").joinpath("data/kwok-stages.yaml").read_text()
     planned = list(yaml.safe_load_all(plan.files["kwok-stages.yaml"]))
-    assert planned == list(yaml.safe_load_all(data))  # identical to the data file's documents
+    # the data file's documents, the termination grace being the lab's (1 s unless `up` says otherwise)
+    assert planned == list(yaml.safe_load_all(data.replace('duration("1s")', 'duration("1000ms")')))
     assert planned and all(d["apiVersion"] == "kwok.x-k8s.io/v1alpha1" and d["kind"] == "Stage"
                            for d in planned)  # applied as Stage CRs
     assert stage_docs(plan.files["kwok-stages.yaml"]) == stage_docs(kwok_config_text())  # = binary's
     index_of(plan, "apply", "-f", f"{plan.lab_dir}/kwok-stages.yaml")
+
+
+def test_a_labs_termination_grace_bounds_its_kwok_stage():
+    """`up --termination-grace 30s` gives deleted pods up to 30 s (their own grace period, if shorter)."""
+    def terminate(text: str) -> str:
+        stage = next(d for d in yaml.safe_load_all(text) if d and d.get("kind") == "Stage" and d["metadata"]["name"] == "kailab-pod-terminate")
+        return stage["spec"]["delay"]["durationFrom"]["cel"]["expression"]
+
+    plan = plan_for(termination_grace=30.0)
+    assert terminate(plan.files["kwok-stages.yaml"]).count('duration("30000ms")') == 2
+    assert terminate(kwok_config_text(5, 0.5)).count('duration("500ms")') == 2
 
 
 def test_kwok_release_manifest_options_and_patch():

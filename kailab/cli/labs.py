@@ -38,14 +38,24 @@ from .base import cli, console, name_option, out
               type=click.Choice(["auto", "local", "published"]),
               help="kind: images built here by `kailab tools images` (local), the published ones, or "
                    "auto: local when the whole set is built here.")
+@click.option("--termination-grace", default="1s", show_default=True,
+              help="The most a deleted pod's grace period lasts on the fleet's nodes before it ends Failed "
+                   "(or Succeeded) and goes, as a kubelet ends it: a duration like 500ms, 1s, 30s "
+                   "(binary and kind runtimes).")
 @name_option
 def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metrics, kubeconfig, dry_run, images,
-       name) -> None:
+       termination_grace, name) -> None:
     """Bring a lab up (a fast no-op when it is already up and healthy)."""
     from ..fleet import load_fleet
 
     from ..stacks import get_stack
 
+    from ..exercise.spec_base import seconds
+
+    try:
+        grace = seconds(termination_grace)
+    except ValueError as err:
+        raise KailabError(f"--termination-grace: {err}") from None
     chosen = resolve_runtime(runtime)
     stack = "none" if without_kai else stack
     without_kai = not get_stack(stack).kai_inside  # an unknown name: one line naming the choices
@@ -55,7 +65,7 @@ def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metric
             versions.kai_release(kai_version)
     spec = LabSpec(name=name, runtime=chosen, fleet=fleet, kai_version=kai_version,
                    with_kai=not without_kai, stack=stack, metrics=not without_metrics, api_port=api_port,
-                   kubeconfig=kubeconfig, dry_run=dry_run, images=images)
+                   kubeconfig=kubeconfig, dry_run=dry_run, images=images, termination_grace=grace)
     rt = get_runtime(chosen)
     if dry_run:
         out.print(rt.plan(spec), markup=False, highlight=False)

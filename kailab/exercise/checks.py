@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from .match import fill, mismatch
 from .spec import ConditionExpect, CountExpect, EventExpect, ObjectExpect, count_holds, count_text
 from .state import ClusterState
+from ..workloads import OWNER_LABEL
 
 
 @dataclass
@@ -110,8 +111,8 @@ def evaluate_count(state: ClusterState, exp: CountExpect, names: Names, since: f
 def chosen_objects(state: ClusterState, exp: ObjectExpect, names: Names) -> list[tuple[str, dict]]:
     """(display name, object) of the kind, chosen by name / workload / labels, in the run's scope."""
     run = names.of_run()
-    pool = state.objects.get(exp.object, {})
-    if exp.object in ("Pod", "PodGroup", "BindRequest", "ResourceClaim"):
+    pool = state.ended if exp.ended else state.objects.get(exp.object, {})
+    if exp.object in ("Pod", "PodGroup", "BindRequest", "ResourceClaim", "Job"):
         objs = [(n, o) for (ns, n), o in pool.items() if ns == names.namespace]
     elif exp.object == "Queue":  # the run's queues, by their names in the file
         objs = [(names.logical_queue(n), o) for (_, n), o in pool.items() if n.startswith(names.prefix + "-")]
@@ -134,6 +135,8 @@ def chosen_objects(state: ClusterState, exp: ObjectExpect, names: Names) -> list
             objs = [(n, o) for n, o in objs if (o.get("spec") or {}).get("podName") in pods]
         elif exp.object == "ResourceClaim":  # made for one of its pods, or reserved for one
             objs = [(n, o) for n, o in objs if _claim_pods(o) & pods]
+        elif exp.object == "Job":  # the workload's own Job (kailab labels it with the workload's name)
+            objs = [(n, o) for n, o in objs if (o["metadata"].get("labels") or {}).get(OWNER_LABEL) == exp.of]
         else:  # Node: where the workload's pods are bound now
             on = {p.node for p in state.workload_pods(exp.of) if p.bound and p.namespace == names.namespace}
             objs = [(n, o) for n, o in objs if n in on]

@@ -39,7 +39,8 @@ class Observer:
         for pc in self.kube.list("scheduling.k8s.io/v1", "PriorityClass"):
             self.state.priority_values[pc["metadata"]["name"]] = pc["value"]
         feeds = [("v1", "Pod", None, self._on_pod), ("v1", "Node", None, self._on_node),
-                 ("resource.k8s.io/v1", "ResourceClaim", self.names.namespace, self._on_claim)]
+                 ("resource.k8s.io/v1", "ResourceClaim", self.names.namespace, self._on_claim),
+                 ("batch/v1", "Job", self.names.namespace, self._on_job)]
         handlers = {"queue": self._on_queue, "group": self._on_podgroup, "decision": self._on_bindrequest}
         for role, (api_version, kind, namespaced) in self.watched.items():
             feeds.append((api_version, kind, self.names.namespace if namespaced else None, handlers[role]))
@@ -170,6 +171,9 @@ class Observer:
 
     def _on_claim(self, kind: str, claim: dict) -> None:
         self.state.keep("ResourceClaim", claim, deleted=(kind == "DELETED"))
+
+    def _on_job(self, kind: str, job: dict) -> None:
+        self.state.keep("Job", job, deleted=(kind == "DELETED"))
 
     def _after_change(self) -> None:
         self.state.version += 1

@@ -134,6 +134,8 @@ class ExerciseRun:
             "kai_version": self.lab.kai_version, "fleet": self.lab.fleet, "namespace": self.names.namespace,
             "queues": {n: self.names.queue(n) for n, _, _ in self.ex.queue_tree()},
             "lab_start_retries": self.lab.start_retries,
+            # a deleted pod's grace period on the fleet's nodes, at most (seconds; None: the cluster's own KWOK)
+            "termination_grace_s": self.lab.termination_grace,
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         try:  # the scheduler configuration the lab runs as the run starts (steps may change it)
             conf = self.runtime.scheduler_config(self.lab)

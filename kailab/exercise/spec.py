@@ -48,13 +48,35 @@ class _Workload(Strict):
     node_selector: dict[str, str] | None = Field(None, alias="nodeSelector",
                                                  description="only nodes with these labels (e.g. kubernetes.io/hostname)")
     topology: TopologyConstraint | None = Field(None, description="keep its pods within a topology level")
+    termination_exit_code: int | None = Field(
+        None, ge=0, le=255, alias="terminationExitCode",
+        description="the exit code its pods end with when deleted (default 143, SIGTERM: Failed; 0: Succeeded)")
 
     _n = field_validator("name")(staticmethod(_name))
 
+    @property
+    def ends(self) -> dict:
+        """The annotations that say how its pods end, beyond a run time (workloads.ending)."""
+        return workloads.ending(None, getattr(self, "exit_code", None), self.termination_exit_code)
 
-class PodsWorkload(_Workload):
+
+class _RunsFor(Strict):
+    """A workload whose pods may end by themselves: after a run time, with an exit code."""
+
+    run_duration: Duration | None = Field(None, alias="runDuration",
+                                          description="each pod ends this long after it starts")
+    exit_code: int | None = Field(None, ge=0, le=255, alias="exitCode",
+                                  description="with runDuration: the exit code it ends with (0: Succeeded, default; else Failed)")
+
+    @model_validator(mode="after")
+    def _exit_needs_run_time(self):
+        if self.exit_code is not None and self.run_duration is None:
+            raise ValueError("exitCode is how a pod ends after its runDuration: give runDuration too")
+        return self
+
+
+class PodsWorkload(_Workload, _RunsFor):
     count: int = Field(ge=1, le=10000)
-    run_duration: Duration | None = Field(None, alias="runDuration")
     gpu_fraction: float | None = Field(None, gt=0, lt=1, alias="gpuFraction",
                                        description="a part of one GPU's memory (KAI's gpu-fraction), e.g. 0.5")
     gpu_memory: int | None = Field(None, gt=0, alias="gpuMemory", description="MiB of one GPU (KAI's gpu-memory)")
@@ -77,10 +99,15 @@ class PodsWorkload(_Workload):
         return None
 
 
-class JobWorkload(_Workload):
+class JobWorkload(_Workload, _RunsFor):
     parallelism: int = Field(ge=1, le=10000)
     gang: int | None = Field(None, ge=1, description="KAI gang size (kai.scheduler/batch-min-member)")
-    run_duration: Duration | None = Field(None, alias="runDuration")
+    completions: int | None = Field(None, ge=1, le=10000, description="default: parallelism")
+    backoff_limit: int = Field(0, ge=0, le=1000, alias="backoffLimit",
+                               description="failed pods the Job tolerates before it fails (default 0)")
+    ignore_disruptions: bool = Field(
+        True, alias="ignoreDisruptions",
+        description="a podFailurePolicy that ignores pods ended with a DisruptionTarget condition (default true)")
 
     @model_validator(mode="after")
     def _gang(self) -> "JobWorkload":
@@ -186,20 +213,23 @@ class ApplyItem(Strict):
         if self.pods:
             p = self.pods
             return workloads.pods(p.name, namespace, queue, p.count, 0 if p.share else p.gpus, p.priority_class,
-                                  p.preemptible, p.run_duration, node_selector=p.node_selector, share=p.share)
+                                  p.preemptible, p.run_duration, node_selector=p.node_selector, share=p.share,
+                                  ends=p.ends)
         if self.job:
             j = self.job
             return [workloads.job(j.name, namespace, queue, j.parallelism, j.gpus, j.gang, j.priority_class,
-                                  j.preemptible, j.run_duration)]
+                                  j.preemptible, j.run_duration, completions=j.completions,
+                                  backoff_limit=j.backoff_limit, ignore_disruptions=j.ignore_disruptions,
+                                  ends=j.ends)]
         if self.elastic:
             e = self.elastic
             return workloads.elastic(e.name, namespace, queue, e.pods, e.min_member, e.gpus, e.priority_class,
-                                     e.preemptible)
+                                     e.preemptible, ends=e.ends)
         if self.manifest:
             return [workloads.adopt(self.manifest.object, namespace, queue if self.manifest.queue else None)]
         d = self.deployment
         return [workloads.deployment(d.name, namespace, queue, d.replicas, d.gpus, d.priority_class,
-                                     d.preemptible, node_selector=d.node_selector)]
+                                     d.preemptible, node_selector=d.node_selector, ends=d.ends)]
 
 
 class PatchItem(Strict):

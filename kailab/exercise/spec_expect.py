@@ -84,7 +84,7 @@ class EventExpect(OnStacks):
 
 
 # what the run's watch keeps whole (see observer.py): an object assertion names one of these
-OBJECT_KINDS = ("Pod", "PodGroup", "BindRequest", "ResourceClaim", "Node", "Queue")
+OBJECT_KINDS = ("Pod", "PodGroup", "BindRequest", "ResourceClaim", "Node", "Queue", "Job")
 
 
 class ObjectExpect(OnStacks):
@@ -100,12 +100,16 @@ class ObjectExpect(OnStacks):
     label_selector: dict[str, str] | None = Field(None, alias="labelSelector", description="labels it carries")
     match: dict = Field({}, description="a partial object: metadata / spec / status keys that must match")
     count: Count = Field(Range(min=1), description="how many chosen objects match (0: none does)")
+    ended: bool = Field(False, description="Pod only: the pods as each was when it ended (a terminal phase), "
+                                           "kept after it is gone")
     why: str = Field("", description="one line: what KAI writes here and why")
 
     @model_validator(mode="after")
     def _shape(self) -> "ObjectExpect":
         from .match import check_pattern
 
+        if self.ended and self.object != "Pod":
+            raise ValueError("ended: true chooses pods as they ended: use it with object: Pod")
         if self.of is not None and self.object == "Queue":
             raise ValueError("a queue belongs to no workload: choose it by name")
         if self.name is None and self.of is None and self.label_selector is None and self.object != "Queue":
@@ -114,7 +118,7 @@ class ObjectExpect(OnStacks):
         return self
 
     def subject(self) -> str:
-        chosen = [f"{self.object}"] + ([self.name] if self.name else []) + ([f"of {self.of}"] if self.of else []) \
+        chosen = [f"{self.object}" + (" (as it ended)" if self.ended else "")] + ([self.name] if self.name else []) + ([f"of {self.of}"] if self.of else []) \
             + ([",".join(f"{k}={v}" for k, v in self.label_selector.items())] if self.label_selector else [])
         return " ".join(chosen)
 

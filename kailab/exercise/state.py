@@ -122,6 +122,9 @@ class ClusterState:
     # whole objects as the watch last saw them, by kind and (namespace, name) ('' for cluster-wide
     # kinds): what object assertions match (spec.OBJECT_KINDS)
     objects: dict[str, dict[tuple[str, str], dict]] = field(default_factory=dict)
+    # each pod as the watch saw it when it turned Succeeded or Failed, kept after it is gone (what
+    # `object: Pod, ended: true` matches: its phase, exit code and conditions at its end)
+    ended: dict[tuple[str, str], dict] = field(default_factory=dict)
     podgroups: dict[tuple[str, str], dict] = field(default_factory=dict)
     gangs: dict[str, int] = field(default_factory=dict)  # workload -> min member
     priority_values: dict[str, int] = field(default_factory=dict)  # PriorityClass name -> value
@@ -147,6 +150,10 @@ class ClusterState:
             self.objects.get(kind, {}).pop(key, None)
         else:
             self.objects.setdefault(kind, {})[key] = obj
+        if kind == "Pod" and (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            first = self.ended.get(key)
+            if first is None or first["metadata"].get("uid") != meta.get("uid"):
+                self.ended[key] = obj
 
     def update_pod(self, pod: dict, deleted: bool = False) -> list[TimelineEntry]:
         view = PodView.from_pod(pod)

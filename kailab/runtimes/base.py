@@ -35,6 +35,8 @@ class LabSpec:
     # host), and what serves the adopted cluster's control plane from another cluster (LabRecord)
     fleet_prefix: str = ""
     control_plane: dict = field(default_factory=dict)
+    # a deleted pod's grace period is cut to at most this many seconds (labkit.TERMINATION_GRACE_S)
+    termination_grace: float = 1.0
     # what schedules, handed in by the lab (kailab/lab.py) from the stack named by with_kai/stack;
     # a runtime calls its hooks and never asks what it is
     addon: Addon | None = None
@@ -66,6 +68,9 @@ class LabRecord:
     # {"kubeconfig": the host's, "namespace": where they run, "deployments": {component: name}};
     # those are the lab's components too (status, deaths)
     control_plane: dict = field(default_factory=dict)
+    # the most a deleted pod's grace period lasts on the fleet's KWOK nodes (seconds); None where kailab
+    # did not set KWOK's stages (an adopted cluster's own KWOK)
+    termination_grace: float | None = None
 
     @property
     def dir(self) -> Path:

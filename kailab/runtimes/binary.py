@@ -152,7 +152,7 @@ class BinaryRuntime(Runtime):
                         kai_version=release.version if spec.with_kai else "none",
                         fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total,
                         with_kai=spec.with_kai, kubeconfig=str(kubeconfig), ports=ports, metrics=spec.metrics,
-                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        termination_grace=spec.termination_grace, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         stack={**addon.record(), "health": {n: addon.health_url(n, ports) for n in addon.processes()}})
         rec.save()
         pki_dir = lab / "pki"
@@ -168,7 +168,7 @@ class BinaryRuntime(Runtime):
         with phases.timed("processes started"):
             self._spawn_etcd(lab, bins["etcd"], ports)
             self._spawn_apiserver(lab, bins["kube-apiserver"], ports, pki_dir)
-            self._spawn_kwok(lab, bins["kwok"], ports, kubeconfig, fleet.nodes_total)
+            self._spawn_kwok(lab, bins["kwok"], ports, kubeconfig, fleet.nodes_total, spec.termination_grace)
         kube = Kube(kubeconfig)
         spawn_kcm = lambda: self._spawn_controller_manager(lab, bins["kube-controller-manager"], ports, pki_dir,  # noqa: E731
                                                            kubeconfig, fleet.nodes_total)
@@ -413,9 +413,10 @@ class BinaryRuntime(Runtime):
             "--kube-api-qps=200", "--kube-api-burst=400", "--v=1", *grace],
             {"secure": port})
 
-    def _spawn_kwok(self, lab: Path, binary: Path, ports: dict[str, int], kubeconfig: Path, nodes: int) -> None:
+    def _spawn_kwok(self, lab: Path, binary: Path, ports: dict[str, int], kubeconfig: Path, nodes: int,
+                    termination_grace: float) -> None:
         config = lab / "kwok.yaml"
-        config.write_text(kwok_config_text(nodes))
+        config.write_text(kwok_config_text(nodes, termination_grace))
         port = ports["kwok"]
         processes.start(lab, "kwok", [
             str(binary), f"--kubeconfig={kubeconfig}", f"--config={config}",

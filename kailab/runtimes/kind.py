@@ -120,7 +120,7 @@ class KindRuntime(Runtime):
             (lab / name).write_text(text)
         rec = LabRecord(name=spec.name, runtime=self.name, kai_version=version if spec.with_kai else "none",
                         fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total,
-                        with_kai=spec.with_kai, kubeconfig=plan.kubeconfig,
+                        with_kai=spec.with_kai, kubeconfig=plan.kubeconfig, termination_grace=spec.termination_grace,
                         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), stack=addon_of(spec).record())
         rec.save()
         log = lab / "logs" / "kind-runtime.log"

@@ -9,7 +9,6 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 
 import yaml
 
@@ -21,7 +20,7 @@ from ..kube import FIELD_MANAGER
 from ..paths import lab_dir
 from . import kind_metrics
 from .base import LabSpec
-from .labkit import kwok_config_text
+from .labkit import kwok_config_text, kwok_stages_text
 from ..errors import LabError
 from .addon import addon_of
 from .kind_host import TOOL_ENV, HostFacts
@@ -89,11 +88,6 @@ def kind_config(spec: LabSpec, kubernetes: str, host: HostFacts | None = None,
     if not host.cap_sys_resource:
         cfg["containerdConfigPatches"] = ['[plugins."io.containerd.grpc.v1.cri"]\n  restrict_oom_score_adj = true']
     return cfg
-
-
-def kwok_stages_text() -> str:
-    """kailab's KWOK stages, verbatim: the same file the binary runtime's kwok reads."""
-    return resources.files("kailab").joinpath("data/kwok-stages.yaml").read_text()
 
 
 @lru_cache(maxsize=1)
@@ -226,7 +220,7 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | 
     files = {
         "kind-config.yaml": dump(config),
         "kwok-config.yaml": dump(kwok_config_map(kwok_release)),
-        "kwok-stages.yaml": kwok_stages_text(),
+        "kwok-stages.yaml": kwok_stages_text(spec.termination_grace),
         "fake-gpu-operator-values.yaml": dump(fake_gpu_operator_values(fleet, addon.reservation_namespace)),
         "fleet-nodes.yaml": dump_all(nodes),
     }

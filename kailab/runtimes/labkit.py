@@ -103,12 +103,27 @@ NODE_STATUS_REPORTS_PER_S = 1.0
 HEARTBEAT_MS, HEARTBEAT_JITTER_MS = 240000, 300000
 
 
-def kwok_config_text(nodes: int = 0) -> str:
+# a deleted pod's grace period is cut to at most this (a lab setting, `up --termination-grace`): a real
+# kubelet gives a pod its terminationGracePeriodSeconds (30 s by default), which would make every
+# eviction in an exercise 30 s long; the pod still ends as a kubelet ends it, only sooner
+TERMINATION_GRACE_S = 1.0
+# kwok-stages.yaml's bound, replaced by the lab's (kailab-pod-terminate's delay)
+_GRACE_IN_FILE = 'duration("1s")'
+
+
+def kwok_stages_text(termination_grace_s: float = TERMINATION_GRACE_S) -> str:
+    """kailab's KWOK stages (data/kwok-stages.yaml) with the lab's termination grace."""
+    stages = resources.files("kailab").joinpath("data/kwok-stages.yaml").read_text()
+    assert stages.count(_GRACE_IN_FILE) == 2, "kwok-stages.yaml's termination grace changed"
+    return stages.replace(_GRACE_IN_FILE, f'duration("{round(termination_grace_s * 1000)}ms")')
+
+
+def kwok_config_text(nodes: int = 0, termination_grace_s: float = TERMINATION_GRACE_S) -> str:
     """kwok's configuration: its options plus kailab's stages (shared by every runtime). For a fleet
     of more nodes than report once a second at the stages' pace (270 nodes), the heartbeat stage is
     slowed in proportion: 1,213 nodes reporting every 4.5 min on average were 4.5 node writes a
     second, each sent to every node watcher, through the whole of a fill."""
-    stages = resources.files("kailab").joinpath("data/kwok-stages.yaml").read_text()
+    stages = kwok_stages_text(termination_grace_s)
     factor = nodes / ((HEARTBEAT_MS + HEARTBEAT_JITTER_MS) / 2000 * NODE_STATUS_REPORTS_PER_S)
     if factor > 1:
         for ms in (HEARTBEAT_MS, HEARTBEAT_JITTER_MS):
@@ -135,9 +150,10 @@ def create_fleet(kube: Kube, fleet: Fleet) -> None:
 def refuse_other_lab(rec: LabRecord, spec: LabSpec, runtime: str, fleet: str, kai_version: str) -> None:
     """A second `up` must ask for the lab that is there; otherwise one line naming the difference."""
     wanted = {"runtime": runtime, "fleet": fleet, "kai_version": kai_version if spec.with_kai else "none",
-              "with_kai": spec.with_kai, "scheduler": spec.addon.name if spec.addon else (rec.stack or {}).get("name")}
+              "with_kai": spec.with_kai, "scheduler": spec.addon.name if spec.addon else (rec.stack or {}).get("name"),
+              "termination grace": spec.termination_grace}
     have = {"runtime": rec.runtime, "fleet": rec.fleet, "kai_version": rec.kai_version, "with_kai": rec.with_kai,
-            "scheduler": (rec.stack or {}).get("name")}
+            "scheduler": (rec.stack or {}).get("name"), "termination grace": rec.termination_grace}
     if wanted != have:
         diff = ", ".join(f"{k} {have[k]} (asked {wanted[k]})" for k in wanted if wanted[k] != have[k])
         raise LabError(f"lab {rec.name!r} is already up with {diff}: run `kailab down` first, "
