@@ -20,6 +20,8 @@ from kailab.lab import runtime_of
 from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import kind_docker
 
+import pod_endings
+
 pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.xdist_group("kind")]  # one kind lab, down last
 FLEET = "small"
 
@@ -85,6 +87,19 @@ def test_a_kai_container_killed_in_the_cluster_is_a_death_with_how_it_ended(kind
                       timeout=60, hint=f"kubectl -n kai-scheduler get pods ({kind_lab.kubeconfig})")
     assert [name for name, _ in dead] == ["binder"]
     assert "exit code 137" in dead[0][1] and "its last log lines:" in dead[0][1], dead[0][1]
+
+
+@pytest.mark.parametrize("check", [pod_endings.deleted_job_pod_fails_its_backoff_limit_0_job,
+                                   pod_endings.pod_exiting_0_on_termination_ends_succeeded,
+                                   pod_endings.conditions_set_before_deletion_stay_until_the_end,
+                                   pod_endings.run_time_pods_complete_their_job], ids=lambda f: f.__name__)
+def test_pods_end_as_kubelets_end_them(kind_lab, check):
+    """The same KWOK stages as Stage CRs in the cluster: the checks test_pod_endings runs on a binary lab."""
+    kube = Kube(kind_lab.kubeconfig)
+    try:
+        check(kube, "a100-0")
+    finally:
+        kube.close()
 
 
 def test_down_leaves_no_container_network_or_file(kind_lab, kailab_labs):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .churn import churn
 from .common import _MachineSampler, _junit_items, _record, machine
+from .endings import endings
 from .fill import fill_bench
 from .labs import bench_lab, markdown, run, soak
 from .peer import peer_comparison, peer_markdown, record_peer
@@ -16,6 +17,6 @@ from .scale import REPLAY_SCALE, replay_scale, replay_scale_markdown, scale
 from .side_by_side import exercises_side_by_side, exercises_side_by_side_markdown
 
 __all__ = ["REPLAY_SCALE", "_MachineSampler", "_junit_items", "_record", "bench_lab", "churn", "compare_labs",
-           "compare_markdown", "exercises_side_by_side", "fill_bench", "exercises_side_by_side_markdown", "machine", "markdown",
+           "compare_markdown", "endings", "exercises_side_by_side", "fill_bench", "exercises_side_by_side_markdown", "machine", "markdown",
            "peer_comparison", "peer_markdown", "record_peer", "repeatability", "repeatability_markdown",
            "replay_scale", "replay_scale_markdown", "run", "scale", "soak"]

@@ -53,6 +53,9 @@ from .base import cli, console, out
 @click.option("--vcluster-trial", "vcluster_trial", default=None, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="With --vcluster: read this finished `kailab trial --runtime kind` (evidence/trial-*) instead of "
                    "running one; only the plain kind labs run.")
+@click.option("--endings", "endings_pods", type=click.IntRange(1, 20000), default=None, metavar="N",
+              help="Instead: N pods ending by their run time vs deleted, on a lab without a scheduler (--scale-fleet "
+                   "sets its fleet, default small here; --repeats, default 2): CPU and API writes per pod.")
 @click.option("--fill", "fill_source", default=None, metavar="PATH",
               help="Instead: the fill experiment on Alibaba's GPU trace from your clone of alibaba/clusterdata "
                    "or alibaba-gpu-2023, the one `kailab trace source` registered (full scale: 1,213 nodes), "
@@ -69,7 +72,7 @@ from .base import cli, console, out
 @click.option("--fill-repeat", type=click.IntRange(1, 20), default=1, show_default=True,
               help="With --fill: fill N times, fresh labs each time, and record the repeat spread.")
 def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, churn, churn_at_once, churn_load, scale_shapes, scale_count,
-          scale_fleet, peer_only, replay_scale, side_by_side, compare_labs, vcluster_versions, vcluster_trial, fill_source, fill_tasks,
+          scale_fleet, peer_only, replay_scale, side_by_side, compare_labs, vcluster_versions, vcluster_trial, endings_pods, fill_source, fill_tasks,
           fill_seeds, fill_sample, fill_step, fill_designs, fill_repeat) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from .. import bench as bench_mod
@@ -95,6 +98,12 @@ def bench(quick, repeats, repeat_exercises, exercise_names, lab_name, soak, chur
         results = vcluster_bench(picked, names, repeat, echo=console.print, trial_dir=vcluster_trial)
         out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
         sys.exit(0 if results["verdicts_equal"] else 1)
+
+    if endings_pods:
+        fleet = "small" if scale_fleet == "large" else scale_fleet  # --scale-fleet's default is --scale's
+        results = bench_mod.endings(endings_pods, fleet, repeats or 2, echo=console.print)
+        out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
+        return
 
     if fill_source:
         try:
