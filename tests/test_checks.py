@@ -190,12 +190,15 @@ def test_pods_left_on_a_vanished_node_are_not_an_overcommit():
     assert check_invariant("no-gpu-overcommit", s, NAMES) == ["node n2 holds 2 GPUs of 1"]
 
 
-def test_no_gpu_overcommit_counts_deleting_pods_until_they_are_gone():
+def test_no_gpu_overcommit_counts_deleting_pods_until_they_have_ended():
     s = ClusterState(node_gpus={"n1": 2})
     s.update_pod(pod("a", node="n1"))
     s.update_pod(pod("b", node="n1", deleting=True))
     s.update_pod(pod("c", node="n1"))
     assert check_invariant("no-gpu-overcommit", s, NAMES) == ["node n1 holds 3 GPUs of 2"]
+    # its node has stopped it (Failed): a Job's pod waiting only for its finalizer holds nothing
+    s.update_pod(pod("b", node="n1", deleting=True, phase="Failed"))
+    assert check_invariant("no-gpu-overcommit", s, NAMES) == []
 
 
 def test_nodes_counts_the_distinct_nodes_of_bound_pods():

@@ -255,7 +255,8 @@ class ClusterState:
     def gpus_on_nodes(self) -> dict[str, int]:
         used: dict[str, int] = {}
         for p in self.pods.values():
-            if p.bound or (p.node and p.deleting):  # a deleting pod still holds its GPUs
+            # a pod being deleted holds its GPUs until it has ended (its node stopped it), not until it is gone
+            if p.bound or (p.node and p.deleting and not p.finished):
                 used[p.node] = used.get(p.node, 0) + p.gpus  # type: ignore[index]
         return used
 
