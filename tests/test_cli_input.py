@@ -115,6 +115,13 @@ def test_up_refuses_malformed_kai_version(state, kailab):
     assert_no_lab(state)
 
 
+@pytest.mark.parametrize("grace", ["5x", "-1s", "soon"])
+def test_up_refuses_a_termination_grace_that_is_no_duration(state, kailab, grace):
+    the_error(kailab("up", "--runtime", "binary", "--fleet", "tiny", "--termination-grace", grace),
+              "--termination-grace", repr(grace), "500ms")
+    assert_no_lab(state)
+
+
 def test_up_raises_input_error_in_process(tmp_path, monkeypatch):
     """The same refusal seen from inside: `up` raises InputError before the runtime does anything."""
     monkeypatch.setenv("KAILAB_STATE", str(tmp_path / "state"))

@@ -57,6 +57,7 @@ def test_status_json_reports_components_nodes_and_gpus(infra_lab):
     assert info["state"] == "up"
     assert info["nodes"] == 2 and info["gpus"] == 8
     assert info["kubeconfig"] == infra_lab.kubeconfig
+    assert info["termination_grace_s"] == 1.0  # the lab's default: a deleted pod ends within 1 s
     assert info["kai_version"] == infra_lab.kai_version
     assert all(c["state"] == "running" for c in info["components"].values())
     expected = {"etcd", "kube-apiserver", "kube-controller-manager", "kwok"}

@@ -154,6 +154,8 @@ def status(as_json, every, name) -> None:
         out.print(table)
         out.print(f"{scheduler_words(info.get('stack') or {}, info['kai_version'])}, fleet {info['fleet']}: {info['nodes']}/{info['expected_nodes']} "
                   f"nodes Ready, {info['gpus']}/{info['expected_gpus']} GPUs; kubeconfig {info['kubeconfig']}")
+        if info.get("termination_grace_s") is not None:
+            out.print(f"a deleted pod ends within {info['termination_grace_s']:g} s (its grace period, at most the lab's termination grace)")
         if info.get("prometheus"):
             out.print(f"Prometheus {info['prometheus']}")
     sys.exit(0 if info["state"] == "up" else 1)

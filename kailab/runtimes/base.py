@@ -97,7 +97,8 @@ def status_report(rec: LabRecord, healthy: bool, nodes: int, gpus: int, componen
     return {"name": rec.name, "runtime": rec.runtime, "state": rec.state if healthy else "broken",
             "kai_version": rec.kai_version, "fleet": rec.fleet, "nodes": nodes, "gpus": gpus,
             "expected_nodes": rec.nodes, "expected_gpus": rec.gpus, "components": components,
-            "kubeconfig": rec.kubeconfig, "api_server": api_server, "start_retries": rec.start_retries}
+            "kubeconfig": rec.kubeconfig, "api_server": api_server, "start_retries": rec.start_retries,
+            "termination_grace_s": rec.termination_grace}
 
 
 class Unsupported(LabError):
