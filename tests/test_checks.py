@@ -315,3 +315,74 @@ def test_a_step_waits_for_the_pods_its_objects_make_and_kai_takes_in_only_groupe
     # b: KAI's scheduler cannot see it yet; c is not KAI's; d is held before any scheduler
     assert get_stack("kai").not_taken_in(pods) == ["b"]
     assert get_stack("none").not_taken_in(pods) == []
+
+
+def test_ended_pods_are_matched_as_they_ended_and_kept_after_they_are_gone():
+    """`object: Pod, ended: true`: each pod as it first showed a terminal phase, even once deleted;
+    a later state (finalizer removed) does not replace it; a pod with a recycled name is a new end."""
+    from kailab.exercise.checks import evaluate_object
+    from kailab.exercise.spec import ObjectExpect
+
+    s = ClusterState()
+
+    def failed(name, code, uid=None, conditions=()):
+        p = pod(name, workload="t", node="n1", phase="Failed", deleting=True, uid=uid)
+        p["status"]["containerStatuses"] = [{"name": "c", "state": {"terminated": {"exitCode": code}}}]
+        p["status"]["conditions"] = list(conditions)
+        return p
+
+    running = pod("t-0", workload="t", node="n1", phase="Running")
+    for obj in (running, failed("t-0", 143, conditions=[{"type": "DisruptionTarget", "status": "True"}])):
+        s.update_pod(obj)
+        s.keep("Pod", obj)
+    later = failed("t-0", 143)  # the same end, its condition list rewritten: the first terminal state stays
+    s.keep("Pod", later)
+    s.keep("Pod", later, deleted=True)
+    s.update_pod(later, deleted=True)
+
+    def check(**kw):
+        return evaluate_object(s, ObjectExpect.model_validate({"object": "Pod", "of": "t", "ended": True, **kw}), NAMES, "s")
+
+    r = check(match={"status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"exitCode": 143}}}],
+                                "conditions": [{"type": "DisruptionTarget"}]}}, count=1)
+    assert r.passed, r
+    assert check(match={"status": {"phase": "Succeeded"}}, count=0).passed
+    assert evaluate_object(s, ObjectExpect.model_validate({"object": "Pod", "of": "t"}), NAMES, "s").observed == "0"
+    s.keep("Pod", failed("t-0", 3, uid="another"))  # the name again, a new pod that ended with 3
+    assert check(match={"status": {"containerStatuses": [{"state": {"terminated": {"exitCode": 3}}}]}}, count=1).passed
+
+
+def test_a_workloads_job_is_the_one_labelled_with_its_name():
+    from kailab.exercise.checks import evaluate_object
+    from kailab.exercise.spec import ObjectExpect
+
+    s = ClusterState()
+
+    def job(name, workload, **status):
+        return {"metadata": {"name": name, "namespace": NS, "labels": {"kailab.io/workload": workload}},
+                "status": status}
+
+    s.keep("Job", job("train", "train", failed=1, conditions=[{"type": "Failed", "status": "True",
+                                                               "reason": "BackoffLimitExceeded"}]))
+    s.keep("Job", job("other", "other", succeeded=2))
+    s.keep("Job", {**job("train", "train"), "metadata": {"name": "train", "namespace": "elsewhere",
+                                                        "labels": {"kailab.io/workload": "train"}}})
+
+    def check(**kw):
+        return evaluate_object(s, ObjectExpect.model_validate({"object": "Job", **kw}), NAMES, "s")
+
+    r = check(of="train", match={"status": {"failed": 1, "conditions": [{"type": "Failed", "reason": "BackoffLimitExceeded"}]}},
+              count=1)
+    assert r.passed and r.observed == "1", r  # not the other namespace's, not the other workload's
+    assert not check(of="train", match={"status": {"conditions": [{"type": "Complete"}]}}).passed
+    assert check(of="other", match={"status": {"succeeded": 2}}).passed
+
+
+def test_ended_is_only_for_pods():
+    import pytest
+    from pydantic import ValidationError
+
+    from kailab.exercise.spec import ObjectExpect
+
+    with pytest.raises(ValidationError, match="use it with object: Pod"):
+        ObjectExpect.model_validate({"object": "Job", "of": "t", "ended": True})
