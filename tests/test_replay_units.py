@@ -388,3 +388,16 @@ def test_a_windowed_replay_of_several_classes_says_its_window_and_a_row_per_clas
     assert "from 3560 h to 3563 h of it, each cut at its end (1 were); 2 jobs still running at its start (1.5 GPUs)" in md
     rows = {line.split(" | ")[0][2:]: line.split(" | ")[1].strip(" |") for line in md.splitlines() if line.startswith("| priority-")}
     assert (float(rows["priority-inference.wait_p50"]), float(rows["priority-train.wait_p50"])) == (0, 5)
+
+
+def test_a_trace_jobs_job_retries_what_kai_evicts_and_ends_by_its_run_time():
+    """An evicted pod now ends Failed (exit 143) and is counted: the Job must not die of one reclaim."""
+    from kailab import workloads
+    from kailab.replay.player import REPLAY_BACKOFF_LIMIT, job_objects
+    from kailab.replay.trace import TraceJob
+
+    (job,) = job_objects(TraceJob("j", 0, "team-a", 2, 1, 600), "ns", compress=10)
+    assert job["kind"] == "Job" and job["spec"]["backoffLimit"] == REPLAY_BACKOFF_LIMIT > 100
+    annotations = job["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[workloads.RUN_DURATION_ANNOTATION] == "60.000s"
+    assert workloads.TERMINATION_EXIT_CODE_ANNOTATION not in annotations  # SIGTERM's 143 when evicted

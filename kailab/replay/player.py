@@ -83,6 +83,12 @@ class PodWatch(threading.Thread):
         watch_pods(self.kube, self.namespace, self._see, self.stopping, self.errors, ready=self.ready)
 
 
+# a trace job's Job retries the pods it loses: a pod KAI evicts ends Failed (exit 143, KAI's default
+# writes no DisruptionTarget for the podFailurePolicy to ignore), and with backoffLimit 0 one reclaim
+# would end the job; a trace says nothing of its jobs' retries, so an eviction costs a job its run, not its life
+REPLAY_BACKOFF_LIMIT = 1000
+
+
 def job_objects(job: TraceJob, namespace: str, compress: float) -> list[dict]:
     """The objects one trace job is made of."""
     run = f"{max(job.duration_s / compress, 0.001):.3f}s"
@@ -93,7 +99,7 @@ def job_objects(job: TraceJob, namespace: str, compress: float) -> list[dict]:
                               run_duration=run, share={workloads.GPU_FRACTION: f"{job.gpus:g}"}, size=size)
     obj = workloads.job(job.name, namespace, job.queue, job.pods, gpus=int(job.gpus),
                         gang=job.min_members if job.min_members > 1 else None,
-                        priority_class=job.priority, run_duration=run, size=size)
+                        priority_class=job.priority, run_duration=run, size=size, backoff_limit=REPLAY_BACKOFF_LIMIT)
     annotations = {}
     if job.topology_required:
         annotations[workloads.TOPOLOGY_REQUIRED] = job.topology_required
@@ -262,7 +268,7 @@ def records(trace: Trace, ledger: Ledger, clock: dict, compress: float, outcomes
                   ("evicted" if r.gone else "running")}
                  for r in ledger.pods.values() if r.bound is not None]
     # pods deleted before they were ever bound (KAI evicting a pod whose bind was in flight, say):
-    # a Job counts such a pod as failed (backoffLimit 0), a bare pod is simply gone
+    # a Job counts such a pod as failed and replaces it, a bare pod is simply gone
     unbound = [{"job": r.job, "seen": rel(r.seen), "gone": rel(r.gone)}
                for r in ledger.pods.values() if r.bound is None and r.gone is not None]
     return {"compress": compress, "span": rel(end), "timed_out": clock["timed_out"],
