@@ -91,6 +91,9 @@ BROKEN = {
     # a limit with room: the claim over the old limit is bound, no OverLimit on its PodGroup
     "dra-claims": (lambda d: d["queues"]["lab"]["children"]["team"]["gpu"].update(limit=16),
                    "one claim over the limit", "podgroup condition of over"),
+    # KAI left at its default (no DisruptionTarget on its evictions): the second Job fails like the first
+    "job-eviction": (lambda d: d["steps"][2].pop("scheduler"), "research comes back, and the Job survives",
+                     "Pod (as it ended) of b-train matching"),
     # usage off: the two equal queues split the fleet 4 and 4
     "time-based-fairness": (lambda d: d["steps"][0]["scheduler"].pop("usage"),
                             "both ask for more than the fleet", "queue beta bound"),

@@ -106,7 +106,10 @@ def _class_words(w) -> str:
     if w.preemptible is not None:
         out += ", labelled " + ("preemptible" if w.preemptible else "non-preemptible")
     if getattr(w, "run_duration", None):
-        out += f", each finishing {w.run_duration} after it starts"
+        code = getattr(w, "exit_code", None)
+        out += f", each finishing {w.run_duration} after it starts" + (f" with exit code {code}" if code else "")
+    if w.termination_exit_code is not None:
+        out += f", exiting {w.termination_exit_code} when stopped"
     return out
 
 
@@ -120,8 +123,10 @@ def _apply_line(item) -> str | None:
     if item.job:
         j = item.job
         gang = f"a gang of {j.gang} (all or nothing)" if j.gang else "no gang size"
-        return (f"creates Job {j.name} with {j.parallelism} pods in queue {j.queue}: {_gpus(j.gpus)} each, "
-                f"{gang}, {_class_words(j)}")
+        done = f", {j.completions} completions" if j.completions and j.completions != j.parallelism else ""
+        policy = "disruptions ignored" if j.ignore_disruptions else "no podFailurePolicy"
+        return (f"creates Job {j.name} with {j.parallelism} pods in queue {j.queue}{done}: {_gpus(j.gpus)} each, "
+                f"{gang}, {_class_words(j)}; backoffLimit {j.backoff_limit}, {policy}")
     if item.manifest:
         m = item.manifest
         return (f"creates {m.object['kind']} {m.name} from its manifest"
