@@ -118,7 +118,8 @@ class ObjectExpect(OnStacks):
         return self
 
     def subject(self) -> str:
-        chosen = [f"{self.object}" + (" (as it ended)" if self.ended else "")] + ([self.name] if self.name else []) + ([f"of {self.of}"] if self.of else []) \
+        kind = f"{self.object}" + (" (as it ended)" if self.ended else "")
+        chosen = [kind] + ([self.name] if self.name else []) + ([f"of {self.of}"] if self.of else []) \
             + ([",".join(f"{k}={v}" for k, v in self.label_selector.items())] if self.label_selector else [])
         return " ".join(chosen)
 

@@ -15,6 +15,11 @@ from ..errors import LabError
 from ..paths import lab_dir
 from .addon import Addon
 
+# a deleted pod's grace period is cut to at most this (a lab setting, `up --termination-grace`): a real
+# kubelet gives a pod its terminationGracePeriodSeconds (30 s by default), which would make every
+# eviction in an exercise 30 s long; the pod still ends as a kubelet ends it, only sooner
+TERMINATION_GRACE_S = 1.0
+
 
 @dataclass
 class LabSpec:
@@ -35,8 +40,7 @@ class LabSpec:
     # host), and what serves the adopted cluster's control plane from another cluster (LabRecord)
     fleet_prefix: str = ""
     control_plane: dict = field(default_factory=dict)
-    # a deleted pod's grace period is cut to at most this many seconds (labkit.TERMINATION_GRACE_S)
-    termination_grace: float = 1.0
+    termination_grace: float = TERMINATION_GRACE_S  # seconds
     # what schedules, handed in by the lab (kailab/lab.py) from the stack named by with_kai/stack;
     # a runtime calls its hooks and never asks what it is
     addon: Addon | None = None

@@ -18,7 +18,7 @@ import yaml
 from ..errors import LabBusy, LabError
 from ..kube import Kube
 from ..paths import state_dir
-from .base import LabRecord, LabSpec
+from .base import TERMINATION_GRACE_S, LabRecord, LabSpec
 from .waits import abandon, resume, wait_until
 
 if TYPE_CHECKING:  # a fleet's model loads pydantic, which `down` does not need
@@ -103,10 +103,6 @@ NODE_STATUS_REPORTS_PER_S = 1.0
 HEARTBEAT_MS, HEARTBEAT_JITTER_MS = 240000, 300000
 
 
-# a deleted pod's grace period is cut to at most this (a lab setting, `up --termination-grace`): a real
-# kubelet gives a pod its terminationGracePeriodSeconds (30 s by default), which would make every
-# eviction in an exercise 30 s long; the pod still ends as a kubelet ends it, only sooner
-TERMINATION_GRACE_S = 1.0
 # kwok-stages.yaml's bound, replaced by the lab's (kailab-pod-terminate's delay)
 _GRACE_IN_FILE = 'duration("1s")'
 
