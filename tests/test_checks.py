@@ -144,6 +144,32 @@ def test_gang_resting_partial_beyond_the_grace_is_a_violation(monkeypatch):
     assert violation.startswith("gang g: 1 of 3 pods allocated for 5.5 s")
 
 
+def test_a_gang_still_being_made_is_judged_once_its_members_exist(monkeypatch):
+    """A Job controller makes a gang's pods in slow-start batches (1, 2, 4, ...), seconds apart on a loaded
+    API server: a member placed while the others do not exist yet is no gang left partial. Once all
+    exist, the clock runs as for any gang."""
+    s = ClusterState(gangs={"g": 4}, gang_grace=5.0)
+    clock = [100.0]
+    monkeypatch.setattr(s, "now", lambda: clock[0])
+    s.update_pod(pod("g-0", workload="g", node="n1"))  # the first batch, placed
+    s.track_gangs(NS)
+    clock[0] += 30.0
+    s.track_gangs(NS)
+    assert check_invariant("gang-never-partial", s, NAMES) == [] and s.gang_partial_since == {}
+    for i in range(1, 4):  # the other batches arrive; none is placed
+        s.update_pod(pod(f"g-{i}", workload="g"))
+    s.track_gangs(NS)
+    assert check_invariant("gang-never-partial", s, NAMES) == []  # could still be a commit
+    clock[0] += 5.5
+    s.track_gangs(NS)
+    (violation,) = check_invariant("gang-never-partial", s, NAMES)
+    assert violation.startswith("gang g: 1 of 4 pods allocated for 5.5 s"), violation
+    for i in range(1, 4):  # members that go after the gang was whole do not stop the judging
+        s.update_pod(pod(f"g-{i}", workload="g"), deleted=True)
+    s.track_gangs(NS)
+    assert "g" in s.gang_partial_since
+
+
 def test_a_slow_commit_restarts_the_clock_and_a_stall_does_not(monkeypatch):
     """Under load KAI's BindRequests for one gang come seconds apart: each new member is progress.
     Once no member comes for the grace, the gang rests partial."""

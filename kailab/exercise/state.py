@@ -135,6 +135,7 @@ class ClusterState:
     # member allocated since), and how many it had then
     gang_partial_since: dict[str, float] = field(default_factory=dict)
     gang_partial_count: dict[str, int] = field(default_factory=dict)
+    gangs_made: set[str] = field(default_factory=set)  # gangs whose minimum of members has existed at once
     gang_grace: float = GANG_COMMIT_GRACE
     version: int = 0
     cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
@@ -192,8 +193,18 @@ class ClusterState:
         return entries
 
     def track_gangs(self, namespace: str) -> None:
-        """Note since when each gang rests partial (and forget gangs that are whole or empty again)."""
+        """Note since when each gang rests partial (and forget gangs that are whole or empty again).
+        A gang is judged once its minimum of members has existed at once: before that its pods are
+        still being made (a Job controller creates them in slow-start batches, seconds apart on a
+        loaded API server), and a scheduler that placed what exists has left nothing partial."""
         for workload, (allocated, min_member) in self.gang_allocation(namespace).items():
+            if workload not in self.gangs_made:
+                made = sum(1 for p in self.workload_pods(workload) if p.namespace == namespace and not p.finished)
+                if made < min_member:
+                    self.gang_partial_since.pop(workload, None)
+                    self.gang_partial_count.pop(workload, None)
+                    continue
+                self.gangs_made.add(workload)
             if 0 < allocated < min_member:
                 if allocated > self.gang_partial_count.get(workload, 0):
                     self.gang_partial_since[workload] = self.now()  # became partial, or a commit went on
