@@ -1,6 +1,7 @@
 # kailab — the two commands a newcomer needs:
 #   make exercises   bring a lab up (if none is running) and run every exercise against it
-#   make test        the test suite (unit tests + real-cluster tests on a binary-runtime lab)
+#   make unit        the unit tier alone (tests/unit: no lab, no network, no build; about 1.5 minutes)
+#   make test        the whole suite: the unit tier first (failing fast), then the live tier (tests/live: real labs)
 PYTHON      ?= python3
 VENV        ?= .venv
 RUNTIME     ?= auto
@@ -8,12 +9,13 @@ FLEET       ?= small
 KAI_VERSION ?= v0.17.0
 NAME        ?= default
 LABS        ?= auto# exercises on labs side by side (pytest -n): auto = as this machine holds them; 0 = one lab
+UNIT_WORKERS ?= auto# the unit tier on workers side by side (pytest -n)
 TEST_LABS   ?= auto# the test suite on workers side by side, each with labs of its own (pytest -n); 0 = one process
 BIN          = $(VENV)/bin
 KAILAB       = $(BIN)/kailab
 UP_FLAGS     = --runtime $(RUNTIME) --fleet $(FLEET) --kai-version $(KAI_VERSION) --name $(NAME)
 
-.PHONY: setup tools lab-up lab-down lab-status test exercises bench course-docs clean
+.PHONY: setup tools lab-up lab-down lab-status unit test exercises bench course-docs clean
 
 setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -34,9 +36,12 @@ lab-down: setup         ## stop every lab process and remove its state
 lab-status: setup
 	$(KAILAB) status --name $(NAME)
 
-test: setup             ## unit tests and real-cluster tests on workers side by side, then the tests that need the machine alone
-	$(BIN)/pytest -n $(TEST_LABS) --dist loadgroup -m "not alone"
-	$(BIN)/pytest -m alone; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]  # 5: none selected (no Docker engine, say)
+unit: setup             ## the unit tier: no lab, no network, no build
+	$(BIN)/pytest tests/unit -n $(UNIT_WORKERS)
+
+test: unit              ## then the live tier: labs on workers side by side, then the tests that need the machine alone
+	$(BIN)/pytest tests/live -n $(TEST_LABS) --dist loadgroup -m "not alone"
+	$(BIN)/pytest tests/live -m alone; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]  # 5: none selected (no Docker engine, say)
 
 exercises: lab-up       ## run every exercise: on the running lab and, with LABS, labs of its kind beside it (evidence/report.html too)
 	$(BIN)/pytest exercises/ --kailab-lab $(NAME) -n $(LABS) --dist worksteal

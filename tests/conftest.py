@@ -1,4 +1,10 @@
-"""The suite's order on workers side by side (`make test`: pytest -n, --dist loadgroup): longest first.
+"""The suite's two tiers, and its order on workers side by side.
+
+Tiers: tests/unit/ needs no lab, no network and no build (`make unit`, first in `make test`);
+tests/live/ brings labs up (marked `lab`, `kind` or `alone`). A test in the wrong folder for its marks
+is a collection error, so the tiers stay what their names say.
+
+Order (`make test`: pytest -n, --dist loadgroup): longest first.
 
 xdist's own order puts the groups with the most tests first and leaves every one-test unit in
 collection order: CI's 1/8 fill (one test, ~1,300-1,800 s there) started half-way through the run
@@ -16,7 +22,7 @@ LONGEST = {
     "fill_labs": 1500,
     "kind": 1300,
     "own_labs": 1300,
-    "test_existing_runtime.py::test_every_exercise_passes_through_the_existing_runtime": 900,
+    "test_existing_runtime.py::test_exercises_pass_through_the_existing_runtime": 250,
     "kind_stacks": 700,
     "other_fleets": 400,
     "kueue_labs": 300,
@@ -39,6 +45,22 @@ def pytest_configure(config):
         config.option.loadscopereorder = False
 
 
+LIVE_MARKS = ("lab", "kind", "alone")
+
+
+def _misplaced(item) -> str | None:
+    tier = item.path.parent.name
+    live = any(item.get_closest_marker(m) for m in LIVE_MARKS)
+    if tier == "unit" and live:
+        return f"{item.nodeid}: marked {'/'.join(m for m in LIVE_MARKS if item.get_closest_marker(m))} in tests/unit (move it to tests/live)"
+    if tier == "live" and not live:
+        return f"{item.nodeid}: in tests/live without a lab, kind or alone mark (mark it, or move it to tests/unit)"
+    return None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
+    misplaced = [m for m in map(_misplaced, items) if m]
+    if misplaced:
+        raise pytest.UsageError("tests in the wrong tier:\n" + "\n".join(misplaced))
     items.sort(key=lambda item: -LONGEST.get(_unit(item), 0))  # stable: the rest keep their order

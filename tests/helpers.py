@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from kailab import course
 from kailab.errors import InputError
+from kailab.paths import PROJECT_ROOT
 from kailab.runtimes import processes
 
 
@@ -117,3 +122,42 @@ def refused_with_nothing_made(lab, path, queues: tuple[str, str], evidence: Path
         return out.error
     finally:
         kube.close()
+
+
+def kailab_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real entry point, as the console script runs it."""
+    full = {k: v for k, v in os.environ.items() if k not in ("KAILAB_LAB", "KAILAB_FLEETS", "KAILAB_EXERCISES")}
+    full.update(env or {}, NO_COLOR="1", COLUMNS="200")
+    return subprocess.run([sys.executable, "-c", "from kailab.cli import main; main()", *args],
+                          capture_output=True, text=True, env=full, timeout=120, stdin=subprocess.DEVNULL)
+
+
+# resources that exist only where KAI's CRDs are installed
+KAI_RESOURCES = {"queue", "queues", "podgroup", "podgroups", "pg", "bindrequest", "bindrequests"}
+
+
+def page_commands() -> list[tuple[str, str]]:
+    """(page, kubectl command) from the ```bash lab blocks of every course page, first page that has it."""
+    seen: dict[str, str] = {}
+    for page in sorted((PROJECT_ROOT / "docs" / "course").glob("*.md")):
+        for cmd in course.lab_commands(page.read_text()):
+            if cmd.startswith("kubectl ") and cmd not in seen:
+                seen[cmd] = page.name
+    return [(page, cmd) for cmd, page in seen.items()]
+
+
+def involves_kai(cmd: str) -> bool:
+    args = shlex.split(cmd)
+    if len(args) < 3 or args[1] not in ("get", "describe"):
+        return True  # anything but a plain read is treated as needing KAI: never run without it
+    return any(r.split(".")[0] in KAI_RESOURCES for r in args[2].split(","))
+
+
+def assert_self_contained_page(page: str) -> None:
+    """An HTML page that loads nothing from anywhere: no links, scripts, imports or URLs."""
+    lower = page.lower()
+    assert "http://" not in lower and "https://" not in lower  # allow-list: none
+    assert "<script" not in lower
+    assert "@import" not in lower and "url(" not in lower
+    assert "<link" not in lower and "<img" not in lower and "<iframe" not in lower
+    assert "file://" not in lower

@@ -1,6 +1,6 @@
 """The fill experiment's arithmetic, on data: tasks inflated to a target and seeded, steps bounded
 by the step size, fragmentation as the next task would meet it, the table at the arrived marks,
-and the page's picture. The lab part is tests/test_fill_live.py."""
+and the page's picture. The lab part is tests/live/test_fill_live.py."""
 
 from __future__ import annotations
 

@@ -317,7 +317,7 @@ def test_variants_are_designs_or_kai_versions_never_both(tmp_path):
         variants_for([a, b], [], ["kai", "kueue"])
 
 
-SHIPPED = Path(__file__).resolve().parents[1] / "exercises" / "replays"
+SHIPPED = Path(__file__).resolve().parents[2] / "exercises" / "replays"
 
 
 def test_a_trace_a_stack_cannot_run_is_one_line_before_any_lab_and_whole_gpus_runs_it(tmp_path):

@@ -19,28 +19,7 @@ from kailab.replay.alibaba import import_trace
 from kailab.replay.design import load_designs
 from kailab.replay.trace import check_against, load_trace
 
-NODES = """sn,cpu_milli,memory_mib,gpu,model
-openb-node-0000,32000,131072,2,T4
-openb-node-0001,32000,131072,2,T4
-openb-node-0002,96000,786432,4,V100M32
-"""
-HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
-PODS = HEADER + """openb-pod-0000,4000,16384,1,1000,V100M32,LS,Running,100,160,100
-openb-pod-0001,2000,8192,1,500,,BE,Succeeded,110,170,112
-openb-pod-0002,8000,0,0,0,,Burstable,Running,120,180,120
-openb-pod-0003,16000,32768,2,1000,T4,LS,Running,130,190,130
-openb-pod-0004,4000,16384,1,1000,V100M16|V100M32,Guaranteed,Running,140,200,141
-openb-pod-0005,4000,16384,1,1000,,BE,Pending,150,200,
-"""
-
-
-def clone(root: Path, pods: str = PODS, tasks: str = "default") -> Path:
-    csv = root / "cluster-trace-gpu-v2023" / "csv"
-    csv.mkdir(parents=True)
-    (csv / "openb_node_list_gpu_node.csv").write_text(NODES)
-    (csv / f"openb_pod_list_{tasks}.csv").write_text(pods)
-    return root
-
+from alibaba_sample import HEADER, PODS, clone
 
 def test_an_import_is_a_fleet_a_trace_and_designs_kailab_reads(tmp_path):
     s = import_trace(clone(tmp_path / "clusterdata"), tmp_path / "out")

@@ -6,11 +6,6 @@ against a real lab - the ones about KAI's resources only where KAI runs (marked 
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
-import subprocess
-import sys
 import types
 from pathlib import Path
 
@@ -24,24 +19,16 @@ from kailab.exercise.runner import Outcome
 from kailab.exercise.load import load_exercise
 from kailab.paths import PROJECT_ROOT
 
+from helpers import involves_kai, kailab_cli as kailab, page_commands
+
 DOCS = PROJECT_ROOT / "docs" / "course"
 EXERCISES = PROJECT_ROOT / "exercises"
-# resources that exist only where KAI's CRDs are installed
-KAI_RESOURCES = {"queue", "queues", "podgroup", "podgroups", "pg", "bindrequest", "bindrequests"}
 
 
 @pytest.fixture(autouse=True)
 def _shipped_files(monkeypatch):
     monkeypatch.delenv("KAILAB_FLEETS", raising=False)
     monkeypatch.delenv("KAILAB_EXERCISES", raising=False)
-
-
-def kailab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The real entry point, as the console script runs it."""
-    full = {k: v for k, v in os.environ.items() if k not in ("KAILAB_LAB", "KAILAB_FLEETS", "KAILAB_EXERCISES")}
-    full.update(env or {}, NO_COLOR="1", COLUMNS="200")
-    return subprocess.run([sys.executable, "-c", "from kailab.cli import main; main()", *args],
-                          capture_output=True, text=True, env=full, timeout=120, stdin=subprocess.DEVNULL)
 
 
 # ----------------------------------------------------------------------------- (a) the docs are current
@@ -381,23 +368,6 @@ def test_capstone_hidden_exercise_is_a_valid_exercise_built_from_the_tree(tmp_pa
 
 
 # ----------------------------------------------------------------------------- (d) the pages' commands on a lab
-def page_commands() -> list[tuple[str, str]]:
-    """(page, kubectl command) from the ```bash lab blocks of every course page, first page that has it."""
-    seen: dict[str, str] = {}
-    for page in sorted(DOCS.glob("*.md")):
-        for cmd in course.lab_commands(page.read_text()):
-            if cmd.startswith("kubectl ") and cmd not in seen:
-                seen[cmd] = page.name
-    return [(page, cmd) for cmd, page in seen.items()]
-
-
-def involves_kai(cmd: str) -> bool:
-    args = shlex.split(cmd)
-    if len(args) < 3 or args[1] not in ("get", "describe"):
-        return True  # anything but a plain read is treated as needing KAI: never run without it
-    return any(r.split(".")[0] in KAI_RESOURCES for r in args[2].split(","))
-
-
 def test_pages_have_kubectl_commands_of_both_kinds():
     cmds = [c for _, c in page_commands()]
     assert {c for c in cmds if not involves_kai(c)} >= {"kubectl get nodes -L nvidia.com/gpu.count",
@@ -406,48 +376,3 @@ def test_pages_have_kubectl_commands_of_both_kinds():
     assert {"kubectl get queues", "kubectl get podgroups -A"} <= {c for c in cmds if involves_kai(c)}
 
 
-@pytest.fixture(scope="module")
-def kubectl() -> str:
-    path = shutil.which("kubectl")
-    if path is None:
-        pytest.fail("kubectl is not on PATH: the course tells learners to type kubectl commands, and this "
-                    "test runs them; install kubectl (https://kubernetes.io/docs/tasks/tools/)", pytrace=False)
-    return path
-
-
-def run_commands(kubectl: str, kubeconfig: str, commands: list[tuple[str, str]]) -> list[str]:
-    env = {**os.environ, "KUBECONFIG": kubeconfig}
-    failures = []
-    for page, cmd in commands:
-        out = subprocess.run([kubectl, *shlex.split(cmd)[1:]], capture_output=True, text=True, env=env,
-                             timeout=60, stdin=subprocess.DEVNULL)
-        if out.returncode != 0:
-            failures.append(f"{page}: `{cmd}` exited {out.returncode}: {out.stderr.strip()[-300:]}")
-    return failures
-
-
-@pytest.mark.lab
-def test_course_kubectl_commands_without_kai_resources_run_on_a_lab(infra_lab, kubectl):
-    commands = [(p, c) for p, c in page_commands() if not involves_kai(c)]
-    assert len(commands) >= 5
-    failures = run_commands(kubectl, infra_lab.kubeconfig, commands)
-    assert not failures, "\n".join(failures)
-
-
-@pytest.mark.lab
-@pytest.mark.kai
-def test_every_course_kubectl_command_runs_on_a_lab_with_kai(infra_lab, kubectl):
-    assert infra_lab.with_kai, f"lab {infra_lab.name} has no KAI"
-    failures = run_commands(kubectl, infra_lab.kubeconfig, page_commands())
-    assert not failures, "\n".join(failures)
-
-
-@pytest.mark.lab
-def test_lesson_on_a_lab_that_cannot_run_it_fails_with_one_line_and_marks_nothing(infra_lab):
-    """The session's tiny lab is either without KAI or the wrong size for the small-fleet lessons."""
-    before = course.load_status()["done"].get("quota")
-    out = kailab("lesson", "quota", "--no-pause", "--name", infra_lab.name)
-    assert out.returncode != 0
-    assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith("kailab: error: ")
-    assert ("runs without KAI" in out.stderr) if not infra_lab.with_kai else ("sized for fleet small" in out.stderr)
-    assert course.load_status()["done"].get("quota") == before

@@ -1,7 +1,7 @@
 """Kueue's and Volcano's kind plans (issues #41, #43), built without running anything: each stack's own
 chart and images (built here, or the published ones), its pods on kind's real node pulled
 IfNotPresent, the configuration the binary lab decides by, and none of KAI's images in a lab without
-KAI. The labs themselves: tests/test_kind_stacks.py."""
+KAI. The labs themselves: tests/live/test_kind_stacks.py."""
 
 from __future__ import annotations
 

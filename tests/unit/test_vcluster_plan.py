@@ -2,7 +2,7 @@
 
 `version_plan` is pure, so every vcluster.yaml, node pool, label, command and clean-up step a trial
 uses is inspected here; the CLI's dry run and its refusals are checked as subprocesses. The trial
-itself runs in tests/test_kind_host_vcluster_trial.py.
+itself runs in tests/live/test_kind_host_vcluster_trial.py.
 """
 
 from __future__ import annotations

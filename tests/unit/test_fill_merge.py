@@ -1,7 +1,7 @@
 """`kailab fill-merge`: fills of one plan run apart (a seed a session) read as one fill — every seed's
 curve, the seeds' spread in the table, the picture, the report — and fills that are not of one plan,
 or a design and seed found twice, refused in one line with nothing written. The folders are written
-here in a fill's own layout (the live fill is tests/test_fill_exercise_live.py)."""
+here in a fill's own layout (the live fill is tests/live/test_fill_exercise_live.py)."""
 
 from __future__ import annotations
 

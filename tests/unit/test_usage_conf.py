@@ -1,5 +1,5 @@
 """Time-based fair share in KAI's terms (pure): the usageDBConfig fields and where they sit.
-The rendering into the scheduler's configuration is KAI's operator's (tests/test_kai_render.py)."""
+The rendering into the scheduler's configuration is KAI's operator's (tests/unit/test_kai_render.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What an exercise's vocabulary becomes on the kueue stack, as data (the live proof of what Kueue
-then does is tests/test_kueue_exercises.py): the objects written, and every refusal naming its field."""
+then does is tests/live/test_kueue_exercises.py): the objects written, and every refusal naming its field."""
 
 from __future__ import annotations
 

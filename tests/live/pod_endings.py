@@ -1,5 +1,5 @@
-"""How pods end on a lab's KWOK nodes, checked the same way on every runtime (tests/test_pod_endings.py
-on a binary lab, tests/test_kind_lab.py on a kind lab): what a kubelet would do, read from the API's
+"""How pods end on a lab's KWOK nodes, checked the same way on every runtime (tests/live/test_pod_endings.py
+on a binary lab, tests/live/test_kind_lab.py on a kind lab): what a kubelet would do, read from the API's
 watch. Each check places its pods itself (spec.nodeName), so no scheduler is involved, and runs in a
 namespace of its own that it removes."""
 

@@ -2,7 +2,7 @@
 (`--images local`: every image and chart built here by `kailab tools images --stack NAME`), its pods on
 kind's real node, KWOK's fleet beside them. One lab per stack, in the order a user meets it: up, status
 naming its Deployments, two of the five exercises passing with the same per-stack expectations as on
-the binary runtime (tests/test_kueue_exercises.py, test_volcano_exercises.py: the others run there),
+the binary runtime (tests/live/test_kueue_exercises.py, test_volcano_exercises.py: the others run there),
 a killed container named by its Deployment, then down, after which nothing of it is left. Each lab is minutes of bring-up on a 2-core host: only
 borrow and gang run here."""
 

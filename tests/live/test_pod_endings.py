@@ -1,5 +1,5 @@
-"""Pods end as kubelets end them, on a binary lab (tests/pod_endings.py; the same checks run on a
-kind lab in tests/test_kind_lab.py)."""
+"""Pods end as kubelets end them, on a binary lab (tests/live/pod_endings.py; the same checks run on a
+kind lab in tests/live/test_kind_lab.py)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from kailab.runtimes.addon import Addon
 from kailab.runtimes.base import LabSpec
 from kailab.stacks import STACKS, get_stack
 
-ROOT = Path(__file__).resolve().parent.parent / "kailab"
+ROOT = Path(__file__).resolve().parents[2] / "kailab"
 # the lab's knobs (--kai-version names the release line whose Kubernetes the lab runs; --without-kai
 # is the "none" stack), the evidence file of a stack's own metrics, the kind image set's chart field
 ALLOWED = {"kai_version", "with_kai", "DEFAULT_KAI", "kai_release", "KailabError", "KAI_METRICS", "kai_chart"}

@@ -40,9 +40,9 @@ def test_a_piped_console_prints_whole_lines():
     from pathlib import Path
 
     code = ("from rich.console import Console; from kailab.exercise.summary import print_summary; "
-            "from tests.test_summary import _outcomes; print_summary(Console(soft_wrap=True), _outcomes())")
+            "from tests.unit.test_summary import _outcomes; print_summary(Console(soft_wrap=True), _outcomes())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parent.parent, env={"PATH": "/usr/bin:/bin", "TERM": "xterm"})
+                         cwd=Path(__file__).resolve().parents[2], env={"PATH": "/usr/bin:/bin", "TERM": "xterm"})
     assert LONG in out.stdout and "┏" not in out.stdout, out.stderr
 
 

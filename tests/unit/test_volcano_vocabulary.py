@@ -1,5 +1,5 @@
 """What an exercise's vocabulary becomes on the volcano stack, as data (the live proof of what Volcano
-then does is tests/test_volcano_exercises.py): the Queues, PodGroups and marks written, a closed parent
+then does is tests/live/test_volcano_exercises.py): the Queues, PodGroups and marks written, a closed parent
 holding its leaves, Volcano's scheduler configuration as a design input, and every refusal naming its
 field."""
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from kailab.paths import state_dir
-from test_alibaba_import import clone
+from alibaba_sample import clone
 
 pytestmark = [pytest.mark.lab, pytest.mark.kai, pytest.mark.xdist_group("own_labs")]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kailab.runtimes.kind_host import host_packages, install_line, missing_host_packages
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _shell_list() -> list[str]:
