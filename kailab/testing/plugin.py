@@ -3,7 +3,9 @@
 - `kailab_labs` (session): brings labs up on demand (one per fleet), tears them down at the end,
   and first reaps labs of earlier test sessions that died without cleaning up.
 - `pytest exercises/` collects every exercise YAML as a test item, every replay file in
-  exercises/replays/ and every fill file in exercises/fills/ (see kailab.testing.items).
+  exercises/replays/ and every fill file in exercises/fills/ (see kailab.testing.items). Replays and
+  fills run minutes on labs of their own: found by walking a folder they are left out unless
+  `--kailab-all` (`make exercises-all`) asks for them; named on the command line they always run.
 - Tests marked `kai` need KAI's components. When KAI cannot be built here and the run sets
   KAILAB_ALLOW_NO_KAI=1, they are *deselected* (never counted as passed) and the summary says
   why; otherwise they fail with the build error.
@@ -18,7 +20,8 @@ import pytest
 
 from ..lab import LabRecord, get_runtime
 from ..toolchain import kai_unavailable_reason
-from .items import ExerciseFile, FillFile, OwnLabsItem, ReplayFile, outcome_of
+from ..replay import alibaba
+from .items import ExerciseFile, FillFile, FillItem, OwnLabsItem, ReplayFile, outcome_of
 from .labs import kind_unavailable_reason, lab_pool
 
 
@@ -27,6 +30,8 @@ def pytest_addoption(parser):
     group.addoption("--kailab-lab", default=os.environ.get("KAILAB_LAB_FOR_TESTS"),
                     help="use this running lab (by name) instead of bringing labs up")
     group.addoption("--kailab-evidence", default=None, help="evidence directory for exercise runs")
+    group.addoption("--kailab-all", action="store_true", default=False,
+                    help="also run the replays and fills found in exercises/ (minutes each, labs of their own)")
 
 
 def pytest_configure(config):
@@ -36,6 +41,7 @@ def pytest_configure(config):
     config._kailab_no_kai = None  # reason string when KAI tests were deselected
     config._kailab_no_kind = None
     config._kailab_outcomes = []
+    config._kailab_heavy_left_out = []
     _refuse_side_by_side_on_a_cluster_it_cannot_make(config)
     config.pluginmanager.register(_OutcomeCollector(config), "kailab-outcomes")
 
@@ -43,6 +49,7 @@ def pytest_configure(config):
 @pytest.hookimpl(trylast=True)  # after -m/-k: count only what would otherwise run
 def pytest_collection_modifyitems(session, config, items):
     _deselect_kind_without_docker(config, items)
+    _leave_out_heavy_items(config, items)
     # the longest first, so labs side by side (-n) finish together: a replay or a fill runs minutes on
     # labs of its own
     items.sort(key=lambda item: not isinstance(item, OwnLabsItem))
@@ -174,6 +181,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         outcome = {k: sum(1 for r in kai_reports if r.outcome == k) for k in ("passed", "failed")}
         terminalreporter.write_line(f"kailab: {len(kai_reports)} tests marked `kai` ran against KAI "
                                     f"({outcome['passed']} passed, {outcome['failed']} failed)")
+    heavy = getattr(config, "_kailab_heavy_left_out", [])
+    if heavy:  # said, never hidden: these are not run, not passed
+        terminalreporter.write_line(f"kailab: left out {len(heavy)} replay/fill item(s) that take minutes on labs of "
+                                    f"their own ({', '.join(heavy)}): `make exercises-all` or --kailab-all runs them")
     kind_info = getattr(config, "_kailab_no_kind", None)
     if kind_info:
         n, reason = kind_info
@@ -217,6 +228,18 @@ def pytest_collect_file(parent, file_path: Path):
     if file_path.parent.name == "exercises" or _named(parent.config, file_path):
         return ExerciseFile.from_parent(parent, path=file_path)  # `kailab run --labs N` names files anywhere
     return None
+
+
+def _leave_out_heavy_items(config, items) -> None:
+    """The everyday set: replays and fills found by walking exercises/ wait for `--kailab-all`."""
+    if not config.getoption("--kailab-all"):
+        heavy = [i for i in items if isinstance(i, OwnLabsItem) and not _named(config, Path(i.path))]
+        if heavy:
+            config.hook.pytest_deselected(items=heavy)
+            items[:] = [i for i in items if i not in heavy]
+            config._kailab_heavy_left_out = sorted(Path(i.path).name for i in heavy)
+    if any(isinstance(i, FillItem) for i in items) and alibaba.registered() is None:
+        raise pytest.UsageError(alibaba.not_registered())  # before any lab, not after minutes of them
 
 
 def _named(config, file_path: Path) -> bool:

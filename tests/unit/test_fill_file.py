@@ -56,9 +56,9 @@ def test_a_bad_fill_file_is_one_line_naming_its_field(tmp_path, change, field):
     assert "\n" not in text and str(path) in text and field in text, text
 
 
-def test_an_unregistered_trace_fails_the_item_naming_the_command(tmp_path):
-    """A kailab cache with KAI's build (linked) but no trace registered: the item fails at once,
-    before any lab, in one line naming `kailab trace source`; it is a failure, not a skip."""
+def test_an_unregistered_trace_refuses_the_run_naming_the_command(tmp_path):
+    """A kailab cache with KAI's build (linked) but no trace registered: the run is refused at
+    collection, before any lab, in one line naming `kailab trace source`; never a skip or a pass."""
     cache = tmp_path / "cache"
     cache.mkdir()
     for part in ("bin", "kai", "src"):  # KAI is cached, so only the trace is missing
@@ -68,11 +68,10 @@ def test_an_unregistered_trace_fails_the_item_naming_the_command(tmp_path):
     run = subprocess.run([sys.executable, "-m", "pytest", str(fill_file(tmp_path)), "-p", "no:cacheprovider", "-q",
                           "-o", "addopts=", "--rootdir", str(PROJECT_ROOT)],
                          capture_output=True, text=True, env=env, timeout=120, cwd=PROJECT_ROOT)
-    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
-    summary = run.stdout.strip().splitlines()[-1]
-    assert summary.startswith("1 failed in"), run.stdout[-2000:]  # not skipped, not deselected
-    lines = [line for line in run.stdout.splitlines() if "kailab trace source alibaba-gpu-2023 PATH" in line]
-    assert lines and "no alibaba-gpu-2023 trace is registered" in lines[0], run.stdout[-2000:]
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout[-3000:] + run.stderr[-3000:]
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "kailab trace source alibaba-gpu-2023 PATH" in lines[0], run.stderr[-2000:]
+    assert "no alibaba-gpu-2023 trace is registered" in lines[0]
     assert not (tmp_path / "ev").exists() or not any((tmp_path / "ev").glob("fill-*"))
 
 
