@@ -5,7 +5,7 @@
 #   make test        the whole suite: the unit tier first (failing fast), then the live tier (tests/live: real labs)
 PYTHON      ?= python3
 VENV        ?= .venv
-RUNTIME     ?= auto
+RUNTIME     ?= binary# binary (no Docker), kind, existing, or auto (kind when a Docker engine answers)
 FLEET       ?= small
 KAI_VERSION ?= v0.17.0
 NAME        ?= default

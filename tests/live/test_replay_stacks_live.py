@@ -3,7 +3,7 @@ on a KAI lab and on a Kueue lab (Kueue admits, kube-scheduler places), one queue
 comparison reports every queue's waits side by side. What each stack did is read from its own lab's
 evidence: the design made into each stack's own objects, the pods placed by KAI on one lab and by
 kube-scheduler on the other. (The shipped 80-job file, exercises/stacks/replay-kai-vs-kueue.yaml, is the
-same run at full length; its measured figures are in README and bench/results.)"""
+same run at full length; its measured figures are in docs/stacks.md and bench/results.)"""
 
 from __future__ import annotations
 

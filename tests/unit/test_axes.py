@@ -1,5 +1,5 @@
 """The two axes hold in the code: nothing in kailab/runtimes or kailab/exercise names KAI except the
-lab's own knobs, and a stack is found by name in one registry (README: Architecture)."""
+lab's own knobs, and a stack is found by name in one registry (docs/architecture.md)."""
 
 from __future__ import annotations
 
