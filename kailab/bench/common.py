@@ -40,6 +40,7 @@ def _record(results: dict, suffix: str, text: str, out_dir: Path | None) -> dict
     where they went."""
     out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
+    results.setdefault("commit", _commit())  # what a figure rendered from it says it measured
     stem = dt.date.today().isoformat() + suffix
     n = 1
     while (out_dir / f"{stem}.json").exists() and not suffix.endswith("-quick"):  # never over a recorded result
@@ -49,6 +50,16 @@ def _record(results: dict, suffix: str, text: str, out_dir: Path | None) -> dict
     (out_dir / f"{stem}.md").write_text(text)
     results["written"] = str(out_dir / f"{stem}.json")
     return results
+
+
+def _commit() -> str | None:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 class _MachineSampler:
