@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -77,14 +77,19 @@ def kubernetes_stamp(kubernetes: str) -> tuple[tuple[str, str], ...]:
                  for var, value in values.items())
 
 
-def kubernetes_recipe(kubernetes: str) -> Recipe:
+CONTROL_PLANE = ("kubectl", "kube-scheduler", "kube-apiserver", "kube-controller-manager")
+NODE_ONLY = ("kubeadm", "kubelet", "kube-proxy")  # kind's node image runs these; a binary lab never does
+
+
+def kubernetes_recipe(kubernetes: str, node: bool = False) -> Recipe:
     """Kubernetes' binaries at one version, stamped as its own build stamps them (an API server that
     says `v0.0.0-master` is refused by clients that check the server's version, Kueue's among them):
-    the binary runtime's control plane (and a stack's kube-scheduler) and the kind node image's."""
+    the binary runtime's control plane (and a stack's kube-scheduler), and with `node` also what kind's
+    node image runs. Both share one cache folder ("kubernetes-node", the name caches already hold): a
+    kind lab adds its three binaries to a binary lab's build, never rebuilding the others."""
     k8s = "k8s.io/kubernetes/cmd/"
-    return Recipe("kubernetes-node", kubernetes, "k8s.io/kubernetes",
-                  {n: k8s + n for n in ("kubeadm", "kubelet", "kubectl", "kube-scheduler", "kube-proxy",
-                                        "kube-apiserver", "kube-controller-manager")},
+    names = CONTROL_PLANE + (NODE_ONLY if node else ())
+    return Recipe("kubernetes-node", kubernetes, "k8s.io/kubernetes", {n: k8s + n for n in names},
                   _k8s_staging_version, stamp=kubernetes_stamp(kubernetes))
 
 
@@ -405,7 +410,9 @@ def _source_of(recipe: Recipe) -> tuple[Path | None, dict]:
 
 
 def build(recipe: Recipe, on_phase: Callable[[str], None] = lambda s: None) -> Path:
-    """Build one recipe into the cache unless it is already there. Returns its folder."""
+    """Build one recipe into the cache unless it is already there. Returns its folder. A folder that
+    holds some of the recipe's binaries (a binary lab's Kubernetes, asked for kind's node binaries
+    too) gets only the missing ones, built from the same source."""
     dest = cache_dir() / "bin" / recipe.component / recipe.version
     if is_cached(recipe):
         return dest
@@ -415,7 +422,15 @@ def build(recipe: Recipe, on_phase: Callable[[str], None] = lambda s: None) -> P
     with cache_lock(work.name, lambda: on_phase("waiting for another kailab building this")):
         if is_cached(recipe):
             return dest
-        return _build_locked(recipe, work, dest, on_phase)
+        before = manifest(recipe.component, recipe.version) or {}
+        have = {b for b in before.get("binaries", {}) if (dest / b).is_file()}
+        missing = replace(recipe, binaries={n: pkg for n, pkg in recipe.binaries.items() if n not in have})
+        _build_locked(missing, work, dest, on_phase)
+        if have:  # the manifest lists every binary the folder holds
+            record = json.loads((dest / "manifest.json").read_text())
+            record["binaries"] = {**{b: before["binaries"][b] for b in have}, **record["binaries"]}
+            (dest / "manifest.json").write_text(json.dumps(record, indent=2))
+        return dest
 
 
 def _build_locked(recipe: Recipe, work: Path, dest: Path, on_phase: Callable[[str], None]) -> Path:

@@ -37,7 +37,7 @@ def node_recipes(kubernetes: str) -> list[Recipe]:
     containerd = "github.com/containerd/containerd/v2"
     cni = "github.com/containernetworking/plugins/plugins/"
     return [
-        kubernetes_recipe(kubernetes),
+        kubernetes_recipe(kubernetes, node=True),
         # kind's own build tags for containerd; cgo as kind builds it
         Recipe("containerd", p["containerd"], containerd,
                {"containerd": f"{containerd}/cmd/containerd", "ctr": f"{containerd}/cmd/ctr",

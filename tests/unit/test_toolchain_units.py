@@ -3,6 +3,8 @@ process flags. (The builds themselves run for real in every lab test.)"""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -177,3 +179,34 @@ def test_placement_is_validated_exactly():
     for bad in ("Spread", "spreading", "pack"):
         with pytest.raises(pydantic.ValidationError):
             SchedulerSetting.model_validate({"placement": bad})
+
+
+def test_a_binary_lab_builds_no_node_binaries_and_a_kind_node_adds_only_those(tmp_path, monkeypatch):
+    """A binary lab compiles Kubernetes' control plane only; kind's node image asks for kubeadm, kubelet
+    and kube-proxy too, and a folder holding the control plane gets just those three, its manifest
+    listing all seven."""
+    from kailab.images.recipes import node_recipes
+
+    k8s = versions.kai_release(versions.DEFAULT_KAI).kubernetes
+    lab = {b for r in toolchain.recipes_for(versions.DEFAULT_KAI) for b in r.binaries}
+    assert not lab & set(toolchain.NODE_ONLY) and set(toolchain.CONTROL_PLANE) <= lab
+    node = next(r for r in node_recipes(k8s) if r.component == "kubernetes-node")
+    assert set(toolchain.NODE_ONLY) | set(toolchain.CONTROL_PLANE) == set(node.binaries)
+
+    monkeypatch.setenv("KAILAB_CACHE", str(tmp_path))
+    asked: list[set[str]] = []
+
+    def fake_build(recipe, work, dest, on_phase):  # stands in for the Go build: records what it was asked
+        asked.append(set(recipe.binaries))
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in recipe.binaries:
+            (dest / name).write_text(name)
+        (dest / "manifest.json").write_text(json.dumps({"binaries": {n: "sha-" + n for n in recipe.binaries}}))
+        return dest
+
+    monkeypatch.setattr(toolchain, "_build_locked", fake_build)
+    toolchain.build(toolchain.kubernetes_recipe(k8s))
+    toolchain.build(node)
+    toolchain.build(node)  # cached now: nothing asked
+    assert asked == [set(toolchain.CONTROL_PLANE), set(toolchain.NODE_ONLY)]
+    assert set(toolchain.manifest("kubernetes-node", k8s)["binaries"]) == set(node.binaries)
