@@ -185,10 +185,6 @@ def watch_pods(kube: Kube, namespace: str, on_event, stopping, errors: list[str]
             time.sleep(0.5)
 
 
-def is_conflict(err: Exception) -> bool:
-    return isinstance(err, _api_exception()) and err.status == 409
-
-
 def _api_exception() -> type:
     from kubernetes.client.exceptions import ApiException
 

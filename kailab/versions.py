@@ -63,10 +63,6 @@ class KaiRelease:
     def module(self) -> str:
         return KAI_MODULE_NEW if parse(self.version) >= KAI_MODULE_MOVED_AT else KAI_MODULE_OLD
 
-    @property
-    def queue_label(self) -> str:
-        return "kai.scheduler/queue" if parse(self.version) >= (0, 6, 0) else "runai/queue"
-
 
 def normalise(version: str) -> str:
     return "v%d.%d.%d" % parse(version)

@@ -29,7 +29,7 @@ from .base import cli, console, out
 def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_only, dra_set, build_only) -> None:
     """Run KAI's own e2e suites (Ginkgo, from the KAI version's source) against labs; report ran /
     passed / failed / skipped per suite in the terminal, JUnit and report.html. Exit 1 on a failure."""
-    from ..stacks.kai.e2e import session
+    from ..e2e import session
     from ..stacks.kai.e2e.suites import registry
     from ..fleet import load_fleet
 

@@ -30,7 +30,6 @@ import random
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -57,13 +56,6 @@ QOS_PRIORITY = {"LS": "inference", "Guaranteed": "inference", "Burstable": "buil
 PLACEMENTS = ("binpack", "spread")  # the designs an import writes, one queue owning the fleet each
 GPU_MEMORY_MIB = {"P100": 16384, "T4": 15360, "V100M16": 16384, "V100M32": 32768, "A10": 23028}
 DEFAULT_GPU_MEMORY_MIB = 16384
-
-
-@dataclass
-class Imported:
-    fleet: dict
-    jobs: list[TraceJob]
-    counts: Counter = field(default_factory=Counter)
 
 
 class Source:

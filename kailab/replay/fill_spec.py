@@ -51,11 +51,6 @@ class FillFile(Strict):
     expect: list[str] = []
 
 
-def is_fill_file(path: Path) -> bool:
-    data = read_yaml(path)
-    return isinstance(data, dict) and "fill" in data
-
-
 def load_fill(path: str | Path) -> FillFile:
     """The file, checked before any lab: fields, designs, the expectations' syntax."""
     path = Path(path)

@@ -46,11 +46,6 @@ class ReplayFile(Strict):
     expect: list[str] = []
 
 
-def is_replay_file(path: Path) -> bool:
-    data = read_yaml(path)
-    return isinstance(data, dict) and "replay" in data
-
-
 def load_replay(path: str | Path) -> tuple[ReplayFile, Plan]:
     path = Path(path)
     spec = validate(ReplayFile, read_yaml(path), path)

@@ -95,9 +95,6 @@ class Trace:
     def queues(self) -> list[str]:
         return sorted({j.queue for j in self.jobs})
 
-    def gpu_seconds_requested(self) -> float:
-        return sum(j.gpus_requested * j.duration_s for j in self.jobs)
-
     def peak_gpus_at_once(self) -> tuple[float, float]:
         """The most GPUs the jobs ask at one time were each to start at its arrival and run its
         duration, and when (seconds from the first arrival): the load the trace's own times would put

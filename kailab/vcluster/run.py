@@ -38,7 +38,6 @@ from . import snapshot, state
 from .tools import resolve, tools_for
 from .watch import HostWatch
 
-SENTINEL_NAMESPACE = "kailab-trial-sentinel"  # the host workload every trial watches
 ROLLBACK_LIMIT = 300  # seconds: what is still on the host after this is a broken promise
 
 
@@ -146,7 +145,7 @@ class Trial:
                 self.run(["kind", "load", "docker-image", *load, "--name", facts.kind_cluster], "kind load")
             for stage in host_mod.trial_stages():
                 kube.apply(stage)
-            state.sentinel_up(kube, SENTINEL_NAMESPACE, [plan_mod.sync_label(p.slug) for p in self.plans])
+            state.sentinel_up(kube, state.SENTINEL_NAMESPACE, [plan_mod.sync_label(p.slug) for p in self.plans])
             skip = {p.namespace for p in self.plans}
             self.before = snapshot.take(kube, skip)
             (self.dir / "host").mkdir(exist_ok=True)
@@ -285,7 +284,7 @@ class Trial:
         if kube is not None and self.before is not None:
             part("the host's snapshot after", lambda: self._after(kube))
         if kube is not None:
-            part("the sentinel", lambda: state.sentinel_down(kube, SENTINEL_NAMESPACE))
+            part("the sentinel", lambda: state.sentinel_down(kube, state.SENTINEL_NAMESPACE))
             for stage in host_mod.trial_stages():
                 part(f"KWOK Stage {stage['metadata']['name']}",
                      lambda n=stage["metadata"]["name"]: kube.delete("kwok.x-k8s.io/v1alpha1", "Stage", n))

@@ -25,6 +25,8 @@ from ..kube import FIELD_MANAGER, Kube
 from ..paths import state_dir
 from ..runtimes.shell import progress
 from ..runtimes.waits import wait_until
+
+SENTINEL_NAMESPACE = "kailab-trial-sentinel"  # the host workload every trial watches
 from ..stacks.kai import kind as kai_kind
 from ..stacks.kai import vcluster as plan_mod
 from ..runtimes.processes import pid_alive
@@ -63,7 +65,6 @@ def clean_dead_trials(tools: dict[str, str], mine: str = "") -> list[str]:
     """Take down what trials whose process is gone left: their kind host, or on an existing host
     their vClusters, pools, labels, sentinel and Stage; their labs' records; their folder."""
     from ..lab import LabRecord, get_runtime
-    from .run import SENTINEL_NAMESPACE
     from .host import trial_stages
     from .tools import resolve
 

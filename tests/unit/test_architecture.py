@@ -1,5 +1,5 @@
 """The architecture is a contract: layers import only downwards, packages have no cycles
-(pyproject.toml [tool.importlinter]; README: Layout)."""
+(pyproject.toml [tool.importlinter]; docs/architecture.md: Layout)."""
 
 from __future__ import annotations
 
@@ -42,3 +42,12 @@ def test_no_module_is_over_500_lines_without_saying_why():
         if lines > 500 and "Over 500 lines:" not in doc:
             long_[str(path.relative_to(ROOT))] = lines
     assert long_ == {}
+
+
+def test_the_contracts_hold_without_exceptions():
+    """No import is whitelisted: an orchestrator that brings labs up lives above the lab, not in a stack."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    assert "ignore_imports" not in contracts
+    assert all(not c.get("ignore_imports") for c in contracts["contracts"])

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kailab.stacks.kai.e2e import ginkgo, junit, session
+from kailab.e2e import session
+from kailab.stacks.kai.e2e import ginkgo, junit
 from kailab.stacks.kai.e2e.suites import registry
 from kailab.errors import KailabError
 

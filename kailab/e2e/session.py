@@ -24,13 +24,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .... import versions
-from ....errors import KailabError
-from ....kube import Kube
-from ....paths import evidence_dir
-from ....lab import LabRecord, LabSpec, lab, runtime_of
-from . import build, cluster, ginkgo, junit
-from .suites import Suite, registry
+from .. import versions
+from ..errors import KailabError
+from ..kube import Kube
+from ..lab import LabRecord, LabSpec, lab, runtime_of
+from ..paths import evidence_dir
+from ..stacks.kai.e2e import build, cluster, ginkgo, junit
+from ..stacks.kai.e2e.suites import Suite, registry
 
 SUMMARY = "summary.json"
 DEFAULT_FLEET = "kai-e2e"
@@ -210,7 +210,7 @@ def write_summary(out: Path) -> dict:
     (out / "summary.md").write_text(markdown(summary) + "\n")
     if reports:
         junit.merge(reports, out / "junit.xml")
-    from ....report.page import write_report
+    from ..report.page import write_report
 
     write_report([out])
     return summary
