@@ -12,13 +12,14 @@ from rich.table import Table
 from .. import versions
 from ..errors import KailabError
 from ..lab import LabRecord, LabSpec, get_runtime, resolve_runtime
-from ..runtimes import metrics
+from ..runtimes import RUNTIMES, metrics
+from ..stacks import STACKS
 from .base import cli, console, name_option, out
 
 
 @cli.command()
 @click.option("--runtime", default=lambda: os.environ.get("RUNTIME", "auto"), show_default="auto",
-              type=click.Choice(["auto", "binary", "kind", "existing"]))
+              type=click.Choice(["auto", *RUNTIMES]))
 @click.option("--fleet", default=lambda: os.environ.get("FLEET") or "small", show_default="small",
               help="Fleet name (fleets/NAME.yaml) or path to a fleet file.")
 @click.option("--kai-version", default=lambda: os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI,
@@ -28,7 +29,7 @@ from .base import cli, console, name_option, out
               help="Bring up Kubernetes and the fleet only (infrastructure checks; exercises need KAI): "
                    "the same as --scheduler none.")
 @click.option("--scheduler", "stack", default="kai", show_default=True,
-              help="What schedules in the lab, a scheduler stack: kai, none, kueue, kueue+kai, volcano "
+              help=f"What schedules in the lab, a scheduler stack: {', '.join(STACKS)} "
                    "(kueue, kueue+kai and volcano: binary and kind runtimes).")
 @click.option("--without-metrics", is_flag=True,
               help="No Prometheus or kube-state-metrics (binary and kind runtimes; on by default).")

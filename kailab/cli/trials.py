@@ -10,6 +10,7 @@ import click
 
 from .. import versions
 from ..errors import KailabError
+from ..runtimes import RUNTIMES
 from .base import cli, console, out
 
 
@@ -19,7 +20,7 @@ from .base import cli, console, out
               help="Comma-separated exercise names or paths.")
 @click.option("--fleet", default="small", show_default=True)
 @click.option("--parallel", type=int, default=None, help="Labs at once (default: cores/2, at least 1).")
-@click.option("--runtime", type=click.Choice(["binary", "kind", "existing"]), default="binary", show_default=True,
+@click.option("--runtime", type=click.Choice(list(RUNTIMES)), default="binary", show_default=True,
               help="binary: one local lab per version; kind: one vCluster per version on a kind host made for "
                    "the trial (Docker); existing: one vCluster per version on the cluster --kubeconfig names.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,

@@ -85,6 +85,20 @@ def test_every_registered_stack_loads_and_hands_the_runtime_an_addon():
         assert isinstance(stack.addon(LabSpec(kai_version="v0.17.0")), Addon)
 
 
+def test_every_registered_runtime_is_keyed_by_its_own_name_and_the_cli_offers_each():
+    from click import Choice
+
+    from kailab.cli.labs import up
+    from kailab.runtimes import RUNTIMES, get_runtime
+
+    for name in RUNTIMES:
+        assert get_runtime(name).name == name
+    runtime = next(p for p in up.params if p.name == "runtime")
+    assert isinstance(runtime.type, Choice) and set(runtime.type.choices) == {"auto", *RUNTIMES}
+    scheduler = next(p for p in up.params if p.name == "stack")
+    assert all(name in scheduler.help for name in STACKS)
+
+
 def test_without_kai_is_the_none_stack_and_kai_its_own():
     assert with_addon(LabSpec(with_kai=False)).addon.record()["name"] == "none"
     kai = with_addon(LabSpec(kai_version="v0.17.0")).addon
