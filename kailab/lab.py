@@ -78,9 +78,6 @@ class Lab:
     def log_mark(self, record: LabRecord) -> dict:
         return self.runtime.log_mark(record)
 
-    def __getattr__(self, attr):  # runtime specifics a few callers use (problems, repair, _refresh_…)
-        return getattr(self.runtime, attr)
-
     # ------------------------------------------------------------ the stack's
     @staticmethod
     def stack(record: LabRecord) -> Stack:
