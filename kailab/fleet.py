@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .errors import InputError
 from .paths import fleets_dir
@@ -107,11 +107,49 @@ class Pool(BaseModel):
         return v
 
 
+NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class Node(BaseModel):
+    """One node as a cluster had it (a twin's fleet, kailab.twin): its own name, labels, taints and
+    resources, where a pool's nodes are made alike."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: str
+    labels: dict[str, str] = {}
+    taints: list[Taint] = []
+    unschedulable: bool = False
+    capacity: dict[str, str]
+    allocatable: dict[str, str]
+
+    @field_validator("name")
+    @classmethod
+    def _node_name(cls, v: str) -> str:
+        if not NODE_NAME.match(v) or len(v) > 253:
+            raise ValueError(f"{v!r} is not a node name (DNS subdomain: lower-case letters, digits, '-', '.')")
+        return v
+
+    @property
+    def gpus(self) -> int:
+        return int(self.allocatable.get("nvidia.com/gpu", "0") or 0)
+
+    def manifest(self, fleet: str) -> dict:
+        labels = {**self.labels, "kubernetes.io/hostname": self.name, "type": "kwok", FLEET_LABEL: fleet}
+        spec: dict = {"taints": [t.model_dump() for t in self.taints]} if self.taints else {}
+        if self.unschedulable:
+            spec["unschedulable"] = True
+        return {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": self.name, "labels": labels,
+                             "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+                "spec": spec, "status": {"capacity": dict(self.capacity), "allocatable": dict(self.allocatable)}}
+
+
 class Fleet(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     name: str
     description: str = ""
-    pools: list[Pool] = Field(min_length=1)
+    pools: list[Pool] = []
+    nodes: list[Node] = []  # nodes one by one, as a cluster had them (a twin's fleet)
 
     @field_validator("name")
     @classmethod
@@ -131,22 +169,44 @@ class Fleet(BaseModel):
             raise ValueError(f"{total} nodes is more than the {MAX_NODES} a lab supports")
         return pools
 
+    @field_validator("nodes")
+    @classmethod
+    def _nodes(cls, nodes: list[Node], info) -> list[Node]:
+        names = [n.name for n in nodes]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"node {twice[0]!r} is listed twice")
+        pooled = {node_name(p, i) for p in info.data.get("pools", []) for i in range(p.count)}
+        if pooled & set(names):
+            raise ValueError(f"node {sorted(pooled & set(names))[0]!r} is also a pool's node")
+        total = len(nodes) + sum(p.count for p in info.data.get("pools", []))
+        if total > MAX_NODES:
+            raise ValueError(f"{total} nodes is more than the {MAX_NODES} a lab supports")
+        return nodes
+
+    @model_validator(mode="after")
+    def _some_nodes(self) -> "Fleet":
+        if not self.pools and not self.nodes:
+            raise ValueError("a fleet needs pools (or nodes): give at least one pool")
+        return self
+
     @property
     def nodes_total(self) -> int:
-        return sum(p.count for p in self.pools)
+        return sum(p.count for p in self.pools) + len(self.nodes)
 
     @property
     def gpus_total(self) -> int:
-        return sum(p.count * p.gpus for p in self.pools)
+        return sum(p.count * p.gpus for p in self.pools) + sum(n.gpus for n in self.nodes)
 
     @property
     def products(self) -> set[str]:
         """The GPU products its nodes carry (nvidia.com/gpu.product)."""
-        return {p.product for p in self.pools if p.gpus}
+        return {p.product for p in self.pools if p.gpus} | {
+            n.labels["nvidia.com/gpu.product"] for n in self.nodes if n.gpus and "nvidia.com/gpu.product" in n.labels}
 
     @property
     def max_gpus_per_node(self) -> int:
-        return max(p.gpus for p in self.pools)
+        return max([p.gpus for p in self.pools] + [n.gpus for n in self.nodes])
 
     @property
     def dra_gpus(self) -> int:
@@ -156,6 +216,7 @@ class Fleet(BaseModel):
         """The fleet's KWOK nodes; with `prefix`, named `<prefix><name>` (a pool of its own on a host
         shared with other pools of the same fleet), carrying `labels` besides the fleet's."""
         nodes = [node for pool in self.pools for node in _pool_nodes(self.name, pool)]
+        nodes += [n.manifest(self.name) for n in self.nodes]
         for node in nodes if prefix or labels else []:
             meta = node["metadata"]
             meta["name"] = prefix + meta["name"]

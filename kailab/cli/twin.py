@@ -1,0 +1,47 @@
+"""`kailab twin`: a lab made from KAI's own scheduler snapshot of a cluster (kailab.twin)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from .. import versions
+from ..errors import KailabError
+from .base import cli, console, out
+
+
+@cli.command()
+@click.argument("snapshot", type=click.Path(dir_okay=False))
+@click.option("--name", default="twin", show_default=True, help="The twin's lab name.")
+@click.option("--kai-version", default=versions.DEFAULT_KAI, show_default=True,
+              help="The KAI version that decides the twin's pending work.")
+@click.option("--anonymise", is_flag=True,
+              help="Rename namespaces, pods, nodes, queues and PodGroups consistently (a short hash of each).")
+@click.option("--settle", type=click.FloatRange(1, 3600), default=30.0, show_default=True,
+              help="Seconds with nothing changing before KAI counts as settled.")
+@click.option("--timeout", type=click.FloatRange(10, 86400), default=600.0, show_default=True,
+              help="Seconds at most for the state to go in, and for KAI to settle.")
+def twin(snapshot, name, kai_version, anonymise, settle, timeout) -> None:
+    """Bring up a twin of the cluster a KAI scheduler snapshot (`/get-snapshot`'s zip, or its
+    snapshot.json) was taken from: its nodes as the fleet, its queues, PodGroups and pods as they were
+    (bound pods on their nodes), KAI on the snapshot's configuration deciding the pending work. Only what
+    scheduling needs enters the lab. The twin stays up (`kailab down --name NAME`)."""
+    from ..lab import LabRecord
+    from ..twin.run import make_twin
+
+    existed = LabRecord.load(name) is not None
+    try:
+        where = make_twin(snapshot, name, versions.normalise(kai_version), anonymise, settle, timeout,
+                          echo=lambda text: console.print(text, markup=False, highlight=False))
+    except BaseException:
+        if not existed and LabRecord.load(name) is not None:
+            console.print(f"the twin's lab {name!r} is left up for a look: `kailab down --name {name}`")
+        raise
+    out.print((where / "twin.md").read_text(), markup=False, highlight=False)
+    out.print(f"evidence: {where}; the twin is up: `eval \"$(kailab env --name {name})\"`, then kubectl; "
+              f"`kailab down --name {name}` when done", markup=False, highlight=False)
+    record = json.loads((Path(where) / "twin.json").read_text())
+    if record["round_trip"]["differences"]:
+        raise KailabError(f"the twin's state differs from the snapshot's (before KAI acted): {where}/twin.md")

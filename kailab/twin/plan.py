@@ -1,0 +1,130 @@
+"""A twin's plan, made from a snapshot before any lab starts: the fleet (the snapshot's nodes), the
+objects in the order they go in (priority classes, the queue hierarchy parents first, topologies,
+PodGroups, then the pods that were bound, each on its node, then the pending ones), the scheduler's
+configuration, and everything the twin cannot reproduce, by name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+from ..fleet import MAX_NODES, Fleet
+from . import keep
+from .snapshot import Snapshot
+
+SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
+# the snapshot's schedulerParams that are flags of KAI's scheduler (cmd/scheduler/app/options), by name
+PARAM_FLAGS = {
+    "maxNumberConsolidationPreemptees": "max-consolidation-preemptees",
+    "useSchedulingSignatures": "use-scheduling-signatures",
+    "fullHierarchyFairness": "full-hierarchy-fairness",
+    "allowConsolidatingReclaim": "allow-consolidating-reclaim",
+    "updatePodEvictionCondition": "update-pod-eviction-condition",
+    "schedulePeriod": "schedule-period",  # durations: nanoseconds in the snapshot
+    "globalDefaultStalenessGracePeriod": "default-staleness-grace-period",
+    "stuckInReleasingThreshold": "stuck-in-releasing-threshold",
+}
+DURATIONS = ("schedulePeriod", "globalDefaultStalenessGracePeriod", "stuckInReleasingThreshold")
+# the lab's own (its scheduler's name, queue label and node pool, kailab's status workers): not applied
+PARAMS_NOT_APPLIED = ("partitionParams", "numOfStatusRecordingWorkers", "schedulerName", "queueLabelKey")
+
+
+@dataclass
+class TwinPlan:
+    fleet: Fleet
+    namespaces: list[str]
+    objects: list[dict]        # priority classes, queues (parents first), topologies, PodGroups
+    bound: list[dict]          # pods with spec.nodeName, each on the node it had
+    pending: list[dict]        # pods for KAI to decide
+    conf: dict                 # the scheduler's configuration (actions, tiers) as the snapshot had it
+    args: list[str]            # scheduler flags from the snapshot's parameters
+    not_reproduced: dict[str, list[str]] = field(default_factory=dict)  # object -> what is not reproduced
+    unknown: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict:
+        kinds: dict[str, int] = {}
+        for o in self.objects:
+            kinds[o["kind"]] = kinds.get(o["kind"], 0) + 1
+        return {"nodes": self.fleet.nodes_total, "gpus": self.fleet.gpus_total, "namespaces": len(self.namespaces),
+                **{k.lower() + ("es" if k.endswith("s") else "s"): n for k, n in sorted(kinds.items())}, "pods_bound": len(self.bound),
+                "pods_pending": len(self.pending)}
+
+
+def _flag(key: str, value) -> str:
+    if key in DURATIONS:
+        return f"{int(value) / 1e9:g}s"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _parents_first(queues: list[dict]) -> list[dict]:
+    by_name = {q["metadata"]["name"]: q for q in queues}
+
+    def depth(q: dict, seen: frozenset = frozenset()) -> int:
+        parent = (q.get("spec") or {}).get("parentQueue")
+        if not parent or parent not in by_name or parent in seen:
+            return 0
+        return 1 + depth(by_name[parent], seen | {q["metadata"]["name"]})
+
+    return sorted(queues, key=lambda q: (depth(q), q["metadata"]["name"]))
+
+
+def make_plan(snap: Snapshot, name: str, anonymise: bool = False) -> TwinPlan:
+    nodes_raw = snap.of("nodes")
+    if len(nodes_raw) > MAX_NODES:
+        raise InputError(snap.path, "rawObjects.nodes", f"{len(nodes_raw)} nodes is more than the {MAX_NODES} a lab holds",
+                         "twin a smaller cluster, or a node pool of it")
+    node_names = {n["metadata"]["name"] for n in nodes_raw}
+    names = keep.Names(anonymise, queues={q["metadata"]["name"] for q in snap.of("queues")}, nodes=node_names)
+    notes: dict[str, list[str]] = {}
+    fleet_nodes = []
+    for n in nodes_raw:
+        entry, why = keep.node(n, names)
+        fleet_nodes.append(entry)
+        if why:
+            notes[f"node/{entry.name}"] = why
+    fleet = Fleet(name=name, description=f"the nodes of {snap.path.name}", nodes=fleet_nodes)
+
+    bound, pending, namespaces = [], [], set()
+    for i, p in enumerate(snap.of("pods")):
+        spec, status = p.get("spec") or {}, p.get("status") or {}
+        where = f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}"
+        if status.get("phase") in ("Succeeded", "Failed") or p["metadata"].get("deletionTimestamp"):
+            notes.setdefault(f"pod/{where}", []).append(f"{status.get('phase') or 'deleting'}: holds nothing, left out")
+            continue
+        node = spec.get("nodeName")
+        if node and node not in node_names:
+            raise InputError(snap.path, f"rawObjects.pods[{i}] ({where}) spec.nodeName",
+                             f"names node {node!r}, which the snapshot's nodes lack",
+                             "take the snapshot again: it lists every node its pods run on")
+        twin = keep.pod(p, names, bound=bool(node))
+        namespaces.add(twin["metadata"]["namespace"])
+        (bound if node else pending).append(twin)
+        why = keep.pod_notes(p)
+        if why:
+            notes.setdefault(f"pod/{where}", []).extend(why)
+
+    used = {(p["metadata"]["namespace"], (p["metadata"].get("annotations") or {}).get("pod-group-name"))
+            for p in bound + pending}
+    groups = []
+    for g in snap.of("podGroups"):
+        twin = keep.podgroup(g, names)
+        if (twin["metadata"]["namespace"], twin["metadata"]["name"]) in used:
+            groups.append(twin)
+        else:  # its pods are gone (a finished Job's): KAI has nothing of it to decide
+            notes.setdefault(f"podGroup/{g['metadata'].get('namespace', '')}/{g['metadata']['name']}", []).append(
+                "no live pod in the snapshot: left out")
+    namespaces |= {g["metadata"]["namespace"] for g in groups}
+    objects = [keep.priority_class(c) for c in snap.of("priorityClasses")
+               if c["metadata"]["name"] not in SYSTEM_PRIORITY_CLASSES]
+    objects += [keep.queue(q, names) for q in _parents_first(snap.of("queues"))]
+    objects += [keep.topology(t) for t in snap.of("topologies")]
+    objects += groups
+    for kind in ("persistentVolumeClaims", "csiStorageCapacities", "nodeResourceTopologies", "resourceClaims",
+                 "resourceSlices", "deviceClasses"):
+        for o in snap.of(kind):
+            notes.setdefault(f"{kind}/{o['metadata']['name']}", []).append("not reproduced in a twin")
+
+    args = [f"--{PARAM_FLAGS[k]}={_flag(k, v)}" for k, v in snap.params.items() if k in PARAM_FLAGS]
+    unknown = list(snap.unknown) + [f"schedulerParams.{k}" for k in snap.params
+                                    if k not in PARAM_FLAGS and k not in PARAMS_NOT_APPLIED]
+    return TwinPlan(fleet, sorted(namespaces), objects, bound, pending, dict(snap.config), args, notes, unknown)

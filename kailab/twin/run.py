@@ -1,0 +1,191 @@
+"""Bringing a twin up: a binary lab whose fleet is the snapshot's nodes, the snapshot's state put in while
+KAI's scheduler is held (so it decides nothing before every pod that was bound is on its node), then the
+scheduler started on the snapshot's configuration and left to decide the pending work.
+
+On disk (evidence/twin-<stamp>/): fleet.yaml (the nodes), objects.yaml (what went in, as kept: nothing
+else of the snapshot is written), twin.json (counts, what the twin does not reproduce, the round trip:
+the lab's state against the snapshot's before KAI acted, and what KAI then decided), twin.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from ..errors import KailabError
+from ..kube import Kube
+from ..lab import LabRecord, LabSpec, get_runtime
+from ..paths import evidence_dir
+from ..runtimes.waits import wait_until
+from .plan import TwinPlan, make_plan
+from .snapshot import load_snapshot
+
+
+@dataclass(frozen=True)
+class SnapshotSetting:
+    """The scheduler's configuration as the snapshot had it: its whole `conf` (actions, tiers), its
+    parameters as flags (`args`); no SchedulingShard says it (`shard`), so only a runtime that runs the
+    scheduler itself (binary) can take it."""
+
+    conf: dict
+    args: tuple[str, ...]
+    shard: dict | None = None
+
+
+def _fleet_yaml(plan: TwinPlan) -> str:
+    return yaml.safe_dump(plan.fleet.model_dump(by_alias=True, exclude_defaults=True), sort_keys=False)
+
+
+def state_of(kube: Kube, namespaces: list[str]) -> dict:
+    """What the lab holds, in the terms a twin is checked by: nodes, queues, pods bound (on which node)
+    and pending, PodGroups."""
+    pods = [p for ns in namespaces for p in kube.list("v1", "Pod", namespace=ns)]
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    return {
+        "nodes": sorted(n["metadata"]["name"] for n in kube.list("v1", "Node")),
+        "queues": sorted(q["metadata"]["name"] for q in kube.list("scheduling.run.ai/v2", "Queue")),
+        "bound": {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p["spec"]["nodeName"]
+                  for p in live if p["spec"].get("nodeName")},
+        "pending": sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in live
+                          if not p["spec"].get("nodeName")),
+        "podgroups": sorted(f"{g['metadata']['namespace']}/{g['metadata']['name']}" for ns in namespaces
+                            for g in kube.list("scheduling.run.ai/v2alpha2", "PodGroup", namespace=ns)),
+    }
+
+
+def planned_state(plan: TwinPlan) -> dict:
+    """The same terms, from the plan: what the lab must hold once the state is in."""
+    key = lambda p: f"{p['metadata']['namespace']}/{p['metadata']['name']}"  # noqa: E731
+    return {"nodes": sorted(n["metadata"]["name"] for n in plan.fleet.node_manifests()),
+            "queues": sorted(o["metadata"]["name"] for o in plan.objects if o["kind"] == "Queue"),
+            "bound": {key(p): p["spec"]["nodeName"] for p in plan.bound},
+            "pending": sorted(key(p) for p in plan.pending),
+            "podgroups": sorted(key(o) for o in plan.objects if o["kind"] == "PodGroup")}
+
+
+def differences(want: dict, got: dict) -> list[str]:
+    """Every way the lab's state differs from the snapshot's ([] for a faithful twin)."""
+    out = []
+    for part in ("nodes", "queues", "pending", "podgroups"):
+        missing, extra = sorted(set(want[part]) - set(got[part])), sorted(set(got[part]) - set(want[part]))
+        if part == "queues":
+            extra = [q for q in extra if q not in ("default-queue", "default-parent-queue")]  # the chart's own
+        out += [f"{part}: {m} missing" for m in missing] + [f"{part}: {e} not in the snapshot" for e in extra]
+    for pod, node in want["bound"].items():
+        if got["bound"].get(pod) != node:
+            out.append(f"bound: {pod} on {got['bound'].get(pod) or 'no node'}, not {node}")
+    out += [f"bound: {p} not in the snapshot" for p in sorted(set(got["bound"]) - set(want["bound"]))]
+    return out
+
+
+def _apply_all(kube: Kube, objs: list[dict]) -> None:
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(kube.apply, objs))
+
+
+def put_state(kube: Kube, plan: TwinPlan, echo: Callable[[str], None]) -> None:
+    """Namespaces, then the objects in the plan's order, then the bound pods, then the pending ones."""
+    for ns in plan.namespaces:
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for kind in ("PriorityClass", "Queue", "Topology", "PodGroup"):
+        objs = [o for o in plan.objects if o["kind"] == kind]
+        if kind == "Queue":
+            for q in objs:  # parents first, one at a time: a child names its parent
+                kube.apply(q)
+        else:
+            _apply_all(kube, objs)
+    echo(f"{len(plan.bound)} bound pods on their nodes, {len(plan.pending)} pending")
+    _apply_all(kube, plan.bound)
+    _apply_all(kube, plan.pending)
+
+
+def make_twin(snapshot: str | Path, name: str, kai_version: str = "", anonymise: bool = False,
+              settle_s: float = 30.0, timeout_s: float = 600.0, echo: Callable[[str], None] = print) -> Path:
+    """Bring the twin up (left up: `kailab down --name NAME` takes it down) and return its evidence folder."""
+    snap = load_snapshot(snapshot)  # bad input: refused here, before anything is made
+    plan = make_plan(snap, name, anonymise)
+    if LabRecord.load(name) is not None:
+        raise KailabError(f"a lab named {name!r} exists: `kailab down --name {name}`, or --name another")
+    out = evidence_dir() / f"twin-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    out.mkdir(parents=True)
+    (out / "fleet.yaml").write_text(_fleet_yaml(plan))
+    (out / "objects.yaml").write_text(yaml.safe_dump_all(plan.objects + plan.bound + plan.pending, sort_keys=False))
+    record: dict = {"snapshot": str(Path(snapshot).resolve()), "lab": name, "anonymised": anonymise,
+                    "counts": plan.counts(), "not_reproduced": plan.not_reproduced, "unknown_fields": plan.unknown,
+                    "scheduler_args": plan.args, "seconds": {}}
+    started = time.monotonic()
+    runtime = get_runtime("binary")
+    echo(f"twin {name}: {plan.fleet.nodes_total} nodes, {plan.fleet.gpus_total} GPUs; lab coming up")
+    lab = runtime.up(LabSpec(name=name, runtime="binary", fleet=str(out / "fleet.yaml"), kai_version=kai_version))
+    record["seconds"]["lab_up"] = round(time.monotonic() - started, 1)
+    record["kai_version"] = lab.kai_version
+    kube = Kube(lab.kubeconfig)
+    try:
+        runtime.kill(lab, "scheduler")  # held while the state goes in
+        t = time.monotonic()
+        put_state(kube, plan, echo)
+        want = planned_state(plan)
+        wait_until("the twin's state to match the snapshot's",
+                   lambda: not differences(want, state_of(kube, plan.namespaces)), timeout=timeout_s,
+                   hint=f"compare `kubectl get pods -A -o wide` ({lab.kubeconfig}) with {out}/objects.yaml")
+        record["seconds"]["state_in"] = round(time.monotonic() - t, 1)
+        record["round_trip"] = {"differences": differences(want, state_of(kube, plan.namespaces)),
+                                "checked": {k: len(v) for k, v in want.items()}}
+        t = time.monotonic()
+        runtime.configure_scheduler(lab, SnapshotSetting(conf=plan.conf, args=tuple(plan.args)))
+        record["seconds"]["scheduler_on"] = round(time.monotonic() - t, 1)
+        record["decided"] = _settle(kube, plan, settle_s, timeout_s, echo)
+        record["seconds"]["total"] = round(time.monotonic() - started, 1)
+    finally:
+        kube.close()
+        (out / "twin.json").write_text(json.dumps(record, indent=2) + "\n")
+        (out / "twin.md").write_text(markdown(record))
+    return out
+
+
+def _settle(kube: Kube, plan: TwinPlan, settle_s: float, timeout_s: float, echo: Callable[[str], None]) -> dict:
+    """Let KAI decide until nothing changes for `settle_s` (or `timeout_s`); what it decided, per pod."""
+    before = planned_state(plan)
+    last, since, deadline = None, time.monotonic(), time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        now = state_of(kube, plan.namespaces)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= settle_s:
+            break
+        time.sleep(1)
+    placed = {p: last["bound"][p] for p in before["pending"] if p in last["bound"]}
+    evicted = sorted(p for p in before["bound"] if p not in last["bound"])
+    moved = {p: last["bound"][p] for p, n in before["bound"].items() if last["bound"].get(p) not in (None, n)}
+    echo(f"KAI placed {len(placed)} of {len(before['pending'])} pending pods, evicted {len(evicted)}")
+    return {"settled": time.monotonic() < deadline, "placed": placed, "still_pending": sorted(last["pending"]),
+            "evicted": evicted, "moved": moved}
+
+
+def markdown(record: dict) -> str:
+    c = record["counts"]
+    lines = [f"# Twin {record['lab']} of {Path(record['snapshot']).name}", "",
+             f"{c['nodes']} nodes, {c['gpus']} GPUs; {c.get('queues', 0)} queues, {c.get('podgroups', 0)} PodGroups; "
+             f"{c['pods_bound']} pods bound, {c['pods_pending']} pending. KAI {record.get('kai_version', '?')}.", ""]
+    rt = record.get("round_trip")
+    if rt is not None:
+        lines += [f"Round trip (before KAI acted): {'the lab holds the snapshot' if not rt['differences'] else 'differs'}"
+                  + "".join(f"\n- {d}" for d in rt["differences"]), ""]
+    d = record.get("decided")
+    if d:
+        lines += [f"KAI then placed {len(d['placed'])} pending pods, left {len(d['still_pending'])} pending, "
+                  f"evicted {len(d['evicted'])}, moved {len(d['moved'])}"
+                  + ("" if d["settled"] else " (had not settled at the timeout)") + ".", ""]
+    if record["not_reproduced"]:
+        lines += ["Not reproduced:", *[f"- {k}: {'; '.join(v)}" for k, v in sorted(record["not_reproduced"].items())], ""]
+    if record["unknown_fields"]:
+        lines += [f"Fields kailab does not know (tolerated): {', '.join(record['unknown_fields'])}", ""]
+    return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""A twin for real: an exercise run's own scheduler snapshot (evidence/…/scheduler-snapshot.zip, taken by
+the real KAI) twins into a binary lab that holds the original's state — its nodes, queues and PodGroups,
+every bound pod on its node, every pending pod — before KAI acts; then KAI, on the snapshot's
+configuration, decides the pending work as the original did. One snapshot taken with work pending
+(borrow: prod's pods over its limit), one at rest (reclaim). Secrets planted in the snapshot's pods
+reach neither the lab nor any evidence file. `down` leaves nothing. (A bad snapshot refused in one line
+with nothing made: tests/unit/test_twin_units.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from kailab.exercise.runner import run_exercise
+from kailab.kube import Kube
+from kailab.lab import LabRecord, get_runtime
+from kailab.paths import exercises_dir, lab_dir
+from kailab.testing.labs import LAB_PREFIX
+from kailab.twin.plan import make_plan
+from kailab.twin.run import make_twin
+from kailab.twin.snapshot import load_snapshot
+
+pytestmark = [pytest.mark.lab, pytest.mark.kai]
+TOKEN = "tw1n-s3cr3t-t0ken"
+
+
+def _plant_secrets(src: Path, dst: Path) -> None:
+    """The snapshot as a production one would carry them: env values, pull secrets, a token annotation."""
+    with zipfile.ZipFile(src) as zf:
+        data = json.loads(zf.read("snapshot.json"))
+    for pod in data["rawObjects"]["pods"]:
+        pod["metadata"].setdefault("annotations", {})["example.com/api-token"] = TOKEN
+        pod["spec"]["imagePullSecrets"] = [{"name": f"regcred-{TOKEN}"}]
+        for c in pod["spec"]["containers"]:
+            c["image"] = f"registry.example.com/{TOKEN}:1"
+            c["env"] = [{"name": "API_TOKEN", "value": TOKEN}]
+    with zipfile.ZipFile(dst, "w") as zf:
+        zf.writestr("snapshot.json", json.dumps(data))
+
+
+@pytest.mark.parametrize("exercise, pending", [("borrow", True), ("reclaim", False)])
+def test_an_exercise_runs_snapshot_twins_into_a_lab_holding_its_state(kailab_labs, tmp_path, monkeypatch,
+                                                                     exercise, pending):
+    lab = kailab_labs.get("small", with_kai=True)
+    outcome = run_exercise(exercises_dir() / f"{exercise}.yaml", lab, tmp_path / "runs")
+    assert outcome.verdict == "passed", outcome.report()
+    snap = tmp_path / "snapshot.zip"
+    _plant_secrets(Path(outcome.evidence) / "scheduler-snapshot.zip", snap)
+    plan = make_plan(load_snapshot(snap), "x")
+    counts = plan.counts()
+    assert counts["pods_bound"] > 0 and (counts["pods_pending"] > 0) == pending, counts
+
+    monkeypatch.setenv("KAILAB_EVIDENCE", str(tmp_path / "twins"))
+    name = f"{LAB_PREFIX}{os.getpid()}-twin"
+    try:
+        out = make_twin(snap, name, settle_s=10, timeout_s=300, echo=print)
+        record = json.loads((out / "twin.json").read_text())
+        # the round trip, read back from the twin's API server before KAI acted
+        assert record["round_trip"]["differences"] == [], record["round_trip"]
+        checked = record["round_trip"]["checked"]
+        assert (checked["bound"], checked["pending"], checked["nodes"]) == (
+            counts["pods_bound"], counts["pods_pending"], counts["nodes"])
+        # KAI on the snapshot's configuration: its scheduler runs the snapshot's actions and flags
+        kube = Kube(LabRecord.load(name).kubeconfig)
+        try:
+            text = json.dumps(kube.list("v1", "Pod"))
+        finally:
+            kube.close()
+        args = " ".join(open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
+                        for pid in _pids(name, "scheduler"))
+        assert "--update-pod-eviction-condition=" in args and "--scheduler-conf=" in args
+        # the original's decision stands: borrow's pods over prod's limit stay pending, nobody is evicted
+        decided = record["decided"]
+        assert decided["settled"] and decided["evicted"] == [] and decided["moved"] == {}, decided
+        assert decided["placed"] == {} and len(decided["still_pending"]) == counts["pods_pending"], decided
+    finally:
+        get_runtime("binary").down(name)
+    assert not lab_dir(name).exists()
+    # no planted secret reached the lab or any file of the twin's evidence
+    assert TOKEN not in text
+    for path in (tmp_path / "twins").rglob("*"):
+        if path.is_file():
+            assert TOKEN.encode() not in path.read_bytes(), path
+
+
+def _pids(lab: str, component: str) -> list[str]:
+    from kailab.runtimes import processes
+
+    return [str(r.pid) for name, r in processes.records(lab_dir(lab)).items() if name == component and r.alive()]
