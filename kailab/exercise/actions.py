@@ -18,12 +18,13 @@ from ..fleet import load_fleet
 from ..kube import FIELD_MANAGER
 from .checks import Result
 from .expectations import evaluate_all, event_kinds, state_kinds
+from .run_state import RunState
 from .spec import Step, seconds
 
 
 @dataclass
 class StepContext:
-    run: object  # the ExerciseRun the step belongs to (the runner imports this module, not the reverse)
+    run: RunState  # the ExerciseRun the step belongs to, as its actions see it (run_state.py)
     step: Step
     index: int  # from 0
     since: float  # observer time the step began (s since the run started)
