@@ -9,6 +9,6 @@
                workload, KAI inside a vCluster (what ran, made to misbehave)
   tools.py     the commands and where they come from (the vcluster CLI built here)
 
-The plan itself — every command of a version, as data — is the KAI stack's (stacks/kai/vcluster.py);
+The plan itself — every command of a version, as data — is plan.py's (pure: what each version's vCluster runs);
 vCluster's CLI, images and chart are built by kailab/images/vcluster.py.
 """

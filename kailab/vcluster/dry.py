@@ -11,7 +11,7 @@ from ..fleet import load_fleet
 from ..kube import Kube
 from ..paths import state_dir
 from ..runtimes.clusterinfo import api_server
-from ..stacks.kai import vcluster as plan_mod
+from . import plan as plan_mod
 from . import host as host_mod
 
 

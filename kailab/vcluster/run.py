@@ -32,7 +32,7 @@ from ..lab import LabSpec, get_runtime
 from ..runtimes.shell import COMMAND_TIMEOUT, last_line, progress, short
 from ..runtimes.waits import wait_until
 from ..stacks import get_stack
-from ..stacks.kai import vcluster as plan_mod
+from . import plan as plan_mod
 from . import host as host_mod
 from . import snapshot, state
 from .tools import resolve, tools_for

@@ -28,7 +28,7 @@ from ..runtimes.waits import wait_until
 
 SENTINEL_NAMESPACE = "kailab-trial-sentinel"  # the host workload every trial watches
 from ..stacks.kai import kind as kai_kind
-from ..stacks.kai import vcluster as plan_mod
+from . import plan as plan_mod
 from ..runtimes.processes import pid_alive
 
 OWNER = "owner.json"

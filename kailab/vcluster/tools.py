@@ -16,7 +16,7 @@ from ..errors import KailabError, LabError
 from ..images import vcluster as vc_images
 from ..runtimes.base import docker_answers
 from ..runtimes.kind_host import check_kubectl, find_tool, find_tools
-from ..stacks.kai.vcluster import VCLUSTER_ENV
+from .plan import VCLUSTER_ENV
 
 DOCKER_NEEDED = ("a version trial with --runtime kind needs a Docker engine, and none answers "
                  "(DOCKER_HOST or /var/run/docker.sock): use --runtime binary, --runtime existing --kubeconfig F, "

@@ -18,7 +18,7 @@ import yaml
 from kailab.fleet import load_fleet
 from kailab.images import image_set
 from kailab.images import vcluster as vc_images
-from kailab.stacks.kai import vcluster as vc
+from kailab.vcluster import plan as vc
 from kailab.vcluster import host as host_mod
 from kailab.vcluster import snapshot
 from kailab.vcluster.tools import resolve

@@ -36,13 +36,13 @@ from pathlib import Path
 
 import yaml
 
-from ... import versions
-from ...errors import KailabError
-from ...fleet import Fleet
-from ...images import image_set
-from ...images import vcluster as vc_images
-from ...kube import FIELD_MANAGER
-from . import kind as kai_kind
+from .. import versions
+from ..errors import KailabError
+from ..fleet import Fleet
+from ..images import image_set
+from ..images import vcluster as vc_images
+from ..kube import FIELD_MANAGER
+from ..stacks.kai import kind as kai_kind
 
 SYNC_PREFIX = "trial.kailab.io"   # trial.kailab.io/<slug>=true: what a version's vCluster syncs from the host
 INFRA_PREFIX = "infra.kailab.io"  # infra.kailab.io/<slug>=true: the real node its own pods run on
