@@ -97,7 +97,15 @@ def put_state(kube: Kube, plan: TwinPlan, echo: Callable[[str], None]) -> None:
         kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     for kind in ("PriorityClass", "Queue", "Topology", "PodGroup"):
         objs = [o for o in plan.objects if o["kind"] == kind]
-        if kind == "Queue":
+        if kind == "PriorityClass":  # a value is immutable: the lab's own class of that name goes first
+            for pc in objs:
+                have = kube.get(pc["apiVersion"], kind, pc["metadata"]["name"])
+                if have and have.get("value") != pc.get("value"):
+                    kube.delete(pc["apiVersion"], kind, pc["metadata"]["name"])
+                    wait_until(f"PriorityClass {pc['metadata']['name']} to go",
+                               lambda pc=pc: kube.get(pc["apiVersion"], kind, pc["metadata"]["name"]) is None, timeout=60)
+            _apply_all(kube, objs)
+        elif kind == "Queue":
             for q in objs:  # parents first, one at a time: a child names its parent
                 kube.apply(q)
         else:
