@@ -16,8 +16,9 @@ import pytest
 
 from kailab.paths import PROJECT_ROOT, state_dir
 
-# two labs of its own for minutes: beside the other groups, one such test at a time
-pytestmark = [pytest.mark.lab, pytest.mark.kai, pytest.mark.xdist_group("fill_labs")]
+# two labs of its own for 12-25 minutes (~900 CPU-s): `make test-full`, not `make test` (docs/dev/testing.md);
+# the fill's path runs live in test_fill_live.py on a small generated trace
+pytestmark = [pytest.mark.lab, pytest.mark.kai, pytest.mark.full, pytest.mark.xdist_group("fill_labs")]
 
 SHIPPED = PROJECT_ROOT / "exercises" / "fills" / "alibaba-1of8.yaml"
 LIMIT_S = 2400  # ~1,300 s under CI's three workers, ~700 s alone; a hung fill is stopped, not waited on

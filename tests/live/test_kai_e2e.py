@@ -27,6 +27,26 @@ def _kailab(args: list[str], evidence) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.xdist_group("own_labs")  # labs of its own: one such test at a time beside the rest
+def test_kais_quota_suite_passes_on_a_lab_of_its_own(tmp_path):
+    """The e2e path end to end on one suite (KAI's quota suite, ~1 min): compiled from KAI's source, run
+    against a lab made the way KAI's e2e expects, its JUnit read, the lab gone after. The CI set of three
+    suites on two labs side by side is `full` (below)."""
+    run = _kailab(["e2e", "quota"], tmp_path)
+    out = run.stdout + run.stderr
+    (e2e_dir,) = list(tmp_path.glob("e2e-*"))
+    summary = json.loads((e2e_dir / "summary.json").read_text())
+    assert run.returncode == 0 and summary["ok"], out[-4000:]
+    suites = {name: r for ln in summary["lanes"] for name, r in ln["suites"].items()}
+    assert list(suites) == ["quota"] and suites["quota"]["failed"] == 0 and suites["quota"]["passed"] >= 5, suites
+    assert "stand-in pods for KAI's e2e clean-up" in out
+    assert ET.parse(e2e_dir / "junit.xml").getroot().get("failures") == "0"
+    for ln in summary["lanes"]:
+        assert (e2e_dir / ln["label"] / "kai-logs" / "scheduler.log").stat().st_size > 0
+        assert LabRecord.load(ln["lab"]["lab"]) is None
+
+
+@pytest.mark.full  # ~8 min of two labs: `make test-full` (docs/dev/testing.md)
+@pytest.mark.xdist_group("own_labs")
 def test_kai_e2e_quota_reclaim_and_preempt_pass_on_two_labs_side_by_side(tmp_path):
     run = _kailab(["e2e", "--ci", "--labs", "2"], tmp_path)
     out = run.stdout + run.stderr

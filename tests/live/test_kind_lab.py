@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from kailab.exercise.load import load_exercise
 from kailab.kube import Kube
 from kailab.paths import exercises_dir, lab_dir
 from kailab.lab import runtime_of
+from kailab.runtimes import kind_metrics, metrics
 from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import kind_docker
 
@@ -103,6 +106,52 @@ def test_pods_end_as_kubelets_end_them(kind_lab, check):
         check(kube, "a100-0")
     finally:
         kube.close()
+
+
+def _query(url: str, promql: str) -> list[dict]:
+    args = urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(f"{url}/api/v1/query?{args}", timeout=10) as resp:  # noqa: S310
+        return json.load(resp)["data"]["result"]
+
+
+def test_prometheus_and_kube_state_metrics_are_lab_components_scraping_kai(kind_lab):
+    with kind_docker():
+        info = runtime_of(kind_lab).status(kind_lab)
+    assert {c: info["components"][c]["state"] for c in kind_metrics.DEPLOYMENTS} == \
+        {"prometheus": "running", "kube-state-metrics": "running"}, info["components"]
+    url = metrics.url(kind_lab.ports)
+    assert url.startswith("http://127.0.0.1:") and info["prometheus"] == url
+    assert runtime_of(kind_lab).usage_db_url(kind_lab) == kind_metrics.IN_CLUSTER_URL
+    # every target scraped, KAI's queue-controller (kai_queue_allocated_gpus: the usage KAI reads) among them
+    wanted = {"queue-controller", "kai-scheduler-default", "kube-state-metrics"}
+    wait_until("KAI's and kube-state-metrics' targets scraped",
+               lambda: wanted <= {r["metric"]["job"] for r in _query(url, "up == 1")}, timeout=60)
+    assert not metrics.targets_down(kind_lab.ports)
+    # KAI's default GPU capacity query, served by the real kube-state-metrics: the fleet's GPUs
+    capacity = wait_until("the fleet's GPU capacity in Prometheus", lambda: _query(
+        url, 'sum(kube_node_status_capacity{resource="nvidia_com_gpu"})'), timeout=60)
+    assert float(capacity[0]["value"][1]) == kind_lab.gpus
+
+
+def test_a_component_that_dies_during_a_run_is_named_with_its_last_lines(kind_lab):
+    """On kind the cluster restarts a crashed container itself: the death shows as a restart since
+    the run began, and the run's verdict names the component (runner.check_components)."""
+    import subprocess
+
+    rt = runtime_of(kind_lab)
+    rt.log_mark(kind_lab)  # a run begins
+    assert rt.dead_components(kind_lab, set()) == []
+    with kind_docker():
+        out = subprocess.run(["docker", "exec", f"kailab-{kind_lab.name}-control-plane",
+                              "pkill", "-f", "^/bin/prometheus"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    dead = wait_until("the restart to show", lambda: rt.dead_components(kind_lab, set()), timeout=120)
+    assert [name for name, _ in dead] == ["prometheus"], dead
+    assert rt.dead_components(kind_lab, {"prometheus"}) == []
+    with kind_docker():  # the cluster brought it back
+        wait_until("prometheus running again",
+                   lambda: runtime_of(kind_lab).status(kind_lab)["components"]["prometheus"]["state"] == "running",
+                   timeout=120)
 
 
 def test_down_leaves_no_container_network_or_file(kind_lab, kailab_labs):

@@ -1,13 +1,10 @@
-"""A kind lab's metrics for real: kailab's Prometheus and kube-state-metrics in the cluster, KAI's
-Services scraped, and KAI's time-based fair share reading that Prometheus through the
-SchedulingShard's usageDBConfig (KAI's operator renders it) — the exercise passes, and fails with
-usage off, exactly as on a binary lab (test_exercise_failures)."""
+"""KAI's time-based fair share on a kind lab, reading the lab's Prometheus through the SchedulingShard's
+usageDBConfig (KAI's operator renders it): the exercise passes, and fails with usage off, exactly as on a
+binary lab (test_exercise_failures)."""
 
 from __future__ import annotations
 
 import json
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,43 +14,19 @@ from kailab.exercise.runner import ExerciseRun
 from kailab.exercise.load import load_exercise
 from kailab.inputs import read_yaml
 from kailab.paths import exercises_dir
-from kailab.lab import runtime_of
-from kailab.runtimes import kind_metrics, metrics
-from kailab.runtimes.waits import wait_until
+from kailab.runtimes import kind_metrics
 from kailab.testing.labs import kind_docker
 
-pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.xdist_group("kind")]
+# A kind cluster of its own (the tiny fleet): kept out of `make test` (`full`, docs/dev/testing.md). Prometheus
+# and kube-state-metrics in a kind cluster, and a dead component there, are checked on the small kind lab
+# (test_kind_lab.py); time-based fair share itself on the binary runtime (test_lessons_live, test_exercise_failures).
+pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.full, pytest.mark.xdist_group("kind")]
 FLEET = "tiny"  # time-based-fairness's fleet
 
 
 @pytest.fixture(scope="module")
 def kind_tiny(kailab_labs):
     return kailab_labs.get_kind(FLEET)
-
-
-def _query(url: str, promql: str) -> list[dict]:
-    args = urllib.parse.urlencode({"query": promql})
-    with urllib.request.urlopen(f"{url}/api/v1/query?{args}", timeout=10) as resp:  # noqa: S310
-        return json.load(resp)["data"]["result"]
-
-
-def test_prometheus_and_kube_state_metrics_are_lab_components_scraping_kai(kind_tiny):
-    with kind_docker():
-        info = runtime_of(kind_tiny).status(kind_tiny)
-    assert {c: info["components"][c]["state"] for c in kind_metrics.DEPLOYMENTS} == \
-        {"prometheus": "running", "kube-state-metrics": "running"}, info["components"]
-    url = metrics.url(kind_tiny.ports)
-    assert url.startswith("http://127.0.0.1:") and info["prometheus"] == url
-    assert runtime_of(kind_tiny).usage_db_url(kind_tiny) == kind_metrics.IN_CLUSTER_URL
-    # every target scraped, KAI's queue-controller (kai_queue_allocated_gpus: the usage KAI reads) among them
-    wanted = {"queue-controller", "kai-scheduler-default", "kube-state-metrics"}
-    wait_until("KAI's and kube-state-metrics' targets scraped",
-               lambda: wanted <= {r["metric"]["job"] for r in _query(url, "up == 1")}, timeout=60)
-    assert not metrics.targets_down(kind_tiny.ports)
-    # KAI's default GPU capacity query, served by the real kube-state-metrics: the fleet's GPUs
-    capacity = wait_until("the fleet's GPU capacity in Prometheus", lambda: _query(
-        url, 'sum(kube_node_status_capacity{resource="nvidia_com_gpu"})'), timeout=60)
-    assert float(capacity[0]["value"][1]) == kind_tiny.gpus
 
 
 @pytest.mark.parametrize("usage", ["on", "off"])
@@ -86,24 +59,3 @@ def test_time_based_fairness_on_kind(kind_tiny, tmp_path, usage):
     # the scheduler configuration the run started with: the ConfigMap KAI's operator rendered
     started = yaml.safe_load((evidence / "scheduler-conf" / "00-lab.yaml").read_text())
     assert "podaffinity" in [p["name"] for t in started["tiers"] for p in t["plugins"]]
-
-
-def test_a_component_that_dies_during_a_run_is_named_with_its_last_lines(kind_tiny):
-    """On kind the cluster restarts a crashed container itself: the death shows as a restart since
-    the run began, and the run's verdict names the component (runner.check_components)."""
-    import subprocess
-
-    rt = runtime_of(kind_tiny)
-    rt.log_mark(kind_tiny)  # a run begins
-    assert rt.dead_components(kind_tiny, set()) == []
-    with kind_docker():
-        out = subprocess.run(["docker", "exec", f"kailab-{kind_tiny.name}-control-plane",
-                              "pkill", "-f", "^/bin/prometheus"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    dead = wait_until("the restart to show", lambda: rt.dead_components(kind_tiny, set()), timeout=120)
-    assert [name for name, _ in dead] == ["prometheus"], dead
-    assert rt.dead_components(kind_tiny, {"prometheus"}) == []
-    with kind_docker():  # the cluster brought it back
-        wait_until("prometheus running again",
-                   lambda: runtime_of(kind_tiny).status(kind_tiny)["components"]["prometheus"]["state"] == "running",
-                   timeout=120)

@@ -20,8 +20,9 @@ from kailab.lab import LabSpec, get_runtime
 from kailab.paths import lab_dir
 from kailab.testing.labs import LAB_PREFIX, kind_docker
 
-# a group of its own: its kind labs need no other kind test's lab, and may run beside them (CI: 3 workers)
-pytestmark = [pytest.mark.kind, pytest.mark.lab, pytest.mark.xdist_group("kind_stacks")]
+# in the kind group: one kind cluster at a time on the machine (three at once starved KAI's operator
+# until its liveness probe restarted it, an `error` verdict for a reason that is not KAI's)
+pytestmark = [pytest.mark.kind, pytest.mark.lab, pytest.mark.xdist_group("kind")]
 
 # what `status` must name: each stack's Deployments in the cluster (kueue.yaml, volcano.yaml `kind:`)
 COMPONENTS = {"kueue": {"kueue-controller-manager"},

@@ -82,6 +82,7 @@ def test_a_replay_records_every_job_and_a_false_expectation_fails_it(tmp_path):
     assert not list(state_dir().glob(f"{out.name.lower()}-*")), "the replay's lab was not taken down"
 
 
+@pytest.mark.full  # two labs for ~5 min: `make test-full`, and `make exercises-all` runs the same file
 def test_the_shipped_what_if_more_quota_waits_less(tmp_path):
     _, plan = load_replay(PROJECT_ROOT / "exercises" / "replays" / "quota-what-if.yaml")
     out = session.run_replay(plan, tmp_path, echo=lambda text: None)
