@@ -148,8 +148,15 @@ class Fleet(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     name: str
     description: str = ""
-    pools: list[Pool] = []
-    nodes: list[Node] = []  # nodes one by one, as a cluster had them (a twin's fleet)
+    nodes: list[Node] = []  # nodes one by one, as a cluster had them (a twin's fleet); then pools may be []
+    pools: list[Pool]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nodes_alone(cls, data):
+        if isinstance(data, dict) and data.get("nodes") and "pools" not in data:
+            return {**data, "pools": []}
+        return data
 
     @field_validator("name")
     @classmethod
@@ -158,15 +165,20 @@ class Fleet(BaseModel):
 
     @field_validator("pools")
     @classmethod
-    def _unique(cls, pools: list[Pool]) -> list[Pool]:  # a field validator, so errors name `pools`
+    def _unique(cls, pools: list[Pool], info) -> list[Pool]:  # a field validator, so errors name `pools`
+        if not pools and not info.data.get("nodes"):
+            raise ValueError("List should have at least 1 item (a pool of nodes)")
         seen: set[str] = set()
         for pool in pools:
             if pool.name in seen:
                 raise ValueError(f"pool name {pool.name!r} is used twice")
             seen.add(pool.name)
-        total = sum(p.count for p in pools)
+        total = sum(p.count for p in pools) + len(info.data.get("nodes") or [])
         if total > MAX_NODES:
             raise ValueError(f"{total} nodes is more than the {MAX_NODES} a lab supports")
+        named = {n.name for n in info.data.get("nodes") or []} & {node_name(p, i) for p in pools for i in range(p.count)}
+        if named:
+            raise ValueError(f"node {sorted(named)[0]!r} is both a pool's and listed in nodes")
         return pools
 
     @field_validator("nodes")
@@ -176,19 +188,7 @@ class Fleet(BaseModel):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"node {twice[0]!r} is listed twice")
-        pooled = {node_name(p, i) for p in info.data.get("pools", []) for i in range(p.count)}
-        if pooled & set(names):
-            raise ValueError(f"node {sorted(pooled & set(names))[0]!r} is also a pool's node")
-        total = len(nodes) + sum(p.count for p in info.data.get("pools", []))
-        if total > MAX_NODES:
-            raise ValueError(f"{total} nodes is more than the {MAX_NODES} a lab supports")
         return nodes
-
-    @model_validator(mode="after")
-    def _some_nodes(self) -> "Fleet":
-        if not self.pools and not self.nodes:
-            raise ValueError("a fleet needs pools (or nodes): give at least one pool")
-        return self
 
     @property
     def nodes_total(self) -> int:

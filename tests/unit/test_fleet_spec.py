@@ -133,7 +133,7 @@ BAD_DOCS = [
     ("gpus-as-string", {"name": "f", "pools": [pool(gpus="eight")]}, ["pools[0].gpus", "valid integer"]),
     ("too-many-gpus", {"name": "f", "pools": [pool(gpus=65)]}, ["pools[0].gpus", "less than or equal to 64"]),
     ("unknown-pool-field", {"name": "f", "pools": [pool(colour="blue")]}, ["pools[0].colour", "unknown field"]),
-    ("unknown-top-field", {"name": "f", "nodes": 3, "pools": [pool()]}, ["nodes", "unknown field"]),
+    ("unknown-top-field", {"name": "f", "nodez": 3, "pools": [pool()]}, ["nodez", "unknown field"]),
     ("missing-pools", {"name": "f"}, ["pools", "required field is missing"]),
     ("empty-pools", {"name": "f", "pools": []}, ["pools", "at least 1"]),
     ("missing-count", {"name": "f", "pools": [{"name": "a", "gpus": 8}]},
