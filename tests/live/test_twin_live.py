@@ -72,7 +72,7 @@ def test_an_exercise_runs_snapshot_twins_into_a_lab_holding_its_state(kailab_lab
             kube.close()
         args = " ".join(open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
                         for pid in _pids(name, "scheduler"))
-        assert "--update-pod-eviction-condition=" in args and "--scheduler-conf=" in args
+        assert "--scheduler-conf=" in args and "--schedule-period=" in args and "--max-consolidation-preemptees=" in args
         # the original's decision stands: borrow's pods over prod's limit stay pending, nobody is evicted
         decided = record["decided"]
         assert decided["settled"] and decided["evicted"] == [] and decided["moved"] == {}, decided
