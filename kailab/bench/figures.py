@@ -42,7 +42,9 @@ def _side_by_side(record: dict, link: str) -> str:
     workers = sorted({r["workers"] for r in runs})
     return (f"`make exercises` on {'/'.join(map(str, workers))} labs side by side, {len(runs)} run(s) of "
             f"{len(items)} items: {sum(passes.values())} of {len(runs) * len(items)} passed "
-            f"(every item at least {every}/{len(runs)}), {walls[0]:.0f}–{walls[-1]:.0f} s a run "
+            f"(every item at least {every}/{len(runs)}), "
+            + (f"{walls[0]:.0f} s" if round(walls[0]) == round(walls[-1]) else f"{walls[0]:.0f}–{walls[-1]:.0f} s a run")
+            + " "
             f"({_when(record, link)}; [record]({link}))")
 
 
