@@ -141,12 +141,13 @@ def make_twin(snapshot: str | Path, name: str, kai_version: str = "", anonymise:
         t = time.monotonic()
         put_state(kube, plan, echo)
         want = planned_state(plan)
-        wait_until("the twin's state to match the snapshot's",
-                   lambda: not differences(want, state_of(kube, plan.namespaces)), timeout=timeout_s,
-                   hint=f"compare `kubectl get pods -A -o wide` ({lab.kubeconfig}) with {out}/objects.yaml")
+        got = wait_until("the twin's state to match the snapshot's",
+                         lambda: (lambda now: now if not differences(want, now) else None)(state_of(kube, plan.namespaces)),
+                         timeout=timeout_s,
+                         hint=f"compare `kubectl get pods -A -o wide` ({lab.kubeconfig}) with {out}/objects.yaml")
         record["seconds"]["state_in"] = round(time.monotonic() - t, 1)
-        record["round_trip"] = {"differences": differences(want, state_of(kube, plan.namespaces)),
-                                "checked": {k: len(v) for k, v in want.items()}}
+        # the state that matched, listed once: what the round trip records
+        record["round_trip"] = {"differences": differences(want, got), "checked": {k: len(v) for k, v in want.items()}}
         t = time.monotonic()
         runtime.configure_scheduler(lab, SnapshotSetting(conf=plan.conf, args=tuple(plan.args)))
         record["seconds"]["scheduler_on"] = round(time.monotonic() - t, 1)
