@@ -93,7 +93,7 @@ BROKEN = {
                    "one claim over the limit", "podgroup condition of over"),
     # KAI left at its default (no DisruptionTarget on its evictions): the second Job fails like the first
     "job-eviction": (lambda d: d["steps"][2].pop("scheduler"), "research comes back, and the Job survives",
-                     "workload b-train evicted"),  # 24: the failed Job stopped them all
+                     "workload b-train evicted"),  # 6: the failed Job stopped them all
     # usage off: the two equal queues split the fleet 4 and 4
     "time-based-fairness": (lambda d: d["steps"][0]["scheduler"].pop("usage"),
                             "both ask for more than the fleet", "queue beta bound"),
