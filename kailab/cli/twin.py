@@ -23,18 +23,32 @@ from .base import cli, console, out
               help="Seconds with nothing changing before KAI counts as settled.")
 @click.option("--timeout", type=click.FloatRange(10, 86400), default=600.0, show_default=True,
               help="Seconds at most for the state to go in, and for KAI to settle.")
-def twin(snapshot, name, kai_version, anonymise, settle, timeout) -> None:
+@click.option("--versions", "kai_versions", default="", metavar="vA,vB",
+              help="Twins side by side, one per KAI version, and what they decided differently.")
+@click.option("--designs", default="", metavar="A.yaml,B.yaml",
+              help="Twins side by side: the snapshot as it was (as-is) and one per design (a change to queues "
+                   "or the scheduler, docs/twin.md), on --kai-version.")
+@click.option("--keep", is_flag=True, help="Side by side: leave the twins up (they are taken down by default).")
+@click.option("--against-snapshot-tool", "against_tool", is_flag=True,
+              help="Also run KAI's own cmd/snapshot-tool (same version, built from the registered KAI source) on "
+                   "the twin's state, and compare its one session with the twin's first.")
+def twin(snapshot, name, kai_version, anonymise, settle, timeout, kai_versions, designs, keep, against_tool) -> None:
     """Bring up a twin of the cluster a KAI scheduler snapshot (`/get-snapshot`'s zip, or its
     snapshot.json) was taken from: its nodes as the fleet, its queues, PodGroups and pods as they were
     (bound pods on their nodes), KAI on the snapshot's configuration deciding the pending work. Only what
-    scheduling needs enters the lab. The twin stays up (`kailab down --name NAME`)."""
+    scheduling needs enters the lab. The twin stays up (`kailab down --name NAME`). With --versions or
+    --designs, twins side by side and the pods they decided differently."""
     from ..lab import LabRecord
     from ..twin.run import make_twin
+
+    if kai_versions or designs:
+        _side_by_side(snapshot, name, kai_version, anonymise, settle, timeout, kai_versions, designs, keep, against_tool)
+        return
 
     existed = LabRecord.load(name) is not None
     try:
         where = make_twin(snapshot, name, versions.normalise(kai_version), anonymise, settle, timeout,
-                          echo=lambda text: console.print(text, markup=False, highlight=False))
+                          echo=lambda text: console.print(text, markup=False, highlight=False), against_tool=against_tool)
     except BaseException:
         if not existed and LabRecord.load(name) is not None:
             console.print(f"the twin's lab {name!r} is left up for a look: `kailab down --name {name}`")
@@ -45,3 +59,21 @@ def twin(snapshot, name, kai_version, anonymise, settle, timeout) -> None:
     record = json.loads((Path(where) / "twin.json").read_text())
     if record["round_trip"]["differences"]:
         raise KailabError(f"the twin's state differs from the snapshot's (before KAI acted): {where}/twin.md")
+
+
+def _side_by_side(snapshot, name, kai_version, anonymise, settle, timeout, kai_versions, designs, keep,
+                  against_tool) -> None:
+    from ..twin.compare import run_side_by_side, variants_for
+    from ..twin.design import load_twin_design
+
+    chosen = [versions.normalise(v.strip()) for v in kai_versions.split(",") if v.strip()] or \
+        [versions.normalise(kai_version)]
+    variants = variants_for(chosen, [load_twin_design(p.strip()) for p in designs.split(",") if p.strip()])
+    where = run_side_by_side(snapshot, variants, name, anonymise, settle, timeout, keep_up=keep,
+                             echo=lambda text: console.print(text, markup=False, highlight=False), against_tool=against_tool)
+    out.print((where / "comparison.md").read_text(), markup=False, highlight=False)
+    out.print(f"evidence: {where}" + (" (the twins are up: `kailab down --name NAME` each)" if keep else ""),
+              markup=False, highlight=False)
+    comparison = json.loads((where / "comparison.json").read_text())
+    if not comparison["ok"]:
+        raise KailabError(f"a twin could not finish: {where}/comparison.md")

@@ -5,11 +5,12 @@ configuration, and everything the twin cannot reproduce, by name."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import InputError
 from ..fleet import MAX_NODES, Fleet
 from . import keep
+from .design import AS_IS, TwinDesign, change_args, change_conf, change_queue
 from .snapshot import Snapshot
 
 SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
@@ -40,6 +41,48 @@ class TwinPlan:
     args: list[str]            # scheduler flags from the snapshot's parameters
     not_reproduced: dict[str, list[str]] = field(default_factory=dict)  # object -> what is not reproduced
     unknown: list[str] = field(default_factory=list)
+    names: keep.Names = field(default_factory=keep.Names)  # the snapshot's names -> the twin's
+    design: str = AS_IS  # the design the plan carries (twin/design.py)
+    params: dict = field(default_factory=dict)  # the snapshot's schedulerParams, as they were
+
+    def same_nodes(self, a: str, b: str) -> bool:
+        """Two of the twin's nodes alike for a scheduler: labels but their names, taints, capacity."""
+        def shape(n: dict) -> str:
+            labels = {k: v for k, v in (n["metadata"].get("labels") or {}).items() if v != n["metadata"]["name"]}
+            return repr((sorted(labels.items()), n["spec"].get("taints"), n["spec"].get("unschedulable"),
+                         sorted((n["status"].get("allocatable") or {}).items())))
+        nodes = {n["metadata"]["name"]: n for n in self.fleet.node_manifests()}
+        return a in nodes and b in nodes and shape(nodes[a]) == shape(nodes[b])
+
+    def with_design(self, design: TwinDesign | None) -> "TwinPlan":
+        """The same twin with a design's changes to its queues and scheduler (checked by check_against)."""
+        if design is None:
+            return self
+        changes = {self.names.of(q): c for q, c in design.spec.queues.items()}
+        objects = [change_queue(o, changes[o["metadata"]["name"]])
+                   if o["kind"] == "Queue" and o["metadata"]["name"] in changes else o for o in self.objects]
+        sched = design.spec.scheduler
+        return replace(self, objects=objects, design=design.name,
+                       conf=change_conf(self.conf, sched.placement if sched else None),
+                       args=change_args(self.args, sched.args if sched else {}))
+
+    def queue_names(self) -> set[str]:
+        """The snapshot's queue names (as a design names them), whatever the twin calls them."""
+        twin = {o["metadata"]["name"] for o in self.objects if o["kind"] == "Queue"}
+        return {q for q in self.names.queues if self.names.of(q) in twin}
+
+    def pod_shares(self) -> dict[str, tuple[str, float]]:
+        """Each pod (namespace/name) -> its queue and its GPUs (whole devices, or a fraction)."""
+        group_queue = {(o["metadata"]["namespace"], o["metadata"]["name"]): (o.get("spec") or {}).get("queue", "")
+                       for o in self.objects if o["kind"] == "PodGroup"}
+        out = {}
+        for p in self.bound + self.pending:
+            meta = p["metadata"]
+            ann, labels = meta.get("annotations") or {}, meta.get("labels") or {}
+            queue = group_queue.get((meta["namespace"], ann.get("pod-group-name"))) or labels.get(
+                "kai.scheduler/queue") or labels.get("runai/queue") or ""
+            out[f"{meta['namespace']}/{meta['name']}"] = (queue, pod_gpus(p))
+        return out
 
     def counts(self) -> dict:
         kinds: dict[str, int] = {}
@@ -48,6 +91,22 @@ class TwinPlan:
         return {"nodes": self.fleet.nodes_total, "gpus": self.fleet.gpus_total, "namespaces": len(self.namespaces),
                 **{k.lower() + ("es" if k.endswith("s") else "s"): n for k, n in sorted(kinds.items())}, "pods_bound": len(self.bound),
                 "pods_pending": len(self.pending)}
+
+
+def pod_gpus(pod: dict) -> float:
+    """A pod's GPUs: nvidia.com/gpu requested (or limited) by its containers, else KAI's gpu-fraction."""
+    whole = 0.0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        value = (res.get("limits") or {}).get("nvidia.com/gpu") or (res.get("requests") or {}).get("nvidia.com/gpu")
+        if value:
+            whole += float(value)
+    if whole:
+        return whole
+    try:
+        return float((pod["metadata"].get("annotations") or {}).get("gpu-fraction") or 0)
+    except ValueError:
+        return 0.0
 
 
 def _flag(key: str, value) -> str:
@@ -127,4 +186,5 @@ def make_plan(snap: Snapshot, name: str, anonymise: bool = False) -> TwinPlan:
     args = [f"--{PARAM_FLAGS[k]}={_flag(k, v)}" for k, v in snap.params.items() if k in PARAM_FLAGS]
     unknown = list(snap.unknown) + [f"schedulerParams.{k}" for k in snap.params
                                     if k not in PARAM_FLAGS and k not in PARAMS_NOT_APPLIED]
-    return TwinPlan(fleet, sorted(namespaces), objects, bound, pending, dict(snap.config), args, notes, unknown)
+    return TwinPlan(fleet, sorted(namespaces), objects, bound, pending, dict(snap.config), args, notes, unknown, names,
+                    params=dict(snap.params))

@@ -11,19 +11,24 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 import yaml
 
+from .. import versions
 from ..errors import KailabError
 from ..kube import Kube
 from ..lab import LabRecord, LabSpec, get_runtime
-from ..paths import evidence_dir
+from ..paths import evidence_dir, lab_dir
+from ..runtimes import processes
 from ..runtimes.waits import wait_until
+from . import snapshot_tool
+from .design import TwinDesign, check_against
 from .plan import TwinPlan, make_plan
 from .snapshot import load_snapshot
 
@@ -115,24 +120,52 @@ def put_state(kube: Kube, plan: TwinPlan, echo: Callable[[str], None]) -> None:
     _apply_all(kube, plan.pending)
 
 
+def twin_plan(snapshot: str | Path, name: str, anonymise: bool = False, design: TwinDesign | None = None) -> TwinPlan:
+    """The plan, every input checked (the snapshot, the design's queues against it): refused here, before
+    anything is made."""
+    plan = make_plan(load_snapshot(snapshot), name, anonymise)
+    if design is not None:
+        check_against(design, plan.queue_names())
+    return plan.with_design(design)
+
+
 def make_twin(snapshot: str | Path, name: str, kai_version: str = "", anonymise: bool = False,
-              settle_s: float = 30.0, timeout_s: float = 600.0, echo: Callable[[str], None] = print) -> Path:
-    """Bring the twin up (left up: `kailab down --name NAME` takes it down) and return its evidence folder."""
-    snap = load_snapshot(snapshot)  # bad input: refused here, before anything is made
-    plan = make_plan(snap, name, anonymise)
+              settle_s: float = 30.0, timeout_s: float = 600.0, echo: Callable[[str], None] = print,
+              design: TwinDesign | None = None, out: Path | None = None, keep_up: bool = True,
+              against_tool: bool = False) -> Path:
+    """Bring the twin up and return its evidence folder. Left up (`kailab down --name NAME`) unless
+    `keep_up` is false; `design` changes its queues and scheduler before KAI decides; `against_tool`
+    also runs KAI's snapshot tool on the same state and sets its session beside the twin's first."""
+    plan = twin_plan(snapshot, name, anonymise, design)
+    if against_tool:
+        plan = replace(plan, args=plan.args + [snapshot_tool.TWIN_VERBOSITY])
     if LabRecord.load(name) is not None:
         raise KailabError(f"a lab named {name!r} exists: `kailab down --name {name}`, or --name another")
-    out = evidence_dir() / f"twin-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    out = out or evidence_dir() / f"twin-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     out.mkdir(parents=True)
     (out / "fleet.yaml").write_text(_fleet_yaml(plan))
     (out / "objects.yaml").write_text(yaml.safe_dump_all(plan.objects + plan.bound + plan.pending, sort_keys=False))
+    if design is not None:
+        (out / "design.yaml").write_text(design.path.read_text())
+        (out / "scheduler-conf.yaml").write_text(yaml.safe_dump(plan.conf, sort_keys=False))
     record: dict = {"snapshot": str(Path(snapshot).resolve()), "lab": name, "anonymised": anonymise,
-                    "counts": plan.counts(), "not_reproduced": plan.not_reproduced, "unknown_fields": plan.unknown,
-                    "scheduler_args": plan.args, "seconds": {}}
+                    "design": plan.design, "counts": plan.counts(), "not_reproduced": plan.not_reproduced,
+                    "unknown_fields": plan.unknown, "scheduler_args": plan.args, "seconds": {}}
     started = time.monotonic()
+    tool = None
+    if against_tool:  # before any lab: it needs none, and a failed build leaves nothing up
+        echo(f"KAI's snapshot tool ({kai_version or versions.DEFAULT_KAI}) on the twin's state")
+        tool = snapshot_tool.run_tool(snapshot_tool.tool_snapshot(plan, plan.params),
+                                      versions.normalise(kai_version or versions.DEFAULT_KAI), out, timeout_s)
+        record["seconds"]["snapshot_tool"] = tool["seconds"]
     runtime = get_runtime("binary")
     echo(f"twin {name}: {plan.fleet.nodes_total} nodes, {plan.fleet.gpus_total} GPUs; lab coming up")
-    lab = runtime.up(LabSpec(name=name, runtime="binary", fleet=str(out / "fleet.yaml"), kai_version=kai_version))
+    try:
+        lab = runtime.up(LabSpec(name=name, runtime="binary", fleet=str(out / "fleet.yaml"), kai_version=kai_version))
+    except BaseException:
+        if not keep_up and LabRecord.load(name) is not None:
+            runtime.down(name)
+        raise
     record["seconds"]["lab_up"] = round(time.monotonic() - started, 1)
     record["kai_version"] = lab.kai_version
     kube = Kube(lab.kubeconfig)
@@ -152,12 +185,67 @@ def make_twin(snapshot: str | Path, name: str, kai_version: str = "", anonymise:
         runtime.configure_scheduler(lab, SnapshotSetting(conf=plan.conf, args=tuple(plan.args)))
         record["seconds"]["scheduler_on"] = round(time.monotonic() - t, 1)
         record["decided"] = _settle(kube, plan, settle_s, timeout_s, echo)
+        record["decided"].update(_why(kube, plan.namespaces, record["decided"]))
+        record["queues_gpus"] = queue_gpus(plan, record["decided"])
+        if tool is not None:
+            record["against_snapshot_tool"] = _against(tool, plan, lab, record["decided"], out)
         record["seconds"]["total"] = round(time.monotonic() - started, 1)
     finally:
         kube.close()
         (out / "twin.json").write_text(json.dumps(record, indent=2) + "\n")
         (out / "twin.md").write_text(markdown(record))
+        if not keep_up:
+            runtime.down(name)
     return out
+
+
+def _against(tool: dict, plan: TwinPlan, lab: LabRecord, decided: dict, out: Path) -> dict:
+    """The tool's session beside the twin's first session that decided a pod of the snapshot."""
+    log = processes.logs_dir(lab_dir(lab.name)) / "scheduler.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    (out / "scheduler.log").write_text(processes.strip_ansi(text))
+    pods = set(planned_state(plan)["bound"]) | set(planned_state(plan)["pending"])
+    sessions = [(sid, d) for sid, d in snapshot_tool.decisions(text)
+                if pods & {*d["placed"], *d["evicted"], *d["pipelined"]}]
+    return snapshot_tool.agreement(tool, sessions, decided, plan.same_nodes)
+
+
+_EVICTED = re.compile(r"^Pod (\S+/\S+) was (\w+) by (?:workload )?(\S+?)\.?$")
+
+
+def _why(kube: Kube, namespaces: list[str], decided: dict) -> dict:
+    """From KAI's events: why each pod still pending was not placed (its last Unschedulable words) and
+    what each evicted pod was evicted for (the workload it made room for)."""
+    last: dict[str, tuple[str, str]] = {}
+    evictions: dict[str, str] = {}
+    for ns in namespaces:
+        for e in kube.list("v1", "Event", namespace=ns):
+            obj, reason = e.get("involvedObject") or {}, e.get("reason", "")
+            when = e.get("lastTimestamp") or e.get("eventTime") or ""
+            if reason == "Unschedulable" and obj.get("kind") == "Pod":
+                key = f"{ns}/{obj.get('name')}"
+                if when >= last.get(key, ("", ""))[0]:
+                    last[key] = (when, (e.get("message") or "").splitlines()[0][:300] if e.get("message") else "")
+            elif reason == "Evict":
+                m = _EVICTED.match((e.get("message") or "").splitlines()[0] if e.get("message") else "")
+                if m:
+                    evictions[m.group(1)] = f"{m.group(2)} by {m.group(3)}"
+    return {"why_pending": {p: last[p][1] for p in decided["still_pending"] if p in last},
+            "evicted_for": {p: evictions.get(p, "") for p in decided["evicted"]}}
+
+
+def queue_gpus(plan: TwinPlan, decided: dict) -> dict[str, dict[str, float]]:
+    """Per queue: GPUs allocated in the snapshot, and once KAI had decided."""
+    shares = plan.pod_shares()
+    before_bound = set(planned_state(plan)["bound"])
+    after_bound = (before_bound - set(decided["evicted"])) | set(decided["placed"])
+    out: dict[str, dict[str, float]] = {}
+    for label, pods in (("before", before_bound), ("after", after_bound)):
+        for p in pods:
+            queue, gpus = shares[p]
+            row = out.setdefault(queue, {"before": 0.0, "after": 0.0})
+            row[label] = round(row[label] + gpus, 3)
+    return dict(sorted(out.items()))
 
 
 def _settle(kube: Kube, plan: TwinPlan, settle_s: float, timeout_s: float, echo: Callable[[str], None]) -> dict:
@@ -193,6 +281,8 @@ def markdown(record: dict) -> str:
         lines += [f"KAI then placed {len(d['placed'])} pending pods, left {len(d['still_pending'])} pending, "
                   f"evicted {len(d['evicted'])}, moved {len(d['moved'])}"
                   + ("" if d["settled"] else " (had not settled at the timeout)") + ".", ""]
+    if record.get("against_snapshot_tool"):
+        lines += [snapshot_tool.markdown(record["against_snapshot_tool"])]
     if record["not_reproduced"]:
         lines += ["Not reproduced:", *[f"- {k}: {'; '.join(v)}" for k, v in sorted(record["not_reproduced"].items())], ""]
     if record["unknown_fields"]:

@@ -91,3 +91,40 @@ def _pids(lab: str, component: str) -> list[str]:
     from kailab.runtimes import processes
 
     return [str(r.pid) for name, r in processes.records(lab_dir(lab)).items() if name == component and r.alive()]
+
+
+def test_twins_side_by_side_decide_a_design_differently(kailab_labs, tmp_path, monkeypatch):
+    """borrow's snapshot (prod at its limit of 28, 4 pods pending OverLimit) twinned as it was and with
+    prod's limit raised to 32: the twin as it was leaves the 4 pending, saying why; the design's places
+    them; the comparison lists those 4 as decided differently and prod's GPUs as 28 and 32; the labs go."""
+    from kailab.twin.compare import lab_name, run_side_by_side, variants_for
+    from kailab.twin.design import load_twin_design
+
+    lab = kailab_labs.get("small", with_kai=True)
+    outcome = run_exercise(exercises_dir() / "borrow.yaml", lab, tmp_path / "runs")
+    assert outcome.verdict == "passed", outcome.report()
+    snap = Path(outcome.evidence) / "scheduler-snapshot.zip"
+    plan = make_plan(load_snapshot(snap), "x")
+    [prod] = [q for q in plan.queue_names() if q.endswith("-prod")]
+    pending = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in plan.pending}
+    assert len(pending) == 4, pending
+    design = tmp_path / "prod-32.yaml"
+    design.write_text(f"design: prod-32\nqueues:\n  {prod}: {{gpu: {{limit: 32}}}}\n")
+
+    monkeypatch.setenv("KAILAB_EVIDENCE", str(tmp_path / "twins"))
+    base = f"{LAB_PREFIX}{os.getpid()}-tw"
+    variants = variants_for(["v0.17.0"], [load_twin_design(design)])
+    out = run_side_by_side(snap, variants, base, settle_s=10, timeout_s=300)
+    c = json.loads((out / "comparison.json").read_text())
+    assert c["ok"], c["variants"]
+    assert {k: (v["placed"], v["still_pending"], v["evicted"]) for k, v in c["variants"].items()} == \
+        {"as-is": (0, 4, 0), "prod-32": (4, 0, 0)}, c["variants"]
+    rows = {r["pod"]: r for r in c["differences"]}
+    assert set(rows) == pending and all(r["kind"] == "decision" for r in rows.values()), rows
+    for r in rows.values():  # KAI's own words for the ones left pending
+        assert r["outcomes"]["as-is"].startswith("pending: ") and "OverLimit" in r["outcomes"]["as-is"], r
+        assert r["outcomes"]["prod-32"].startswith("on "), r
+    assert c["queues_gpus"][prod] == {"before": 28, "as-is": 28, "prod-32": 32}, c["queues_gpus"]
+    assert (out / "prod-32" / "design.yaml").exists() and (out / "comparison.md").read_text().count(prod) >= 1
+    for v in variants:  # taken down by default
+        assert LabRecord.load(lab_name(base, v.label)) is None and not lab_dir(lab_name(base, v.label)).exists()

@@ -18,59 +18,8 @@ from kailab.errors import InputError
 from kailab.paths import lab_dir
 from kailab.twin.plan import make_plan
 from kailab.twin.snapshot import load_snapshot
+from twin_sample import TOKEN, as_zip as _zip, node as _node, pod as _pod, snapshot
 
-TOKEN = "s3cr3t-t0ken-value"
-
-
-def _node(name: str, gpus: int, ready: str = "True") -> dict:
-    res = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
-    return {"metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "H100", "zone": "z1",
-                                                  "kubernetes.io/hostname": name}},
-            "spec": {"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]},
-            "status": {"capacity": res, "allocatable": res, "conditions": [{"type": "Ready", "status": ready}]}}
-
-
-def _pod(name: str, node: str | None, queue: str = "team-a") -> dict:
-    spec = {"schedulerName": "kai-scheduler", "priorityClassName": "train", "priority": 50,
-            "imagePullSecrets": [{"name": "regcred"}], "serviceAccountName": "robot",
-            "tolerations": [{"key": "dedicated", "operator": "Exists"}],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-pvc"}}],
-            "containers": [{"name": "main", "image": "registry.example.com/private/train:7",
-                            "command": ["python", "train.py", f"--token={TOKEN}"],
-                            "env": [{"name": "API_TOKEN", "value": TOKEN}],
-                            "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}
-    if node:
-        spec["nodeName"] = node
-    return {"metadata": {"name": name, "namespace": "ml", "labels": {"kai.scheduler/queue": queue},
-                         "annotations": {"pod-group-name": f"pg-{name}", "example.com/token": TOKEN},
-                         "ownerReferences": [{"kind": "Job", "name": "train"}]},
-            "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
-
-
-def snapshot(**change) -> dict:
-    data = {"config": {"actions": "allocate, reclaim", "tiers": [{"plugins": [{"name": "proportion"}]}]},
-            "schedulerParams": {"schedulerName": "kai-scheduler", "updatePodEvictionCondition": True,
-                                "schedulePeriod": 1000000000, "someFutureParam": 3},
-            "rawObjects": {
-                "nodes": [_node("gpu-a", 8), _node("gpu-b", 8, ready="False")],
-                "pods": [_pod("run-0", "gpu-a"), _pod("wait-0", None)],
-                "queues": [{"metadata": {"name": "team-a"}, "spec": {"parentQueue": "org"}, "status": {"x": 1}},
-                           {"metadata": {"name": "org"}, "spec": {}}],
-                "podGroups": [{"metadata": {"name": f"pg-{n}", "namespace": "ml"}, "spec": {"minMember": 1, "queue": "team-a"}}
-                              for n in ("run-0", "wait-0")],
-                "priorityClasses": [{"metadata": {"name": "train"}, "value": 50},
-                                    {"metadata": {"name": "system-node-critical"}, "value": 2000001000}],
-                "persistentVolumeClaims": [{"metadata": {"name": "data-pvc", "namespace": "ml"}}],
-                "bindRequests": None}}
-    data.update(change)
-    return data
-
-
-def _zip(tmp_path, data, member: str = "snapshot.json"):
-    path = tmp_path / "snap.zip"
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr(member, json.dumps(data) if not isinstance(data, str) else data)
-    return path
 
 
 def test_a_zip_and_its_json_read_the_same_and_unknown_fields_are_listed(tmp_path):
