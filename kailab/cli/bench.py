@@ -73,11 +73,22 @@ from .base import cli, console, out
                    "reads fills run apart as one).")
 @click.option("--fill-repeat", type=click.IntRange(1, 20), default=1, show_default=True,
               help="With --fill: fill N times, fresh labs each time, and record the repeat spread.")
+@click.option("--twin-scale", "twin_pending", type=click.IntRange(1, 776), default=None, metavar="N",
+              help="Instead: a twin of Alibaba's whole GPU fleet (1,213 nodes, the registered trace's node list) "
+                   "filled to 100 % with N pods of 4 GPUs pending in a queue owed them (a reclaim waiting): "
+                   "where the time to a settled twin goes, and the CPU.")
 def bench(quick, render_docs, repeats, repeat_exercises, exercise_names, lab_name, soak, churn, churn_at_once, churn_load, scale_shapes, scale_count,
           scale_fleet, peer_only, replay_scale, side_by_side, compare_labs, vcluster_versions, vcluster_trial, endings_pods, fill_source, fill_tasks,
-          fill_seeds, fill_sample, fill_step, fill_designs, fill_repeat) -> None:
+          fill_seeds, fill_sample, fill_step, fill_designs, fill_repeat, twin_pending) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from .. import bench as bench_mod
+
+    if twin_pending:
+        from ..bench.twin_scale import twin_scale
+
+        results = twin_scale(twin_pending, echo=lambda text: console.print(text, markup=False, highlight=False))
+        out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
+        return
 
     if render_docs:
         from ..bench.figures import render_docs as rewrite

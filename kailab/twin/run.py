@@ -251,7 +251,8 @@ def queue_gpus(plan: TwinPlan, decided: dict) -> dict[str, dict[str, float]]:
 def _settle(kube: Kube, plan: TwinPlan, settle_s: float, timeout_s: float, echo: Callable[[str], None]) -> dict:
     """Let KAI decide until nothing changes for `settle_s` (or `timeout_s`); what it decided, per pod."""
     before = planned_state(plan)
-    last, since, deadline = None, time.monotonic(), time.monotonic() + timeout_s
+    began = time.monotonic()
+    last, since, deadline = None, began, began + timeout_s
     while time.monotonic() < deadline:
         now = state_of(kube, plan.namespaces)
         if now != last:
@@ -263,7 +264,8 @@ def _settle(kube: Kube, plan: TwinPlan, settle_s: float, timeout_s: float, echo:
     evicted = sorted(p for p in before["bound"] if p not in last["bound"])
     moved = {p: last["bound"][p] for p, n in before["bound"].items() if last["bound"].get(p) not in (None, n)}
     echo(f"KAI placed {len(placed)} of {len(before['pending'])} pending pods, evicted {len(evicted)}")
-    return {"settled": time.monotonic() < deadline, "placed": placed, "still_pending": sorted(last["pending"]),
+    return {"settled": time.monotonic() < deadline, "last_change_s": round(since - began, 1),
+            "placed": placed, "still_pending": sorted(last["pending"]),
             "evicted": evicted, "moved": moved}
 
 
