@@ -45,6 +45,7 @@ def pytest_configure(config):
 
 
 LIVE_MARKS = ("lab", "kind", "alone")
+LAB_FIXTURES = ("kailab_labs", "kai_lab", "infra_lab", "kind_lab")  # each brings a lab up
 
 
 def _misplaced(item) -> str | None:
@@ -52,6 +53,9 @@ def _misplaced(item) -> str | None:
     live = any(item.get_closest_marker(m) for m in LIVE_MARKS)
     if tier == "unit" and live:
         return f"{item.nodeid}: marked {'/'.join(m for m in LIVE_MARKS if item.get_closest_marker(m))} in tests/unit (move it to tests/live)"
+    labs = [f for f in LAB_FIXTURES if f in getattr(item, "fixturenames", ())]
+    if tier == "unit" and labs:
+        return f"{item.nodeid}: uses {', '.join(labs)} (a lab) in tests/unit (move it to tests/live, marked lab)"
     if tier == "live" and not live:
         return f"{item.nodeid}: in tests/live without a lab, kind or alone mark (mark it, or move it to tests/unit)"
     return None

@@ -127,7 +127,8 @@ def refused_with_nothing_made(lab, path, queues: tuple[str, str], evidence: Path
 def kailab_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """The real entry point, as the console script runs it."""
     full = {k: v for k, v in os.environ.items() if k not in ("KAILAB_LAB", "KAILAB_FLEETS", "KAILAB_EXERCISES")}
-    full.update(env or {}, NO_COLOR="1", COLUMNS="200")
+    full.update({"NO_COLOR": "1", "COLUMNS": "200"})
+    full.update(env or {})  # what the caller sets wins (a wider terminal, say)
     return subprocess.run([sys.executable, "-c", "from kailab.cli import main; main()", *args],
                           capture_output=True, text=True, env=full, timeout=120, stdin=subprocess.DEVNULL)
 

@@ -50,3 +50,124 @@ def test_a_bad_block_is_one_line_naming_the_page(kind, record, fragment):
     with pytest.raises(KailabError) as err:
         figures.render(kind, record, PROJECT_ROOT / "README.md")
     assert "\n" not in str(err.value) and "README.md" in str(err.value) and fragment in str(err.value)
+
+
+RESULTS = PROJECT_ROOT / "bench" / "results"
+RESULTS_PAGE = PROJECT_ROOT / "docs" / "results.md"
+
+
+@pytest.mark.parametrize("kind, record, fragments", [
+    ("scale", "2026-11-22-scale", ["| 4,000 single-GPU Jobs | in 54 s (74/s) | **731 s** (12.2 min) | 5.5 | 348 s / 673 s",
+                                   "**160 s / 194 s** (100 GPUs)", "| 1031 / 821 / 32.2 |",
+                                   "used 94 % and 94 % of the 2 cores' CPU seconds", "the API server alone 51 % and 43 %",
+                                   "most first: queuecontroller 483 s, scheduler 126 s", "3.8 % and 3.9 % of KAI's CPU"]),
+    ("warm-up", "2026-11-22", ["| tiny | **3.9 s** (3.7–4.9, 3 runs) | 0.08 s |",
+                               "KAI CRDs Established 1.5 s → KAI serving 0.6 s → probe pod bound 1.2 s",
+                               "| large | **22.4 s** (22.2–24.5, 3 runs) | 0.14 s | fleet Ready 22.1 s |"]),
+    ("cold-builds", "2026-11-22", ["etcd/v3.6.8 87 s", "kubernetes/v1.36.3 516 s", "kwok/v0.8.0 270 s",
+                                   "kwokctl/v0.8.0 25 s"]),
+    ("peer", "2026-11-24-peer-2", ["5 alternating runs", "+ down` **2.47 s** (2.44–2.70)",
+                                   "/readyz + delete` **2.69 s** (2.65–3.13)", "at equal readiness **0.92**",
+                                   "bare kwokctl **2.08**"]),
+    ("peer", "2026-11-22", ["`kailab up --without-kai + down` **4.40 s**", "bare kwokctl **1.86**"]),  # nested under "peer"
+    ("suite", "2026-11-22-suite", ["12 exercises, once each", "12 / 12 passed", "**227 s** in all",
+                                   "**113 s are windows the exercises ask for** (`stays` 100 s, `settle` 13 s)",
+                                   "87 s waiting for KAI", "48 s of it in node-failure", "11 s clean-up (about 0.9 s",
+                                   "8 s evidence", "6 s the rest"]),
+    ("runtimes", "2026-11-23-runtimes-all", ["labs binary (kb1) and kind (kt1)", "**13 of 14** exercises passed",
+                                             "node-labels: binary failed, kind passed", "binary 6.6–120 s, kind 12–82 s"]),
+    ("runtimes", "2026-11-23-runtimes-node-labels", ["**3 of 3** runs of node-labels", "binary 12–14 s, kind 13–18 s"]),
+    ("repeatability", "2026-11-22-repeatability", ["**40 / 40** runs passed, every exercise 5 / 5", "8 exercises"]),
+    ("repeatability", "2026-11-22-repeatability-added", ["**20 / 20**", "consolidation, elastic, fractional, placement"]),
+    ("soak", "2026-11-22-soak", ["**50 / 50** up/down cycles", "`up` median 13.64 s, `down` median 1.94 s",
+                                 "times are inflated"]),
+    ("vcluster-trial", "2026-11-25-vcluster", ["host up 52 s", "68.1 s (v0.16.8), 68.8 s (v0.17.0)", "in 511 s",
+                                               "delete-to-clean 14.3 s (v0.16.8), 13.5 s (v0.17.0)", "1,403 s",
+                                               "1.6–3.2× its time", "| quota | 51.5 s / 29.2 s (1.8×) |",
+                                               "**10 of 10** exercise × version cells"]),
+    ("churn", "2026-11-25-churn", ["200 starts of a `small` lab, 2 at a time, in 29.7 min",
+                                   "**200 of 200 came up, 0 died**", "median `up` 16 s, slowest 43 s",
+                                   "busy cores 1.99 of 2", "10 of 200 (kube-controller-manager: exited"]),
+])
+def test_a_record_gives_its_numbers(kind, record, fragments):
+    text = figures.render(kind, f"bench/results/{record}.json", RESULTS_PAGE)
+    missing = [f for f in fragments if f not in text]
+    assert not missing, f"{missing} not in:\n{text}"
+    assert text.endswith(f"; [record](../bench/results/{record}.md))\n")
+
+
+def _render_from(tmp_path, kind: str, record: dict) -> str:
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps(record))
+    return figures.render(kind, str(path), RESULTS_PAGE)
+
+
+def test_a_scale_run_not_all_bound_and_without_reclaim_says_so(tmp_path):
+    record = json.loads((RESULTS / "2026-11-22-scale.json").read_text())
+    run = record["runs"][1]
+    run.update(all_bound=False, bound=5432)
+    del run["reclaim"]
+    text = _render_from(tmp_path, "scale", record)
+    assert "not all: 5,432 of 8,000" in text and text.count("(nothing lent out at this size)") == 2
+
+
+def test_repeatability_and_verdicts_that_differ_show(tmp_path):
+    record = json.loads((RESULTS / "2026-11-22-repeatability.json").read_text())
+    record["exercises"]["gang"]["passed"], record["passed"] = 3, 38
+    assert "**38 / 40** runs passed, the least any exercise passed 3 / 5" in _render_from(tmp_path, "repeatability", record)
+    trial = json.loads((RESULTS / "2026-11-25-vcluster.json").read_text())
+    trial["verdicts"]["gang"]["v0.17.0"]["kind"] = "failed"
+    assert "**9 of 10** exercise × version cells" in _render_from(tmp_path, "vcluster-trial", trial)
+
+
+# For each kind, where its record holds a number its block shows: multiplying it by ten (plus one) changes the block.
+FIRST = object()
+NUMBER_SHOWN = {
+    "exercises-side-by-side": ("runs", 0, "wall_s"),
+    "vcluster": ("vcluster_trial", "wall_s"),
+    "endings": ("per_pod", "deleted", "cpu_ms"),
+    "scale": ("runs", 0, "seconds_to_all_bound"),
+    "warm-up": ("labs", 0, "up_s"),
+    "cold-builds": ("cold_build_s", FIRST),
+    "peer": ("median_s", FIRST),
+    "suite": ("exercises", FIRST, "seconds", 0),
+    "runtimes": ("rows", 0, "labs", FIRST, "seconds"),
+    "repeatability": ("passed",),
+    "soak": ("up_s_median",),
+    "vcluster-trial": ("exercises_s",),
+    "churn": ("up_s_median",),
+}
+
+
+def _blocks() -> list[tuple[str, str, str]]:
+    return [(str(page.relative_to(PROJECT_ROOT)), m.group(2), m.group(3))
+            for page in figures.pages() for m in figures.BLOCK.finditer(page.read_text())]
+
+
+def test_every_kind_has_a_number_the_next_test_changes():
+    assert set(NUMBER_SHOWN) == set(figures.RENDERERS)
+    assert {kind for _, kind, _ in _blocks()} >= {"scale", "warm-up", "peer", "suite", "runtimes", "repeatability",
+                                                  "soak", "vcluster-trial", "churn", "cold-builds"}, \
+        "docs/results.md's figures are rendered blocks"
+
+
+@pytest.mark.parametrize("page, kind, record", _blocks(), ids=lambda v: str(v))
+def test_a_number_changed_in_any_blocks_record_makes_that_block_stale(tmp_path, monkeypatch, page, kind, record):
+    for name in {p for p, _, _ in _blocks()} | {"README.md"}:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(PROJECT_ROOT / name, tmp_path / name)
+    shutil.copytree(RESULTS, tmp_path / "bench" / "results")
+    monkeypatch.setattr(figures, "PROJECT_ROOT", tmp_path)
+    assert figures.stale() == []
+
+    data = json.loads((tmp_path / record).read_text())
+    holder, *path = [data, *NUMBER_SHOWN[kind]]
+    for step in path[:-1]:
+        holder = holder[next(iter(holder)) if step is FIRST else step]
+    key = next(iter(holder)) if path[-1] is FIRST else path[-1]
+    holder[key] = holder[key] * 10 + 1
+    (tmp_path / record).write_text(json.dumps(data))
+
+    assert f"{page}: {kind} {record}" in figures.stale()
+    figures.render_docs()
+    assert figures.stale() == []

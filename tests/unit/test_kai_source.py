@@ -125,23 +125,3 @@ def test_a_work_tree_is_cached_apart_and_refused_for_multi_version_trials(cache,
     assert toolchain.kai_origin(recipe) == "work-tree" and recipe.version.startswith("v0.17.0-src-")
     with pytest.raises(KailabError, match="one KAI work tree and cannot serve several versions"):
         trial.parse_versions("v0.16.8,v0.17.0")
-
-
-@pytest.mark.kai
-def test_the_cached_kai_build_says_where_its_source_came_from(kai_lab):
-    """The KAI the lab runs: its manifest names its source, and the scheduler itself reports the
-    version and commit it was built from (stamped as KAI's own Makefile stamps them)."""
-    from kailab.runtimes import processes
-
-    record = toolchain.manifest("kai", kai_lab.kai_version)
-    src = record["source"]
-    assert src["kind"] in ("repository", "module-proxy", "work-tree")
-    if src["kind"] == "repository":
-        assert src["commit"] == kai_source.commit_of(kai_lab.kai_version)
-        import os
-
-        listed = kailab("tools", "list", env={**os.environ, "COLUMNS": "400"}).stdout  # one line per build
-        assert f"repository {src['origin']} @ {src['commit'][:12]}" in " ".join(listed.split())
-    log = processes.log_head(kai_lab.dir, "scheduler", 200)
-    assert f"gitVersion: {kai_lab.kai_version}" in log
-    assert json.loads(json.dumps(record))["binaries"].keys() == set(versions.KAI_BINARIES)
