@@ -283,7 +283,39 @@ def _churn(record: dict, link: str) -> str:
             + f" {_source(record, link)}")
 
 
+def _twin_scale(record: dict, link: str) -> str:
+    s, c, d = record["seconds"], record["snapshot"], record["decided"]
+    tool = record.get("against_snapshot_tool")
+    return (f"A twin of {c['nodes']:,} nodes, {c['gpus']:,} GPUs, {c['pods_bound']:,} pods bound and "
+            f"{c['pods_pending']} pending: settled **{s['to_settled']} s** after the command started (lab up "
+            f"{s['lab_up']} s, the state in and checked {s['state_in']} s, KAI deciding {s['kai_deciding']} s; then "
+            f"{s['settle_window']:g} s of quiet to call it settled), {record['cpu_s_machine']:,} CPU-s of the machine, "
+            f"{record['round_trip_differences']} round-trip differences; KAI placed {d['placed']} and evicted {d['evicted']}"
+            + (f"; KAI's snapshot tool agreed on {tool['alike']} of {tool['pods_decided']} pods "
+               f"({tool['agreement']:.1%}) in {tool['tool_seconds']} s" if tool else "")
+            + f" ({_when(record, link)}; [record]({link}))")
+
+
+def _twins(record: dict, link: str) -> str:
+    v = record["variants"]
+    queues = record.get("queues_gpus", {})
+    lines = ["| twin | KAI | design | placed | still pending | evicted | settled | seconds |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {k} | {x['kai_version']} | {x['design']} | {x['placed']} | {x['still_pending']} | {x['evicted']} | "
+              f"{'yes' if x['settled'] else 'no'} | {x['seconds']} |" for k, x in v.items()]
+    if queues:
+        lines += ["", "| queue | GPUs in the snapshot | " + " | ".join(f"after, {k}" for k in v) + " |",
+                  "|---" * (len(v) + 2) + "|"]
+        lines += [f"| {q} | {g['before']:g} | " + " | ".join(f"{g.get(k, 0):g}" for k in v) + " |" for q, g in queues.items()]
+    lines += ["", f"{record['pending_in_snapshot']} pods pending in the snapshot; decided differently: "
+              f"**{record['decided_differently']}** (placed by one, pending or evicted in another), placed on other "
+              f"nodes: {record['placed_differently']} ({_when(record, link)}; [record]({link}))"]
+    return "\n".join(lines)
+
+
 RENDERERS: dict[str, Callable[[dict, str], str]] = {
+    "twin-scale": _twin_scale,
+    "twins": _twins,
     "exercises-side-by-side": _side_by_side,
     "vcluster": _vcluster,
     "endings": _endings,

@@ -10,6 +10,7 @@ pending ones ask for 4 GPUs each in the `serve` queue, within serve's quota, so 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import tempfile
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from ..errors import KailabError
 from ..lab import LabRecord, get_runtime
+from ..paths import cache_dir
 from ..replay import alibaba
 from ..twin.run import make_twin
 from .common import _MachineSampler, _record, machine
@@ -28,6 +30,13 @@ PLUGINS = ["predicates", "proportion", "priority", "nodeavailability", "resource
            "kubeflow", "ray", "subgrouporder", "taskorder", "nominatednode", "dynamicresources", "minruntime",
            "topology", "snapshot", "sg-nodelocalgreedy", "sg-multinodegang", "gpupack", "nodeplacement",
            "gpusharingorder"]
+# and its parameters (durations in nanoseconds), as a lab's snapshot has them
+PARAMS = {"schedulerName": "kai-scheduler", "partitionParams": {"NodePoolLabelKey": "kai.scheduler/node-pool",
+                                                                "NodePoolLabelValue": ""},
+          "maxNumberConsolidationPreemptees": 16, "useSchedulingSignatures": True, "fullHierarchyFairness": True,
+          "allowConsolidatingReclaim": True, "numOfStatusRecordingWorkers": 5,
+          "globalDefaultStalenessGracePeriod": 60_000_000_000, "schedulePeriod": 1_000_000_000,
+          "stuckInReleasingThreshold": 120_000_000_000, "queueLabelKey": "kai.scheduler/queue"}
 PRIORITY = {"train": 50, "inference": 125}
 PENDING_GPUS = 4
 
@@ -57,12 +66,12 @@ def _pod(name: str, queue: str, gpus: int, node: str | None, priority: str) -> t
     return pod, group
 
 
-def alibaba_snapshot(pending: int) -> dict:
-    """The snapshot (KAI's format) described above."""
+def alibaba_snapshot(pending: int, sample: int = 1) -> dict:
+    """The snapshot (KAI's format) described above; with `sample` N, 1/N of each node pool."""
     if alibaba.registered() is None:
         raise KailabError(alibaba.not_registered())
     text = alibaba.Source(alibaba.mirror()).read(alibaba.NODE_FILE)
-    fleet = alibaba.fleet_from_nodes(text, Path(alibaba.NODE_FILE), "alibaba")
+    fleet = alibaba.fleet_from_nodes(text, Path(alibaba.NODE_FILE), "alibaba", sample=sample)
     nodes, pods, groups = [], [], []
     for pool in fleet["pools"]:
         for i in range(pool["count"]):
@@ -81,19 +90,27 @@ def alibaba_snapshot(pending: int) -> dict:
         pod, group = _pod(f"serve-{i}", "serve", PENDING_GPUS, None, "inference")
         pods.append(pod)
         groups.append(group)
-    queues = [{"metadata": {"name": "org"}, "spec": {"resources": {"gpu": {"quota": -1, "limit": -1}}}}] + [
+    free = {"quota": -1, "limit": -1, "overQuotaWeight": 1}  # CPU and memory: a queue without them may use none
+    queues = [{"metadata": {"name": "org"}, "spec": {"resources": {"gpu": free, "cpu": free, "memory": free}}}] + [
         {"metadata": {"name": q}, "spec": {"parentQueue": "org", "resources": {
-            "gpu": {"quota": gpus // 2, "limit": -1, "overQuotaWeight": 1}}}} for q in ("train", "serve")]
+            "gpu": {"quota": gpus // 2, "limit": -1, "overQuotaWeight": 1}, "cpu": free, "memory": free}}}
+        for q in ("train", "serve")]
     return {"config": {"actions": ACTIONS, "tiers": [{"plugins": [
                 {"name": p, **({"arguments": {"cpu": "binpack", "gpu": "binpack"}} if p == "nodeplacement" else {})}
                 for p in PLUGINS]}]},
-            "schedulerParams": {"schedulerName": "kai-scheduler", "schedulePeriod": 1_000_000_000},
+            "schedulerParams": PARAMS,
             "rawObjects": {"nodes": nodes, "pods": pods, "queues": queues, "podGroups": groups,
                            "priorityClasses": [{"metadata": {"name": k}, "value": v} for k, v in PRIORITY.items()]}}
 
 
-def twin_scale(pending: int, settle_s: float = 30.0, echo=print, out_dir: Path | None = None) -> dict:
-    snap = alibaba_snapshot(pending)
+def snapshot_path(pending: int, sample: int = 1) -> Path:
+    """Where the made snapshot is kept for `kailab twin` (kailab's cache: it holds the trace's node list)."""
+    return cache_dir() / "twins" / f"alibaba-1of{sample}-{pending}-pending.zip"
+
+
+def twin_scale(pending: int, settle_s: float = 30.0, echo=print, out_dir: Path | None = None, sample: int = 1,
+               against_tool: bool = True) -> dict:
+    snap = alibaba_snapshot(pending, sample)
     counts = {"nodes": len(snap["rawObjects"]["nodes"]),
               "gpus": sum(int(n["status"]["capacity"]["nvidia.com/gpu"]) for n in snap["rawObjects"]["nodes"]),
               "pods_bound": sum(1 for p in snap["rawObjects"]["pods"] if p["spec"].get("nodeName")),
@@ -101,16 +118,18 @@ def twin_scale(pending: int, settle_s: float = 30.0, echo=print, out_dir: Path |
     echo(f"twin at scale: {counts['nodes']} nodes, {counts['gpus']} GPUs, {counts['pods_bound']} pods bound "
          f"(100 %), {pending} pending")
     name = f"twin-scale-{int(time.time())}"
+    path = snapshot_path(pending, sample)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("snapshot.json", json.dumps(snap))
+    echo(f"the snapshot, for `kailab twin`: {path}")
     with tempfile.TemporaryDirectory(prefix="kailab-twin-scale-") as tmp:
-        path = Path(tmp) / "snapshot.zip"
-        with zipfile.ZipFile(path, "w") as zf:
-            zf.writestr("snapshot.json", json.dumps(snap))
         sampler = _MachineSampler()
         sampler.thread.start()
         started = time.monotonic()
         try:
             where = make_twin(path, name, settle_s=settle_s, timeout_s=1800, echo=echo, keep_up=False,
-                              out=Path(tmp) / "twin")
+                              out=Path(tmp) / "twin", against_tool=against_tool)
             record = json.loads((where / "twin.json").read_text())
         finally:
             sampler.stop.set()
@@ -120,7 +139,7 @@ def twin_scale(pending: int, settle_s: float = 30.0, echo=print, out_dir: Path |
         wall = time.monotonic() - started
     sec, decided = record["seconds"], record["decided"]
     settled_at = sec["lab_up"] + sec["state_in"] + sec["scheduler_on"] + decided["last_change_s"]
-    results = {"mode": "twin-scale", "machine": machine(), "kai_version": record["kai_version"], "snapshot": counts,
+    results = {"mode": "twin-scale", "date": dt.date.today().isoformat(), "machine": machine(), "kai_version": record["kai_version"], "snapshot": counts,
                "seconds": {**sec, "kai_deciding": decided["last_change_s"], "to_settled": round(settled_at, 1),
                            "settle_window": settle_s, "wall": round(wall, 1)},
                "cpu_s_machine": round(sum(sampler.busy_cores), 1),
@@ -129,14 +148,21 @@ def twin_scale(pending: int, settle_s: float = 30.0, echo=print, out_dir: Path |
                "round_trip_differences": len(record["round_trip"]["differences"]),
                "decided": {"settled": decided["settled"], "placed": len(decided["placed"]),
                            "still_pending": len(decided["still_pending"]), "evicted": len(decided["evicted"])},
-               "queues_gpus": record.get("queues_gpus", {})}
+               "queues_gpus": record.get("queues_gpus", {}), "sample": sample, "snapshot_path": str(path)}
+    tool = record.get("against_snapshot_tool")
+    if tool:
+        results["against_snapshot_tool"] = {k: tool[k] for k in ("pods_decided", "alike", "agreement", "tool_seconds")} | {
+            "differences": tool["differences"][:50], "differences_total": len(tool["differences"]),
+            "causes": {c: sum(d["cause"].startswith(c) for d in tool["differences"])
+                       for c in sorted({d["cause"].split(":")[0].split(" (")[0] for d in tool["differences"]})}}
     return _record(results, "-twin-scale", twin_scale_markdown(results), out_dir)
 
 
 def twin_scale_markdown(r: dict) -> str:
     s, c, d = r["seconds"], r["snapshot"], r["decided"]
     return "\n".join([
-        f"# A twin at scale: Alibaba's GPU fleet, {c['nodes']} nodes, {c['gpus']} GPUs", "",
+        f"# A twin at scale: Alibaba's GPU fleet" + (f" (1/{r['sample']} of each pool)" if r.get("sample", 1) > 1 else "")
+        + f", {c['nodes']} nodes, {c['gpus']} GPUs", "",
         f"`kailab bench --twin-scale {c['pods_pending']}`, KAI {r['kai_version']}, binary runtime; {r['machine']['cores']} "
         f"cores, {r['machine']['memory_gib']} GiB. A snapshot in KAI's format (made from the registered trace's node "
         f"list): {c['pods_bound']} pods bound filling every GPU (queue train, over its quota), {c['pods_pending']} "
@@ -144,6 +170,9 @@ def twin_scale_markdown(r: dict) -> str:
         "| part | seconds |", "|---|---|",
         f"| lab up ({c['nodes']} KWOK nodes, KAI) | {s['lab_up']} |",
         f"| the state in ({c['pods_bound'] + c['pods_pending']} pods, PodGroups, queues) and checked | {s['state_in']} |",
+        *[f"| … {part} | {v} |" for part, v in (s.get("state_in_parts") or {}).items() if v >= 0.1],
+        *([f"| … the lab's state read back until it matched | "
+           f"{round(s['state_in'] - sum((s.get('state_in_parts') or {}).values()), 1)} |"] if s.get("state_in_parts") else []),
         f"| KAI's scheduler on the snapshot's configuration | {s['scheduler_on']} |",
         f"| KAI deciding, to its last change | {s['kai_deciding']} |",
         f"| **to a settled twin** | **{s['to_settled']}** |",
@@ -152,4 +181,34 @@ def twin_scale_markdown(r: dict) -> str:
         f"Round trip: {r['round_trip_differences']} differences. KAI placed {d['placed']} of {c['pods_pending']} pending "
         f"pods, left {d['still_pending']}, evicted {d['evicted']}" + ("" if d["settled"] else " (not settled)") + ".", "",
         f"The machine spent {r['cpu_s_machine']} CPU-s meanwhile ({r['busy_cores_mean']} busy cores on average); "
-        f"memory in use peaked at {r['memory_peak_mib']} MiB.", ""])
+        f"memory in use peaked at {r['memory_peak_mib']} MiB.", ""]
+        + ([f"KAI's own `cmd/snapshot-tool` ({r['against_snapshot_tool']['tool_seconds']} s, one session on fake clients) "
+            f"against the twin's first deciding session: {r['against_snapshot_tool']['alike']} of "
+            f"{r['against_snapshot_tool']['pods_decided']} pods decided alike (agreement "
+            f"{r['against_snapshot_tool']['agreement']:.1%}); differences by cause: "
+            + (", ".join(f"{n} {c}" for c, n in r["against_snapshot_tool"]["causes"].items()) or "none") + ".", ""]
+           if r.get("against_snapshot_tool") else []))
+
+
+def record_twins(folder: Path, label: str) -> dict:
+    """A finished `kailab twin --versions/--designs` comparison as a record (for a figure in the docs):
+    counts per twin, each queue's GPUs, how many pods were decided differently; no pod or node name."""
+    try:
+        c = json.loads((folder / "comparison.json").read_text())
+    except (OSError, ValueError) as err:
+        raise KailabError(f"{folder}: no comparison.json ({err}): name a finished `kailab twin --versions/--designs` "
+                          "folder, evidence/twins-<time>") from None
+    if not c.get("ok"):
+        raise KailabError(f"{folder}: a twin of this comparison did not finish ({folder / 'comparison.md'})")
+    first = next(iter(c["variants"]))
+    twin = json.loads((folder / first / "twin.json").read_text())
+    results = {"mode": "twins", "date": dt.date.today().isoformat(), "machine": machine(), "evidence": folder.name, "snapshot": twin["counts"],
+               "variants": c["variants"], "pending_in_snapshot": c["pending_in_snapshot"],
+               "decided_differently": c["decided_differently"], "placed_differently": c["placed_differently"],
+               "queues_gpus": c["queues_gpus"]}
+    from .figures import RENDERERS
+
+    text = (f"# Twins side by side: {', '.join(c['variants'])}\n\nFrom {folder} (`kailab twin --versions/--designs`); "
+            f"{twin['counts']['nodes']} nodes, {twin['counts']['pods_bound']} pods bound, "
+            f"{twin['counts']['pods_pending']} pending.\n\n" + RENDERERS["twins"](results, f"{folder.name}") + "\n")
+    return _record(results, f"-twins-{label}", text, None)

@@ -76,17 +76,32 @@ from .base import cli, console, out
 @click.option("--twin-scale", "twin_pending", type=click.IntRange(1, 776), default=None, metavar="N",
               help="Instead: a twin of Alibaba's whole GPU fleet (1,213 nodes, the registered trace's node list) "
                    "filled to 100 % with N pods of 4 GPUs pending in a queue owed them (a reclaim waiting): "
-                   "where the time to a settled twin goes, and the CPU.")
+                   "where the time to a settled twin goes, and the CPU; KAI's snapshot tool on the same state.")
+@click.option("--twin-sample", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="With --twin-scale: 1/N of each node pool.")
+@click.option("--record-twins", "twins_folder", default=None, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Instead: record a finished `kailab twin --versions/--designs` (evidence/twins-<time>) as "
+                   "bench/results/<date>-twins-<--twins-label>: counts per twin, no pod or node name.")
+@click.option("--twins-label", default="comparison", show_default=True, help="With --record-twins: the record's name.")
 def bench(quick, render_docs, repeats, repeat_exercises, exercise_names, lab_name, soak, churn, churn_at_once, churn_load, scale_shapes, scale_count,
           scale_fleet, peer_only, replay_scale, side_by_side, compare_labs, vcluster_versions, vcluster_trial, endings_pods, fill_source, fill_tasks,
-          fill_seeds, fill_sample, fill_step, fill_designs, fill_repeat, twin_pending) -> None:
+          fill_seeds, fill_sample, fill_step, fill_designs, fill_repeat, twin_pending, twin_sample, twins_folder,
+          twins_label) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from .. import bench as bench_mod
+
+    if twins_folder:
+        from ..bench.twin_scale import record_twins
+
+        results = record_twins(twins_folder, twins_label)
+        out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
+        return
 
     if twin_pending:
         from ..bench.twin_scale import twin_scale
 
-        results = twin_scale(twin_pending, echo=lambda text: console.print(text, markup=False, highlight=False))
+        results = twin_scale(twin_pending, sample=twin_sample,
+                             echo=lambda text: console.print(text, markup=False, highlight=False))
         out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
         return
 

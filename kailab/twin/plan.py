@@ -45,6 +45,28 @@ class TwinPlan:
     design: str = AS_IS  # the design the plan carries (twin/design.py)
     params: dict = field(default_factory=dict)  # the snapshot's schedulerParams, as they were
 
+    def equivalent_pods(self, a: str, b: str) -> bool:
+        """Two pods (namespace/name) a scheduler cannot tell apart: same queue, GPUs, priority class and
+        requests, and (bound ones) on nodes alike."""
+        if not hasattr(self, "_by_key"):  # asked for many pairs: index once
+            self._by_key = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in self.bound + self.pending}
+            self._shares = self.pod_shares()
+        pods = self._by_key
+        if a not in pods or b not in pods:
+            return False
+        pa, pb = pods[a], pods[b]
+        shape = lambda p: (p["spec"].get("priorityClassName"), [c.get("resources") for c in p["spec"]["containers"]])  # noqa: E731
+        na, nb = pa["spec"].get("nodeName"), pb["spec"].get("nodeName")
+        nodes_alike = (na is None and nb is None) or (na is not None and nb is not None and self.same_nodes(na, nb))
+        return self._shares[a] == self._shares[b] and shape(pa) == shape(pb) and nodes_alike
+
+    def similar_pods(self, a: str, b: str) -> bool:
+        """Two pods of one queue and one priority class (a scheduler may take either as a victim)."""
+        self.equivalent_pods(a, a)  # the index
+        pods = self._by_key
+        return a in pods and b in pods and self._shares[a][0] == self._shares[b][0] and \
+            pods[a]["spec"].get("priorityClassName") == pods[b]["spec"].get("priorityClassName")
+
     def same_nodes(self, a: str, b: str) -> bool:
         """Two of the twin's nodes alike for a scheduler: labels but their names, taints, capacity."""
         def shape(n: dict) -> str:

@@ -13,14 +13,13 @@ import datetime as dt
 import json
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 import yaml
 
-from .. import versions
+from .. import toolchain, versions
 from ..errors import KailabError
 from ..kube import Kube
 from ..lab import LabRecord, LabSpec, get_runtime
@@ -66,6 +65,16 @@ def state_of(kube: Kube, namespaces: list[str]) -> dict:
     }
 
 
+def pod_times(kube: Kube, namespaces: list[str]) -> dict[str, dict]:
+    """Each pod's creation time and (a bound one's) start time, as the lab's API server and nodes set them."""
+    out = {}
+    for ns in namespaces:
+        for p in kube.list("v1", "Pod", namespace=ns):
+            out[f"{ns}/{p['metadata']['name']}"] = {"creationTimestamp": p["metadata"].get("creationTimestamp"),
+                                                   "startTime": (p.get("status") or {}).get("startTime")}
+    return out
+
+
 def planned_state(plan: TwinPlan) -> dict:
     """The same terms, from the plan: what the lab must hold once the state is in."""
     key = lambda p: f"{p['metadata']['namespace']}/{p['metadata']['name']}"  # noqa: E731
@@ -92,12 +101,14 @@ def differences(want: dict, got: dict) -> list[str]:
 
 
 def _apply_all(kube: Kube, objs: list[dict]) -> None:
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(kube.apply, objs))
+    kube.create_many(objs)  # a twin's objects are new: made, not applied (thousands, on a small machine)
 
 
-def put_state(kube: Kube, plan: TwinPlan, echo: Callable[[str], None]) -> None:
-    """Namespaces, then the objects in the plan's order, then the bound pods, then the pending ones."""
+def put_state(kube: Kube, plan: TwinPlan, echo: Callable[[str], None]) -> dict[str, float]:
+    """Namespaces, then the objects in the plan's order, then the bound pods, then the pending ones;
+    the seconds each part took."""
+    took: dict[str, float] = {}
+    t = time.monotonic()
     for ns in plan.namespaces:
         kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     for kind in ("PriorityClass", "Queue", "Topology", "PodGroup"):
@@ -115,9 +126,13 @@ def put_state(kube: Kube, plan: TwinPlan, echo: Callable[[str], None]) -> None:
                 kube.apply(q)
         else:
             _apply_all(kube, objs)
+        took[kind], t = round(time.monotonic() - t, 1), time.monotonic()
     echo(f"{len(plan.bound)} bound pods on their nodes, {len(plan.pending)} pending")
     _apply_all(kube, plan.bound)
+    took["bound pods"], t = round(time.monotonic() - t, 1), time.monotonic()
     _apply_all(kube, plan.pending)
+    took["pending pods"] = round(time.monotonic() - t, 1)
+    return took
 
 
 def twin_plan(snapshot: str | Path, name: str, anonymise: bool = False, design: TwinDesign | None = None) -> TwinPlan:
@@ -151,13 +166,10 @@ def make_twin(snapshot: str | Path, name: str, kai_version: str = "", anonymise:
     record: dict = {"snapshot": str(Path(snapshot).resolve()), "lab": name, "anonymised": anonymise,
                     "design": plan.design, "counts": plan.counts(), "not_reproduced": plan.not_reproduced,
                     "unknown_fields": plan.unknown, "scheduler_args": plan.args, "seconds": {}}
+    tool, tool_version = None, versions.normalise(kai_version or versions.DEFAULT_KAI)
+    if against_tool:  # built before any lab: a failed build leaves nothing up
+        toolchain.build_all([snapshot_tool.recipe(tool_version)], None)
     started = time.monotonic()
-    tool = None
-    if against_tool:  # before any lab: it needs none, and a failed build leaves nothing up
-        echo(f"KAI's snapshot tool ({kai_version or versions.DEFAULT_KAI}) on the twin's state")
-        tool = snapshot_tool.run_tool(snapshot_tool.tool_snapshot(plan, plan.params),
-                                      versions.normalise(kai_version or versions.DEFAULT_KAI), out, timeout_s)
-        record["seconds"]["snapshot_tool"] = tool["seconds"]
     runtime = get_runtime("binary")
     echo(f"twin {name}: {plan.fleet.nodes_total} nodes, {plan.fleet.gpus_total} GPUs; lab coming up")
     try:
@@ -172,7 +184,7 @@ def make_twin(snapshot: str | Path, name: str, kai_version: str = "", anonymise:
     try:
         runtime.kill(lab, "scheduler")  # held while the state goes in
         t = time.monotonic()
-        put_state(kube, plan, echo)
+        record["seconds"]["state_in_parts"] = put_state(kube, plan, echo)
         want = planned_state(plan)
         got = wait_until("the twin's state to match the snapshot's",
                          lambda: (lambda now: now if not differences(want, now) else None)(state_of(kube, plan.namespaces)),
@@ -181,6 +193,11 @@ def make_twin(snapshot: str | Path, name: str, kai_version: str = "", anonymise:
         record["seconds"]["state_in"] = round(time.monotonic() - t, 1)
         # the state that matched, listed once: what the round trip records
         record["round_trip"] = {"differences": differences(want, got), "checked": {k: len(v) for k, v in want.items()}}
+        if against_tool:  # on the state the lab holds, its pods' creation and start times too (KAI orders by them)
+            echo(f"KAI's snapshot tool ({tool_version}) on the twin's state")
+            tool = snapshot_tool.run_tool(snapshot_tool.tool_snapshot(plan, plan.params, pod_times(kube, plan.namespaces)),
+                                          tool_version, out, timeout_s)
+            record["seconds"]["snapshot_tool"] = tool["seconds"]
         t = time.monotonic()
         runtime.configure_scheduler(lab, SnapshotSetting(conf=plan.conf, args=tuple(plan.args)))
         record["seconds"]["scheduler_on"] = round(time.monotonic() - t, 1)
@@ -207,7 +224,7 @@ def _against(tool: dict, plan: TwinPlan, lab: LabRecord, decided: dict, out: Pat
     pods = set(planned_state(plan)["bound"]) | set(planned_state(plan)["pending"])
     sessions = [(sid, d) for sid, d in snapshot_tool.decisions(text)
                 if pods & {*d["placed"], *d["evicted"], *d["pipelined"]}]
-    return snapshot_tool.agreement(tool, sessions, decided, plan.same_nodes)
+    return snapshot_tool.agreement(tool, sessions, decided, plan.same_nodes, plan.equivalent_pods, plan.similar_pods)
 
 
 _EVICTED = re.compile(r"^Pod (\S+/\S+) was (\w+) by (?:workload )?(\S+?)\.?$")

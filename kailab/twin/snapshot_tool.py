@@ -56,10 +56,12 @@ def decisions(log: str) -> list[tuple[str, dict]]:
     return list(out.items())
 
 
-def tool_snapshot(plan, params: dict) -> dict:
+def tool_snapshot(plan, params: dict, times: dict[str, dict] | None = None) -> dict:
     """The state the twin holds (what was kept of the snapshot: no secret), as a snapshot the tool reads:
     the same objects, with what an API server would have added (uids, pods' priority from their class,
-    bound pods Running, Ready nodes)."""
+    bound pods Running, Ready nodes) and, given the lab's `times` (pod -> creationTimestamp, startTime),
+    the times its pods carry there."""
+    times = times or {}
     priority = {o["metadata"]["name"]: o.get("value", 0) for o in plan.objects if o["kind"] == "PriorityClass"}
 
     def with_uid(obj: dict) -> dict:
@@ -71,7 +73,11 @@ def tool_snapshot(plan, params: dict) -> dict:
         out = with_uid(p)
         pc = out["spec"].get("priorityClassName")
         spec = {**out["spec"], **({"priority": priority[pc]} if pc in priority else {})}
-        return {**out, "spec": spec, "status": {"phase": phase}}
+        key = f"{out['metadata'].get('namespace')}/{out['metadata']['name']}"
+        when = times.get(key) or {}
+        meta = {**out["metadata"], **({"creationTimestamp": when["creationTimestamp"]} if when.get("creationTimestamp") else {})}
+        status = {"phase": phase, **({"startTime": when["startTime"]} if when.get("startTime") and phase == "Running" else {})}
+        return {**out, "metadata": meta, "spec": spec, "status": status}
 
     nodes = []
     for n in plan.fleet.node_manifests():
@@ -83,11 +89,32 @@ def tool_snapshot(plan, params: dict) -> dict:
         raw[kinds[o["kind"]]].append(with_uid(o))
     raw["nodes"] = nodes
     raw["pods"] = [pod(p, "Running") for p in plan.bound] + [pod(p, "Pending") for p in plan.pending]
+    # the tool dereferences the node-pool parameters; every snapshot KAI writes has them, a hand-made one may not
+    params = {"partitionParams": {"NodePoolLabelKey": "kai.scheduler/node-pool", "NodePoolLabelValue": ""}, **params}
     return {"config": plan.conf, "schedulerParams": params, "rawObjects": raw}
 
 
-def run_tool(snapshot: dict, kai_version: str, out: Path, timeout_s: float = 600) -> dict:
-    """Build (once) and run KAI's snapshot tool on a snapshot (tool_snapshot's); its one session's decisions."""
+def _run_once(binary: Path, zipped: Path, out: Path, log_name: str, timeout_s: float) -> dict:
+    try:
+        done = subprocess.run([str(binary), f"--filename={zipped}", "--verbosity=4"], capture_output=True,
+                              text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise KailabError(f"KAI's snapshot tool ran over {timeout_s:g}s ({out})") from None
+    (out / log_name).write_text(done.stderr + done.stdout)
+    if done.returncode != 0:
+        last = strip_ansi((done.stderr or done.stdout).strip().splitlines()[-1] if (done.stderr or done.stdout).strip() else "")
+        raise KailabError(f"KAI's snapshot tool failed (exit {done.returncode}): {last[:300]} ({out / log_name})")
+    merged: dict = {"placed": {}, "evicted": [], "pipelined": []}
+    for _, d in decisions(done.stderr + done.stdout):  # one session; merged in case the logger names it twice
+        merged["placed"].update(d["placed"])
+        merged["evicted"] += [p for p in d["evicted"] if p not in merged["evicted"]]
+        merged["pipelined"] += [p for p in d["pipelined"] if p not in merged["pipelined"]]
+    return merged
+
+
+def run_tool(snapshot: dict, kai_version: str, out: Path, timeout_s: float = 600, runs: int = 2) -> dict:
+    """Build (once) and run KAI's snapshot tool on a snapshot (tool_snapshot's) `runs` times: the first run's
+    decisions, and the pods on which a later run decided otherwise (KAI varying with itself on one state)."""
     r = recipe(kai_version)
     toolchain.build_all([r], None)
     binary = toolchain.binary_path(r.component, r.version, TOOL)
@@ -96,28 +123,15 @@ def run_tool(snapshot: dict, kai_version: str, out: Path, timeout_s: float = 600
         zf.writestr("snapshot.json", json.dumps(snapshot))
     t = time.monotonic()
     try:
-        done = subprocess.run([str(binary), f"--filename={zipped}", "--verbosity=4"], capture_output=True,
-                              text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise KailabError(f"KAI's snapshot tool ran over {timeout_s:g}s ({out})") from None
+        results = [_run_once(binary, zipped, out, f"{TOOL}.log" if i == 0 else f"{TOOL}-{i + 1}.log", timeout_s)
+                   for i in range(runs)]
     finally:
         zipped.unlink(missing_ok=True)
-    (out / f"{TOOL}.log").write_text(done.stderr + done.stdout)
-    if done.returncode != 0:
-        last = strip_ansi((done.stderr or done.stdout).strip().splitlines()[-1] if (done.stderr or done.stdout).strip() else "")
-        raise KailabError(f"KAI's snapshot tool failed (exit {done.returncode}): {last[:300]} ({out / f'{TOOL}.log'})")
-    sessions = decisions(done.stderr + done.stdout)
-    merged = {"placed": {}, "evicted": [], "pipelined": []}
-    for _, d in sessions:  # one session; merged in case the tool's logger names it twice
-        merged["placed"].update(d["placed"])
-        merged["evicted"] += [p for p in d["evicted"] if p not in merged["evicted"]]
-        merged["pipelined"] += [p for p in d["pipelined"] if p not in merged["pipelined"]]
-    summary = {}
-    try:
-        summary = json.loads(done.stdout[done.stdout.index("{"):])
-    except ValueError:
-        pass
-    return {**merged, "seconds": round(time.monotonic() - t, 2), "summary": summary}
+    first = results[0]
+    varied = sorted({p for other in results[1:] for p in {*first["placed"], *first["evicted"], *first["pipelined"],
+                                                             *other["placed"], *other["evicted"], *other["pipelined"]}
+                     if _fate(first, p) != _fate(other, p)})
+    return {**first, "seconds": round((time.monotonic() - t) / runs, 2), "runs": runs, "varied_between_runs": varied}
 
 
 def _fate(d: dict, pod: str) -> str:
@@ -130,10 +144,18 @@ def _fate(d: dict, pod: str) -> str:
     return "not decided"
 
 
-def agreement(tool: dict, twin_sessions: list[tuple[str, dict]], twin_final: dict, same_nodes) -> dict:
+def _fate_word(kind: str) -> str:
+    return {"evicted": "evicted", "pipelined": "pipelined", "placed": "on"}[kind]
+
+
+def agreement(tool: dict, twin_sessions: list[tuple[str, dict]], twin_final: dict, same_nodes,
+              equivalent=lambda a, b: False, similar=lambda a, b: False) -> dict:
     """The tool's session against the twin's first deciding session: pods both decided alike, and each
     difference with its cause. `twin_final`: the twin's settled decisions (placed, evicted);
-    `same_nodes(a, b)`: whether two nodes are alike for a scheduler (labels but the name, taints, capacity)."""
+    `same_nodes(a, b)`: whether two nodes are alike for a scheduler (labels but the name, taints, capacity);
+    `equivalent(a, b)`: whether two pods are (same queue, shape, priority, on nodes alike); `similar(a, b)`:
+    whether they share a queue and a priority class."""
+    varied = tool.get("varied_between_runs") or []
     first_id, first = twin_sessions[0] if twin_sessions else ("", {"placed": {}, "evicted": [], "pipelined": []})
     later = {}
     for sid, d in twin_sessions[1:]:
@@ -160,17 +182,42 @@ def agreement(tool: dict, twin_sessions: list[tuple[str, dict]], twin_final: dic
         else:
             cause = "decided differently by the same KAI version on the same state"
         differences.append({"pod": pod, "tool": a, "twin": b, "cause": cause})
+    # a victim (or a pod placed) where the other side chose an equivalent one: pair them up
+    for kind in ("evicted", "pipelined", "placed"):
+        tool_only = [d for d in differences if d["tool"].split(" ")[0] == _fate_word(kind) and d["twin"] == "not decided"]
+        twin_only = [d for d in differences if d["twin"].split(" ")[0] == _fate_word(kind) and d["tool"] == "not decided"]
+        for d in tool_only:
+            match = next((e for e in twin_only if not e.get("paired") and equivalent(d["pod"], e["pod"])), None)
+            if match:
+                match["paired"] = d["paired"] = True
+                d["cause"] = match["cause"] = (f"an equivalent choice: the tool {kind} {d['pod']}, the twin {match['pod']} "
+                                               "(same queue, shape and priority, on nodes alike)")
+        for d in tool_only:  # then another pod of the same queue and priority: a different, equally allowed choice
+            match = next((e for e in twin_only if not e.get("paired") and similar(d["pod"], e["pod"])), None)
+            if match:
+                match["paired"] = d["paired"] = True
+                d["cause"] = match["cause"] = (
+                    f"another choice of the same queue and priority: the tool {kind} {d['pod']}, the twin {match['pod']}"
+                    + (f"; KAI's tool itself decided {len(varied)} pods otherwise between its runs on this state"
+                       if varied else f"; the tool chose the same in each of its {tool.get('runs', 1)} runs, so the "
+                       "twin's choice came from what the live cluster adds to the snapshot's objects (statuses its "
+                       "controllers write, the order its informers delivered them)" if tool.get("runs", 1) > 1 else ""))
+    for d in differences:
+        d.pop("paired", None)
     total = len(pods)
     return {"tool_session": {k: tool[k] for k in ("placed", "evicted", "pipelined")},
             "twin_first_session": {"id": first_id, **first}, "pods_decided": total, "alike": len(same),
             "agreement": round(len(same) / total, 4) if total else 1.0, "differences": differences,
-            "tool_seconds": tool.get("seconds")}
+            "tool_seconds": tool.get("seconds"), "tool_runs": tool.get("runs", 1),
+            "tool_varied_between_runs": len(varied)}
 
 
 def markdown(a: dict) -> str:
     lines = [f"Against KAI's snapshot tool (one session on fake clients) and the twin's first deciding session "
              f"({a['twin_first_session']['id'] or 'none'}): {a['alike']} of {a['pods_decided']} pods decided alike "
-             f"(agreement {a['agreement']:.0%})."]
+             f"(agreement {a['agreement']:.0%})."
+             + (f" The tool itself, run {a['tool_runs']} times on this state, decided {a['tool_varied_between_runs']} pods "
+                "otherwise between runs." if a.get("tool_runs", 1) > 1 else "")]
     if a["differences"]:
         lines += ["", "| pod | tool | twin | cause |", "|---|---|---|---|"]
         lines += [f"| {d['pod']} | {d['tool']} | {d['twin']} | {d['cause']} |" for d in a["differences"]]

@@ -136,6 +136,8 @@ NUMBER_SHOWN = {
     "soak": ("up_s_median",),
     "vcluster-trial": ("exercises_s",),
     "churn": ("up_s_median",),
+    "twin-scale": ("seconds", "to_settled"),
+    "twins": ("decided_differently",),
 }
 
 
@@ -171,3 +173,16 @@ def test_a_number_changed_in_any_blocks_record_makes_that_block_stale(tmp_path, 
     assert f"{page}: {kind} {record}" in figures.stale()
     figures.render_docs()
     assert figures.stale() == []
+
+
+def test_a_twins_record_renders_each_twin_and_what_they_decided_differently():
+    record = {"date": "2026-11-27", "machine": {"cores": 2, "memory_gib": 24}, "pending_in_snapshot": 20,
+              "variants": {"as-is": {"kai_version": "v0.17.0", "design": "as-is", "placed": 20, "still_pending": 0,
+                                     "evicted": 27, "settled": True, "seconds": 60.1},
+                           "serve-quota-40": {"kai_version": "v0.17.0", "design": "serve-quota-40", "placed": 10,
+                                              "still_pending": 10, "evicted": 12, "settled": True, "seconds": 58.0}},
+              "queues_gpus": {"serve": {"before": 0, "as-is": 80, "serve-quota-40": 40}},
+              "decided_differently": 25, "placed_differently": 3}
+    text = figures.RENDERERS["twins"](record, "r.md")
+    assert "| serve-quota-40 | v0.17.0 | serve-quota-40 | 10 | 10 | 12 | yes | 58.0 |" in text
+    assert "| serve | 0 | 80 | 40 |" in text and "decided differently: **25**" in text and "[record](r.md)" in text

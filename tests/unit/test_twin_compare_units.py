@@ -196,3 +196,40 @@ def test_the_tool_reads_the_twins_kept_state_with_what_an_api_server_adds(tmp_pa
     assert len(uids) == len(set(uids)) == sum(len(v) for v in raw.values())
     assert all(n["status"]["conditions"] == [{"type": "Ready", "status": "True"}] for n in raw["nodes"])
     assert plan.same_nodes("gpu-a", "gpu-b") and not plan.same_nodes("gpu-a", "nowhere")
+
+
+def test_an_equivalent_victim_is_paired_not_counted_as_never_decided():
+    from kailab.twin.snapshot_tool import agreement
+
+    tool = {"placed": {}, "evicted": ["ml/a", "ml/b"], "pipelined": [], "seconds": 0.1}
+    twin = [("s1", {"placed": {}, "evicted": ["ml/a", "ml/c"], "pipelined": []})]
+    a = agreement(tool, twin, {"placed": {}, "evicted": ["ml/a", "ml/c"]}, lambda x, y: True,
+                  equivalent=lambda x, y: {x, y} == {"ml/b", "ml/c"})
+    causes = {d["pod"]: d["cause"] for d in a["differences"]}
+    assert a["alike"] == 1 and set(causes) == {"ml/b", "ml/c"}
+    assert causes["ml/b"] == causes["ml/c"] and causes["ml/b"].startswith("an equivalent choice: the tool evicted ml/b, the twin ml/c")
+
+
+def test_pods_are_equivalent_when_nothing_but_their_names_differs(tmp_path):
+    data = snapshot()
+    from twin_sample import pod, node
+    data["rawObjects"]["nodes"].append(node("gpu-c", 4))
+    data["rawObjects"]["pods"] += [pod("run-1", "gpu-b"), pod("run-2", "gpu-c")]
+    data["rawObjects"]["podGroups"] += [{"metadata": {"name": f"pg-run-{i}", "namespace": "ml"},
+                                         "spec": {"minMember": 1, "queue": "team-a"}} for i in (1, 2)]
+    plan = make_plan(load_snapshot(_zip(tmp_path, data)), "t")
+    assert plan.equivalent_pods("ml/run-0", "ml/run-1")  # gpu-a and gpu-b: alike
+    assert not plan.equivalent_pods("ml/run-0", "ml/run-2")  # gpu-c has 4 GPUs, not 8
+    assert not plan.equivalent_pods("ml/run-0", "ml/wait-0") and not plan.equivalent_pods("ml/run-0", "ml/nope")
+
+
+def test_the_tool_gets_the_times_the_lab_gave_its_pods(tmp_path):
+    from kailab.twin.snapshot_tool import tool_snapshot
+
+    plan = make_plan(load_snapshot(_zip(tmp_path, snapshot())), "t")
+    times = {"ml/run-0": {"creationTimestamp": "2026-11-27T10:00:00Z", "startTime": "2026-11-27T10:00:01Z"},
+             "ml/wait-0": {"creationTimestamp": "2026-11-27T10:00:02Z", "startTime": None}}
+    pods = {p["metadata"]["name"]: p for p in tool_snapshot(plan, plan.params, times)["rawObjects"]["pods"]}
+    assert pods["run-0"]["metadata"]["creationTimestamp"] == "2026-11-27T10:00:00Z"
+    assert pods["run-0"]["status"] == {"phase": "Running", "startTime": "2026-11-27T10:00:01Z"}
+    assert pods["wait-0"]["status"] == {"phase": "Pending"}
