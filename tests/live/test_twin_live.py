@@ -114,7 +114,7 @@ def test_twins_side_by_side_decide_a_design_differently(kailab_labs, tmp_path, m
     monkeypatch.setenv("KAILAB_EVIDENCE", str(tmp_path / "twins"))
     base = f"{LAB_PREFIX}{os.getpid()}-tw"
     variants = variants_for(["v0.17.0"], [load_twin_design(design)])
-    out = run_side_by_side(snap, variants, base, settle_s=10, timeout_s=300)
+    out = run_side_by_side(snap, variants, base, settle_s=10, timeout_s=300, against_tool=True)
     c = json.loads((out / "comparison.json").read_text())
     assert c["ok"], c["variants"]
     assert {k: (v["placed"], v["still_pending"], v["evicted"]) for k, v in c["variants"].items()} == \
@@ -126,5 +126,12 @@ def test_twins_side_by_side_decide_a_design_differently(kailab_labs, tmp_path, m
         assert r["outcomes"]["prod-32"].startswith("on "), r
     assert c["queues_gpus"][prod] == {"before": 28, "as-is": 28, "prod-32": 32}, c["queues_gpus"]
     assert (out / "prod-32" / "design.yaml").exists() and (out / "comparison.md").read_text().count(prod) >= 1
+    # KAI's own snapshot tool on each twin's state: nothing to decide as it was; the design's 4 placements
+    # in its one session, as in the twin's first (a difference only with its cause)
+    tools = {v.label: json.loads((out / v.label / "twin.json").read_text())["against_snapshot_tool"] for v in variants}
+    assert tools["as-is"]["pods_decided"] == 0 and tools["as-is"]["agreement"] == 1.0, tools["as-is"]
+    t = tools["prod-32"]
+    assert len(t["tool_session"]["placed"]) == 4 and len(t["twin_first_session"]["placed"]) >= 1, t
+    assert t["alike"] + len(t["differences"]) == t["pods_decided"] and all(d["cause"] for d in t["differences"]), t
     for v in variants:  # taken down by default
         assert LabRecord.load(lab_name(base, v.label)) is None and not lab_dir(lab_name(base, v.label)).exists()
