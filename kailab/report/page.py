@@ -17,6 +17,7 @@ from . import figure_names
 from .e2e import e2e_html, is_e2e
 from .fill import fill_html, is_fill
 from .replay import is_replay, replay_html
+from .twins import is_twins, twins_html
 from .read import SNAPSHOT_FILE, Run, expand, load_run, snapshot_files, subdir_files, top_files
 from .series import demand_series, fleet_gpus, run_end
 from .svg import node_colours, nodes_svg, series_colour, series_svg, timeline_svg
@@ -471,9 +472,11 @@ def render_report(evidence_dirs: list[Path], base: Path | None = None) -> str:
     base = Path(base) if base is not None else default_output(evidence_dirs).parent
     runs: list[Run] = []
     matrices = [replay_html(d, base, link) for d in evidence_dirs if is_replay(d)]
+    matrices += [twins_html(d, base, link) for d in evidence_dirs if is_twins(d)]
     matrices += [e2e_html(d, base, link) for d in evidence_dirs if is_e2e(d)]
     matrices += [fill_html(d, base, link) for d in evidence_dirs if is_fill(d)]
-    for d, matrix, run_dirs in expand([d for d in evidence_dirs if not is_replay(d) and not is_e2e(d) and not is_fill(d)]):
+    for d, matrix, run_dirs in expand([d for d in evidence_dirs
+                                       if not is_replay(d) and not is_e2e(d) and not is_fill(d) and not is_twins(d)]):
         if matrix is not None:
             matrices.append(matrix_html(d, matrix, base))
         runs += [load_run(r) for r in run_dirs]
@@ -483,9 +486,11 @@ def render_report(evidence_dirs: list[Path], base: Path | None = None) -> str:
     replays = sum(1 for d in evidence_dirs if is_replay(d))
     e2es = sum(1 for d in evidence_dirs if is_e2e(d))
     fills = sum(1 for d in evidence_dirs if is_fill(d))
+    twins = sum(1 for d in evidence_dirs if is_twins(d))
     held = [f"{n} {what}{'s' if n != 1 else ''}" + (f" ({tally})" if what == "exercise run" else "")
             for n, what in ((len(runs), "exercise run"), (replays, "replay"), (e2es, "e2e session"),
-                            (fills, "fill experiment"), (len(matrices) - replays - e2es - fills, "trial")) if n]
+                            (fills, "fill experiment"), (twins, "twin comparison"),
+                            (len(matrices) - replays - e2es - fills - twins, "trial")) if n]
     said = "; ".join(held) or "nothing: no exercise runs, replays, trials or e2e sessions"
     body = [f'<header><h1>kailab evidence report</h1><p class="muted">{esc(said)}. '
             f'Generated {esc(generated)} from the evidence files; nothing here is fetched from anywhere.</p></header>']
@@ -495,7 +500,7 @@ def render_report(evidence_dirs: list[Path], base: Path | None = None) -> str:
     body += [run_html(i, r, base) for i, r in enumerate(runs)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>kailab report: {esc(', '.join(dict.fromkeys([r.name for r in runs] + [Path(d).name for d in evidence_dirs if is_replay(d) or is_e2e(d) or is_fill(d)])) or 'no runs')}</title>"
+            f"<title>kailab report: {esc(', '.join(dict.fromkeys([r.name for r in runs] + [Path(d).name for d in evidence_dirs if is_replay(d) or is_e2e(d) or is_fill(d) or is_twins(d)])) or 'no runs')}</title>"
             f"<style>{CSS}</style></head><body><main>" + "".join(body) + "</main></body></html>\n")
 
 

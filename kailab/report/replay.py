@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .svg import PALETTE, _points, nice_max, num
 from .text import esc, fmt
+from .twins import is_twins
 
 COMPARISON = "comparison.json"
 FIGURES = ("jobs", "completed", "not_started", "jobs_failed", "wait_p50", "wait_p95", "wait_p99", "wait_max",
@@ -38,7 +39,7 @@ def figure_rows(c: dict) -> list[tuple[str, list[str]]]:
 
 
 def is_replay(d: Path) -> bool:
-    return (Path(d) / COMPARISON).is_file()
+    return (Path(d) / COMPARISON).is_file() and not is_twins(d)  # twins write a comparison.json too
 
 
 def utilisation_svg(c: dict) -> str:

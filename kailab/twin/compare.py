@@ -85,6 +85,12 @@ def run_side_by_side(snapshot: str | Path, variants: list[TwinVariant], name: st
     comparison = compare({v.label: _record(out / v.label) for v in variants})
     (out / "comparison.json").write_text(json.dumps(comparison, indent=2) + "\n")
     (out / "comparison.md").write_text(markdown(comparison))
+    try:  # the comparison stands without its page; a page that cannot be written is said, not raised
+        from ..report import write_report
+
+        write_report([out])
+    except Exception as err:  # noqa: BLE001
+        echo(f"report: not written ({type(err).__name__}: {err})")
     return out
 
 

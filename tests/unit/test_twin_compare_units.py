@@ -233,3 +233,24 @@ def test_the_tool_gets_the_times_the_lab_gave_its_pods(tmp_path):
     assert pods["run-0"]["metadata"]["creationTimestamp"] == "2026-11-27T10:00:00Z"
     assert pods["run-0"]["status"] == {"phase": "Running", "startTime": "2026-11-27T10:00:01Z"}
     assert pods["wait-0"]["status"] == {"phase": "Pending"}
+
+
+def test_a_twin_comparison_has_its_section_in_the_report_and_is_no_replay(tmp_path):
+    import json as _json
+
+    from kailab.report.page import render_report
+    from kailab.report.replay import is_replay
+    from kailab.report.twins import is_twins
+
+    c = compare({"as-is": _rec("v0.17.0", {}, ["ml/c"], why={"ml/c": "OverLimit: prod <at limit>"}),
+                 "more": _rec("v0.17.0", {"ml/c": "n3"}, [])})
+    folder = tmp_path / "twins-x"
+    (folder / "more").mkdir(parents=True)
+    (folder / "comparison.json").write_text(_json.dumps(c))
+    (folder / "more" / "twin.json").write_text(_json.dumps({"against_snapshot_tool": {"alike": 1, "pods_decided": 1,
+                                                                                      "agreement": 1.0}}))
+    assert is_twins(folder) and not is_replay(folder)
+    page = render_report([folder], base=tmp_path)
+    assert "Twins twins-x: as-is, more" in page and "1 twin comparison" in page
+    assert "pending: OverLimit: prod &lt;at limit&gt;" in page and "on n3" in page  # escaped, KAI's words kept
+    assert "1 of 1 pods alike (100%)" in page
