@@ -151,7 +151,8 @@ def twin_scale(pending: int, settle_s: float = 30.0, echo=print, out_dir: Path |
                "queues_gpus": record.get("queues_gpus", {}), "sample": sample, "snapshot_path": str(path)}
     tool = record.get("against_snapshot_tool")
     if tool:
-        results["against_snapshot_tool"] = {k: tool[k] for k in ("pods_decided", "alike", "agreement", "tool_seconds")} | {
+        results["against_snapshot_tool"] = {k: tool.get(k) for k in ("pods_decided", "alike", "agreement", "tool_seconds",
+                                                                     "tool_runs", "tool_varied_between_runs")} | {
             "differences": tool["differences"][:50], "differences_total": len(tool["differences"]),
             "causes": {c: sum(d["cause"].startswith(c) for d in tool["differences"])
                        for c in sorted({d["cause"].split(":")[0].split(" (")[0] for d in tool["differences"]})}}
