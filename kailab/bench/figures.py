@@ -313,6 +313,222 @@ def _twins(record: dict, link: str) -> str:
     return "\n".join(lines)
 
 
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+
+
+def _gib(mib: float) -> str:
+    return f"{mib / 1024:.1f}"
+
+
+def _duration(seconds: float, both: bool = False) -> str:
+    """Minutes from 10 minutes up (with the seconds when `both`), seconds below."""
+    if seconds < 600:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" + (f" ({seconds:,.0f} s)" if both else "")
+
+
+def _side_by_side_runs(record: dict, link: str) -> str:
+    """`kailab bench --exercises-side-by-side`: per number of labs, items passed, wall seconds, the CPU-seconds
+    every process spent (and what that is over the machine's cores), peak memory, and the longest item."""
+    cores = (record.get("machine") or {}).get("cores")
+    by: dict[int, list[dict]] = {}
+    for r in record["runs"]:
+        by.setdefault(r["workers"], []).append(r)
+    parts = []
+    for workers, runs in by.items():
+        walls = [r["wall_s"] for r in runs]
+        items = sum(len(r["items"]) for r in runs)
+        passed = sum(1 for r in runs for i in r["items"] if i["outcome"] == "passed")
+        labs = "one lab (`LABS=0`)" if workers == 0 else f"{workers} labs side by side"
+        wall = (f"**{walls[0]:.0f} s**" if len(runs) == 1
+                else f"**{_median(walls):.0f} s** median ({_span(walls, lambda v: f'{v:.0f}')} s)")
+        cpu = [r["cpu_seconds"] for r in runs if r.get("cpu_seconds") is not None]
+        memory = [r["memory_peak_mib"] for r in runs if r.get("memory_peak_mib") is not None]
+        parts.append(f"{labs}, {_times(len(runs)) if len(runs) == 1 else f'{len(runs)} runs'}: **{passed} / {items}** "
+                     f"items passed, {wall}"
+                     + (f", {_span(cpu, lambda v: f'{v:.0f}')} CPU-s" if cpu else "")
+                     + (f" ({_span([c / cores for c in cpu], lambda v: f'{v:.0f}')} s over {cores} cores)"
+                        if cpu and cores else "")
+                     + (f", peak memory {_span(memory, _gib)} GiB" if memory else ""))
+    longest: dict[str, list[float]] = {}
+    for r in record["runs"]:
+        top = max(r["items"], key=lambda i: i["seconds"])
+        longest.setdefault(top["item"], []).append(top["seconds"])
+    names = {i["item"] for r in record["runs"] for i in r["items"]}
+    return (f"`make exercises` ({len(names)} items), fleet `{record.get('fleet', '?')}`, KAI "
+            f"{record.get('kai_version', '?')}: " + "; ".join(parts) + ". The longest item of a run: "
+            + ", ".join(f"{name} {_span(s, lambda v: f'{v:.0f}')} s" for name, s in longest.items())
+            + f" {_source(record, link)}")
+
+
+def _at_mark(rows: list[dict], mark: float, key: str):
+    """`key` at the first step whose arrived share reached `mark` % (as the fill's table reads it)."""
+    return next((r.get(key) for r in rows if r["arrived_pct"] >= mark - 1e-9), None)
+
+
+FILL_FIGURES = {"allocated_pct": "GPU allocated", "fragmented_pct": "GPU fragmented", "unplaced_gpu_pct": "GPU unplaced"}
+
+
+def _fill(record: dict, link: str) -> str:
+    """`kailab bench --fill`: each design's GPU allocated, fragmented and unplaced at the arrived marks (the
+    seeds' range), which design led, and per design and seed the pods, wall time, the lab's CPU and where
+    it went, and what the steps recorded (first unplaced pod, KAI's cycle, evictions) when the record keeps them."""
+    table, curves = record["table"], record.get("curves") or {}
+    marks = list(dict.fromkeys(float(k.split("@")[1].rstrip("%")) for d in table.values() for k in d))
+    cores = (record.get("machine") or {}).get("cores")
+    seeds = record.get("seeds") or []
+    kai = (record.get("plan") or {}).get("kai_version")
+    scale = "full scale" if record.get("sample", 1) == 1 else f"1/{record['sample']} of each node pool and of the tasks"
+    head = (f"Task list `{record['tasks']}`, {scale} ({record['nodes']:,} nodes, {record['gpus']:,} GPUs)"
+            + (f", KAI {kai}" if kai else "") + f", seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}, "
+            f"steps of at most {record['step'] * 100:g} % of the fleet's GPUs; % of the fleet's GPUs when the arrived "
+            "GPU workload reached each mark" + (" (the seeds' range)" if len(seeds) > 1 else "") + ":")
+    rows = ["| design | figure | " + " | ".join(f"arrived {m:g} %" for m in marks) + " |",
+            "|---|---|" + "---|" * len(marks)]
+    for design, figs in table.items():
+        for key, label in FILL_FIGURES.items():
+            cells = [figs.get(f"{key}@{m:g}%") for m in marks]
+            rows.append(f"| {design} | {label} | "
+                        + " | ".join("—" if c is None else _span(c, lambda v: f"{v:.1f}") for c in cells) + " |")
+        if design in curves:
+            cells = [[v for v in (_at_mark(r, m, "cpu_allocated_pct") for r in curves[design].values()) if v is not None]
+                     for m in marks]
+            rows.append(f"| {design} | CPU allocated | "
+                        + " | ".join(_span(c, lambda v: f"{v:.1f}") if c else "—" for c in cells) + " |")
+    out = [head, "", *rows, ""]
+    designs = list(table)
+    if len(designs) == 2:
+        a, b = designs
+        lead = []
+        for m in marks:
+            x, y = table[a].get(f"allocated_pct@{m:g}%"), table[b].get(f"allocated_pct@{m:g}%")
+            if not x or not y:
+                continue
+            lead.append(a if min(x) > max(y) else b if min(y) > max(x) else "neither")
+        said = []
+        for who in dict.fromkeys(lead):
+            at = [f"{m:g}" for m, w in zip(marks, lead) if w == who]
+            other = b if who == a else a
+            what = ("the seeds' ranges overlap" if who == "neither" else
+                    f"{who}'s lowest seed above {other}'s highest" if len(seeds) > 1 else f"{who} allocated more")
+            said.append(f"{what} at " + ("every mark" if len(at) == len(lead) else _and(at) + " % arrived"))
+        out += ["GPU allocated: " + "; ".join(said) + ".", ""]
+    runs = ["| design, seed | pods | steps | wall | lab CPU-s | ÷ " + (f"{cores} cores" if cores else "cores")
+            + " | the machine's other CPU | the lab's CPU, most first | peak GiB: kube-apiserver / KAI's scheduler |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    notes, up, not_ready = [], [], []
+    for design, r in record["runs"].items():
+        if r.get("up", {}).get("up_wall_s") is not None:
+            up.append(f"{design} {r['up']['up_wall_s']:.0f} s")
+        for seed, run in r["seeds"].items():
+            cpu, wall = run.get("cpu_seconds") or {}, run["wall_s"]
+            lab = sum(cpu.values())
+            share = sorted(((k, v) for k, v in cpu.items() if k != HARNESS), key=lambda kv: -kv[1])[:5]
+            where = ", ".join(f"{k} {_pct(v / lab)}" for k, v in share) + (
+                f"; harness {_pct(cpu[HARNESS] / lab, 1)}" if HARNESS in cpu else "") if lab else "—"
+            other = run.get("machine_cpu_seconds")
+            peak = run.get("peak_memory_mib") or {}
+            runs.append(f"| {design}, seed {seed} | {run['tasks']:,} | {run['steps']} | {_duration(wall, True)} "
+                        f"| {lab:,.0f} | " + (_duration(lab / cores) if cores and lab else "—") + " | "
+                        + (f"{max(0.0, other - lab) / wall:.2f} core" if other is not None else "—") + f" | {where} | "
+                        + (f"{_gib(peak['kube-apiserver'])} / {_gib(peak['scheduler'])}"
+                           if "kube-apiserver" in peak and "scheduler" in peak else "—") + " |")
+            if "nodes_not_ready" in run:
+                not_ready.append(run["nodes_not_ready"])
+            steps = (curves.get(design) or {}).get(str(seed))
+            if not steps:
+                continue
+            first = next((s["arrived_pct"] for s in steps if s["unplaced_pods"] > 0), None)
+            cycle = [s["cycle_ms"] for s in steps if s.get("cycle_ms") is not None]
+            at100 = _at_mark(steps, 100, "cycle_ms")
+            note = (f"{design}, seed {seed}: "
+                    + (f"the first pod unplaced at {first:.1f} % arrived" if first is not None else "no pod unplaced")
+                    + f", {_at_mark(steps, marks[-1], 'unplaced_pods'):,} pods unplaced at {marks[-1]:g} %"
+                    + f", {max(s['evicted_pods'] for s in steps)} evicted"
+                    + (f", {len(run['deleted_after_bound'])} deleted after binding" if "deleted_after_bound" in run else "")
+                    + (f"; KAI's cycle {at100 / 1000:.1f} s at 100 % arrived" if at100 is not None else "")
+                    + (f", {max(cycle) / 1000:.1f} s at its longest" if cycle else ""))
+            if all("submit_s" in s for s in steps):
+                sub, total = sum(s["submit_s"] for s in steps), sum(s["settle_s"] for s in steps)
+                note += (f"; creating the steps' pods, one POST at a time, took {sub:,.0f} s of the steps' {total:,.0f} s "
+                         f"({_pct(sub / total)}, {run['tasks'] / sub:.1f} pods a second)")
+            notes.append(note + ".")
+    out += [*runs, "", *notes]
+    tail = []
+    if up:
+        tail.append("lab up in " + ", ".join(up))
+    if not_ready:
+        tail.append(f"nodes not Ready at the end: {_span(not_ready, str)}" + (" in every run" if len(not_ready) > 1 else ""))
+    load = record.get("machine_load") or {}
+    tail.append(f"the whole bench (labs up, fills, labs down) {record['wall_seconds'] / 60:.1f} min"
+                + (f", the machine {load['busy_cores_mean']} of {cores} cores busy on average"
+                   if load.get("busy_cores_mean") is not None and cores else ""))
+    tail = "; ".join(tail)
+    return "\n".join(out) + "\n" + tail[:1].upper() + tail[1:] + f" {_source(record, link)}"
+
+
+def _replay(record: dict, link: str) -> str:
+    """`kailab replay --repeat N`: each queue's wait p95 / p99 per variant (median, runs' range; bold where it moved
+    beyond the runs' spread), what moved between each pair, the expectations, the submitter's lag."""
+    plan, diff, med, rng = record["plan"], record["differences"], record["medians"], record["ranges"]
+    labels = [v["label"] for v in plan["variants"]]
+    versions = sorted({v["kai_version"] for v in plan["variants"] if v.get("kai_version")})
+    moved = diff.get("moved", {})
+    rows = ["| figure, trace s | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    for q in record.get("queues", []):
+        for fig in ("wait_p95", "wait_p99"):
+            key, cells = f"{q}.{fig}", []
+            for label in labels:
+                if key not in med.get(label, {}):
+                    cells.append("—")
+                    continue
+                lo, hi = rng.get(label, {}).get(key, [med[label][key]] * 2)
+                text = _s(med[label][key]) + ("" if _s(lo) == _s(hi) else f" ({_s(lo)}–{_s(hi)})")
+                cells.append(f"**{text}**" if key in moved else text)
+            rows.append(f"| {key} | " + " | ".join(cells) + " |")
+    if diff.get("judged"):
+        pairs = [f"{pair}: " + (f"{len(keys)} moved" if keys else "**nothing moved**") for pair, keys in diff["pairs"].items()]
+        judged = f"Beyond the runs' spread, of {diff['figures_compared']} figures compared: " + "; ".join(pairs)
+    else:
+        judged = f"No difference judged: {diff.get('why', '')}"
+    held = [e for e in record.get("expectations", []) if e["held"]]
+    lag = [v for label in labels for v in rng.get(label, {}).get("submit.lag_p99_wall_s", [])]
+    behind = [label for label, ws in (record.get("warnings") or {}).items() if any("fell behind" in w for w in ws)]
+    return (f"`{Path(plan['trace']).name}` ({plan['jobs']} jobs), fleet `{plan['fleet']}`, compressed "
+            f"{plan['compress']:g}×, {len(labels)} variants, {_times(plan['repeat'])} each"
+            + (f", KAI {', '.join(versions)}" if versions else "") + "; each cell the median over the runs (their range):"
+            + "\n\n" + "\n".join(rows) + "\n\n" + judged
+            + (f". Expectations held: {len(held)} of {len(record.get('expectations', []))}" if record.get("expectations") else "")
+            + (f". The submitter's lag p99: {_span(lag, lambda v: f'{v:.1f}')} s wall" if lag else "")
+            + (f"; it fell behind the trace in {'every variant' if len(behind) == len(labels) else _and(behind)}"
+               if behind else "")
+            + f" {_source(record, link)}")
+
+
+def _endings_table(record: dict, link: str) -> str:
+    """`kailab bench --endings N`: per pod, CPU of all lab processes and of kube-apiserver, pod writes and DELETEs,
+    for pods ended by their run time and pods deleted; each run's CPU-seconds."""
+    per, grace = record["per_pod"], record.get("termination_grace_s")
+    deletes = {mode: [r["requests"].get("DELETE", 0) / r["pods"] for r in record["runs"] if r["mode"] == mode]
+               for mode in per}
+    label = {"run-time": "run time (then the namespace goes)",
+             "deleted": "deleted (then the node ends it" + (f" within the {grace:g} s termination grace" if grace else "")
+                        + ", and removes it)"}
+    rows = ["| ending | CPU per pod, all lab processes | kube-apiserver CPU per pod | pod writes per pod "
+            "| DELETE requests per pod |", "|---|---|---|---|---|"]
+    for mode, p in per.items():
+        dels = f"{sum(deletes[mode]) / len(deletes[mode]):.1f}" if deletes[mode] else "—"
+        rows.append(f"| {label.get(mode, mode)} | {p['cpu_ms']:.1f} ms | {p['apiserver_cpu_ms']:.1f} ms "
+                    f"| {p['writes']:.1f} | {dels} |")
+    runs = [r["cpu_total_s"] for r in record["runs"]]
+    extra = per["deleted"]["writes"] - per["run-time"]["writes"] if {"deleted", "run-time"} <= set(per) else None
+    return ("\n".join(rows) + f"\n\n{record['pods']:,} pods on the `{record['fleet']}` fleet, each mode "
+            f"{_times(record.get('repeats', 1))}, alternating; all lab processes {_span(runs, lambda v: f'{v:.1f}')} CPU-s a run"
+            + (f"; a deleted pod {extra:.1f} more writes" if extra is not None else "") + f" {_source(record, link)}")
+
+
 RENDERERS: dict[str, Callable[[dict, str], str]] = {
     "twin-scale": _twin_scale,
     "twins": _twins,
@@ -329,6 +545,10 @@ RENDERERS: dict[str, Callable[[dict, str], str]] = {
     "soak": _soak,
     "vcluster-trial": _vcluster_trial,
     "churn": _churn,
+    "side-by-side-runs": _side_by_side_runs,
+    "fill": _fill,
+    "replay": _replay,
+    "endings-table": _endings_table,
 }
 
 

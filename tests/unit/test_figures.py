@@ -138,6 +138,10 @@ NUMBER_SHOWN = {
     "churn": ("up_s_median",),
     "twin-scale": ("seconds", "to_settled"),
     "twins": ("decided_differently",),
+    "side-by-side-runs": ("runs", 0, "wall_s"),
+    "fill": ("table", FIRST, FIRST, 0),
+    "replay": ("differences", "figures_compared"),
+    "endings-table": ("per_pod", "deleted", "cpu_ms"),
 }
 
 
@@ -151,6 +155,10 @@ def test_every_kind_has_a_number_the_next_test_changes():
     assert {kind for _, kind, _ in _blocks()} >= {"scale", "warm-up", "peer", "suite", "runtimes", "repeatability",
                                                   "soak", "vcluster-trial", "churn", "cold-builds"}, \
         "docs/results.md's figures are rendered blocks"
+    kinds = {(page, kind) for page, kind, _ in _blocks()}
+    assert {("docs/getting-started.md", "side-by-side-runs"), ("docs/getting-started.md", "cold-builds"),
+            ("docs/replay.md", "replay"), ("docs/replay.md", "fill"), ("docs/replay.md", "endings-table"),
+            ("docs/traces.md", "fill")} <= kinds, "getting-started, replay and traces render their figures"
 
 
 @pytest.mark.parametrize("page, kind, record", _blocks(), ids=lambda v: str(v))
@@ -186,3 +194,54 @@ def test_a_twins_record_renders_each_twin_and_what_they_decided_differently():
     text = figures.RENDERERS["twins"](record, "r.md")
     assert "| serve-quota-40 | v0.17.0 | serve-quota-40 | 10 | 10 | 12 | yes | 58.0 |" in text
     assert "| serve | 0 | 80 | 40 |" in text and "decided differently: **25**" in text and "[record](r.md)" in text
+
+
+@pytest.mark.parametrize("kind, record, fragments", [
+    ("side-by-side-runs", "2026-11-24-exercises-side-by-side",
+     ["one lab (`LABS=0`), once: **19 / 19** items passed, **696 s**, 404 CPU-s (202 s over 2 cores)",
+      "3 labs side by side, once: **19 / 19** items passed, **302 s**", "quota-what-if 268–345 s"]),
+    ("side-by-side-runs", "2026-11-24-exercises-side-by-side-3",
+     ["10 runs: **190 / 190** items passed, **380 s** median (365–399 s), 351–426 CPU-s (175–213 s over 2 cores)"]),
+    ("replay", "2026-11-23-replay-repeatability",
+     ["`quota-what-if.csv` (80 jobs), fleet `small`, compressed 30×, 3 variants, 3 times each",
+      "| team-a.wait_p95 | **2,295 (791–3,057)** | **2,833 (1,236–2,940)** | **6,363 (5,575–7,410)** |",
+      "of 59 figures compared: team-a-first vs team-a-first-again: **nothing moved**",
+      "Expectations held: 2 of 2", "lag p99: 2.4–9.2 s wall; it fell behind the trace in every variant"]),
+    ("endings-table", "2026-11-27-endings-2000",
+     ["| run time (then the namespace goes) | 49.6 ms | 29.0 ms | 4.1 | 1.1 |",
+      "within the 1 s termination grace, and removes it) | 50.6 ms | 30.8 ms | 5.8 | 2.8 |",
+      "98.4–102.4 CPU-s a run; a deleted pod 1.7 more writes"]),
+    ("fill", "2026-11-25-fill-default-1of8",
+     ["seeds 1, 2, 3, steps of at most 2 %", "| binpack | GPU allocated | 80.1–80.5 | 89.1–91.6 | 89.4–92.5 |",
+      "| spread | GPU fragmented | 14.9–16.8 |", "binpack's lowest seed above spread's highest at 80, 90, 100 and 110 %",
+      "the seeds' ranges overlap at 130 %", "| binpack, seed 1 | 1,402 | 69 | 436 s | 396 | 198 s | — |",
+      "the whole bench (labs up, fills, labs down) 27.4 min"]),
+    ("fill", "2026-11-26-fill-default",
+     ["full scale (1,213 nodes, 6,212 GPUs)", "binpack allocated more at every mark",
+      "| binpack, seed 2 | 10,832 | 132 | 36 min (2,165 s) | 3,873 | 32 min | 0.09 core | kube-apiserver 29 %",
+      "harness 1.6 % | 2.2 / 0.7 |", "nodes not Ready at the end: 0 in every run"]),
+    ("fill", "2026-11-26-fill-gpushare100-seeds1-spread",
+     ["KAI v0.17.0, seed 1", "| spread | CPU allocated | 71.2 |", "the first pod unplaced at 60.7 % arrived",
+      "4,587 pods unplaced at 130 %, 0 evicted, 0 deleted after binding", "KAI's cycle 5.5 s at 100 % arrived, 8.4 s",
+      "took 4,474 s of the steps' 6,753 s (66 %", "kwok 14 %, binder 11 %; harness 1.0 %"]),
+    ("fill", "2026-11-26-fill-gpushare100-1of8",
+     ["binpack allocated more at 80 and 90 % arrived; spread allocated more at 100, 110 and 130 % arrived"]),
+])
+def test_a_fill_replay_or_side_by_side_record_gives_its_numbers(kind, record, fragments):
+    text = figures.render(kind, f"bench/results/{record}.json", RESULTS_PAGE)
+    missing = [f for f in fragments if f not in text]
+    assert not missing, f"{missing} not in:\n{text}"
+    assert text.endswith(f"; [record](../bench/results/{record}.md))\n")
+
+
+def test_a_replay_judged_nothing_and_a_fill_without_steps_say_so(tmp_path):
+    record = json.loads((RESULTS / "2026-11-23-replay-repeatability.json").read_text())
+    record["differences"] = {"judged": False, "why": "a difference needs 2+ runs of each design (--repeat 2)", "moved": {}}
+    record["warnings"] = {}
+    text = _render_from(tmp_path, "replay", record)
+    assert "No difference judged: a difference needs 2+ runs" in text and "fell behind" not in text
+    assert "**" not in text.split("No difference")[0].split("\n\n", 1)[1]  # nothing bold: nothing moved
+    fill = json.loads((RESULTS / "2026-11-26-fill-gpushare100-seeds1-binpack.json").read_text())
+    del fill["curves"]
+    text = _render_from(tmp_path, "fill", fill)
+    assert "CPU allocated" not in text and "first pod unplaced" not in text and "| binpack | GPU allocated | 80.6 |" in text
