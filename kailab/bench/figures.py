@@ -215,8 +215,14 @@ def _runtimes(record: dict, link: str) -> str:
 
 
 def _repeatability(record: dict, link: str) -> str:
-    """`kailab bench --repeat-exercises N`: runs passed, and the least any exercise passed."""
+    """`kailab bench --repeat-exercises N`: runs passed, and the least any exercise passed; for one exercise,
+    the runtime its lab ran on (when recorded) and its runs' seconds."""
     exercises = record["exercises"]
+    if len(exercises) == 1:
+        (name, e), = exercises.items()
+        lab = f" on a {record['runtime']} lab" if record.get("runtime") else ""
+        return (f"**{record['passed']} / {record['total']}** runs of {name} passed{lab}, one after another, each "
+                f"{_span(e['seconds'])} s (median {_s(_median(e['seconds']))} s) {_source(record, link)}")
     least = min((e["passed"], e["runs"]) for e in exercises.values())
     every = (f"every exercise {least[1]} / {least[1]}" if all(e["passed"] == e["runs"] for e in exercises.values())
              else f"the least any exercise passed {least[0]} / {least[1]}")

@@ -79,6 +79,10 @@ RESULTS_PAGE = PROJECT_ROOT / "docs" / "results.md"
     ("runtimes", "2026-11-23-runtimes-node-labels", ["**3 of 3** runs of node-labels", "binary 12–14 s, kind 13–18 s"]),
     ("repeatability", "2026-11-22-repeatability", ["**40 / 40** runs passed, every exercise 5 / 5", "8 exercises"]),
     ("repeatability", "2026-11-22-repeatability-added", ["**20 / 20**", "consolidation, elastic, fractional, placement"]),
+    ("repeatability", "2026-11-23-kind-time-based-fairness-repeatability",
+     ["**10 / 10** runs of time-based-fairness passed on a kind lab", "each 84–91 s (median 86 s)"]),
+    ("repeatability", "2026-11-23-time-based-fairness-repeatability",  # no runtime recorded: none said
+     ["**10 / 10** runs of time-based-fairness passed, one after another, each 85–102 s (median 91 s)"]),
     ("soak", "2026-11-22-soak", ["**50 / 50** up/down cycles", "`up` median 13.64 s, `down` median 1.94 s",
                                  "times are inflated"]),
     ("vcluster-trial", "2026-11-25-vcluster", ["host up 52 s", "68.1 s (v0.16.8), 68.8 s (v0.17.0)", "in 511 s",
@@ -159,6 +163,9 @@ def test_every_kind_has_a_number_the_next_test_changes():
     assert {("docs/getting-started.md", "side-by-side-runs"), ("docs/getting-started.md", "cold-builds"),
             ("docs/replay.md", "replay"), ("docs/replay.md", "fill"), ("docs/replay.md", "endings-table"),
             ("docs/traces.md", "fill")} <= kinds, "getting-started, replay and traces render their figures"
+    assert {("docs/kind-runtime.md", "repeatability"), ("docs/kind-runtime.md", "runtimes"),
+            ("docs/kind-runtime.md", "vcluster-trial"), ("docs/version-trials.md", "vcluster-trial")} <= kinds, \
+        "kind-runtime and version-trials render their figures"
 
 
 @pytest.mark.parametrize("page, kind, record", _blocks(), ids=lambda v: str(v))
