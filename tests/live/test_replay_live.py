@@ -71,8 +71,9 @@ def test_a_replay_records_every_job_and_a_false_expectation_fails_it(tmp_path):
     evicted = sum(j["evicted_pods"] for j in jobs.values())
     assert figures["all"]["evicted_pods"] == evicted
     unbound = len(rec["deleted_before_bound"])  # single-pod jobs here: only KAI deletes a pending pod
-    if evicted + unbound:  # KAI's own counter agrees on how many it evicted (this lab ran nothing else)
-        assert sum(rec["evicted_by_action"]["by_action"].values()) == evicted + unbound, rec["evicted_by_action"]
+    # KAI's own counter (this lab ran nothing else) holds every eviction the watch saw; it may hold more: a pod
+    # KAI evicts just as its run time ends is Succeeded, a completion to the watch (CI: consolidation 2, watch 1)
+    assert sum(rec["evicted_by_action"]["by_action"].values()) >= evicted + unbound, rec["evicted_by_action"]
     assert (out / "even" / "run-1" / "logs" / "scheduler.log").stat().st_size > 0
     assert figures["all"]["wait_max"] > 0  # offered 1.5x the fleet: someone waited
     assert max(u for _, u in figures["fleet"]["utilisation_series"]) <= 1.0
