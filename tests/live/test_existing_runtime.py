@@ -34,9 +34,9 @@ def _adoptable(ex) -> bool:
 
 
 # Exercises do not depend on the runtime: the existing runtime only adopts the cluster, so a sample of
-# what KAI does there (quota, reclaim with its evictions, a gang) proves the adoption path; every
+# what KAI does there (reclaim: quota, borrowing and KAI's evictions) proves the adoption path; every
 # adoptable exercise on an adopted lab is `make exercises NAME=<adopted lab>` (docs/dev/testing.md).
-ADOPTED_SAMPLE = ("gang", "quota", "reclaim")
+ADOPTED_SAMPLE = ("reclaim",)
 
 
 @pytest.mark.kai
