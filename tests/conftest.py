@@ -38,6 +38,23 @@ def _unit(item) -> str:
     return f"{item.path.name}::{item.originalname}"
 
 
+# the fleets most tests use: their labs stay up for a worker's whole session
+SESSION_FLEETS = ("tiny", "small")
+# groups whose tests use labs of other fleets (dra, racks): those are downed when the group ends
+OTHER_FLEETS_GROUPS = ("other_fleets",)
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """A group's labs of other fleets go down when its last test on this worker is done: xdist sends a
+    group whole, so none of its tests comes later, and an idle lab spent ~9 % of a core for the rest of
+    CI's hour (a test of another group needing one brings it up again)."""
+    group = _unit(item)
+    pool = getattr(item.config, "_kailab_pool", None)
+    if pool is None or group not in OTHER_FLEETS_GROUPS or (nextitem is not None and _unit(nextitem) == group):
+        return
+    pool.release(SESSION_FLEETS)
+
+
 def pytest_configure(config):
     # xdist reorders its work units by size unless told not to; this file's order is the one wanted
     if hasattr(config.option, "loadscopereorder"):

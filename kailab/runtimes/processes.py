@@ -86,7 +86,11 @@ def start(lab: Path, name: str, argv: list[str], ports: dict[str, int] | None = 
             break
         time.sleep(0.01)
     rec = ProcessRecord(name, proc.pid, argv, str(log_path), ticks or -1, ports or {}, dict(env or {}))
-    (pids_dir(lab) / f"{name}.json").write_text(json.dumps(asdict(rec), indent=2))
+    # written whole then renamed: a reader (status, a watcher, a test) never sees it half-written
+    path = pids_dir(lab) / f"{name}.json"
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(asdict(rec), indent=2))
+    os.replace(tmp, path)
     return rec
 
 
