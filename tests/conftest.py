@@ -15,7 +15,11 @@ run, nothing asserts them, and a test missing here just keeps its place after th
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+import cpu_accounting
 
 # xdist_group name, or "file::test" for a long test of no group: about how long it keeps a worker
 LONGEST = {
@@ -84,3 +88,41 @@ def pytest_collection_modifyitems(session, config, items):
     if misplaced:
         raise pytest.UsageError("tests in the wrong tier:\n" + "\n".join(misplaced))
     items.sort(key=lambda item: -LONGEST.get(_unit(item), 0))  # stable: the rest keep their order
+
+
+# ---- what each live test cost in CPU (tests/cpu_accounting.py): printed after the run, the costliest first
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    if item.path.parent.name == "live":
+        item._kailab_cpu_start = cpu_accounting.tree_cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    start = getattr(item, "_kailab_cpu_start", None)
+    if call.when == "teardown" and start is not None:
+        outcome.get_result().user_properties.append(
+            (cpu_accounting.KEY, round(cpu_accounting.tree_cpu_seconds() - start, 1)))
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        cpu = dict(report.user_properties).get(cpu_accounting.KEY)
+        if cpu is not None:
+            _CPU[report.nodeid] = cpu
+
+
+_CPU: dict[str, float] = {}  # this process's: the controller's holds every worker's tests
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _CPU or hasattr(terminalreporter.config, "workerinput"):
+        return
+    terminalreporter.write_sep("=", "CPU-seconds by test (this process tree's)")
+    for line in cpu_accounting.summary_lines(_CPU):
+        terminalreporter.write_line(line)
+    if os.environ.get("KAILAB_TEST_CPU_FILE"):
+        cpu_accounting.write(_CPU, os.environ["KAILAB_TEST_CPU_FILE"])
