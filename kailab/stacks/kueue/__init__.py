@@ -33,11 +33,15 @@ class KueueAddon(Addon):
     installs = frozenset({"processes", "charts"})
     start_title = "Kueue and kube-scheduler serving, probe Job admitted and bound"
 
-    def __init__(self, kubernetes: str, version: str | None = None, priorities: bool = True) -> None:
+    def __init__(self, kubernetes: str, version: str | None = None, priorities: bool = True,
+                 probe_pod=None, probe_objects: tuple = ()) -> None:
+        """`probe_pod(pod_spec, labels)`: how the probe Job's pod names the scheduler that places what
+        Kueue admits, beside another stack (kueue+kai: KAI's), with `probe_objects` (its queue)."""
         self.version = version or install.pins()["version"]
         self.kubernetes = kubernetes
         self.kueue = install.kueue_recipe(self.version)
         self.priorities = priorities
+        self.probe_pod, self.probe_objects = probe_pod, list(probe_objects)
 
     def processes(self) -> list[str]:
         return ["kube-scheduler", "kueue"]
@@ -65,8 +69,7 @@ class KueueAddon(Addon):
         return install.crd_documents(install.tree(self.kueue)) + own + [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": install.pins()["namespace"]}}]
 
-    def start(self, host: ProcessHost, probe_pod=None, probe_objects=()) -> None:
-        """`probe_pod(pod_spec, labels)`: how the probe Job's pod names the stack's own scheduler."""
+    def start(self, host: ProcessHost) -> None:
         import yaml
 
         from . import probe
@@ -92,7 +95,7 @@ class KueueAddon(Addon):
                                                       list(install.pins()["integrations"])):
                 host.kube.apply(obj)
         with host.timed("probe Job admitted and bound"):
-            probe.run(host.kube, lab, probe_pod, list(probe_objects))
+            probe.run(host.kube, lab, self.probe_pod, self.probe_objects)
 
     # Kueue serves its metrics over TLS behind Kubernetes authentication (a token Prometheus would
     # need): not scraped yet, so a Kueue lab's Prometheus has the API server and kube-state-metrics
@@ -137,12 +140,12 @@ class KueueAddon(Addon):
         return (f"a ResourceFlavor, ClusterQueue {probe.QUEUE} (1 GPU) and a suspended 1-GPU Job in namespace "
                 f"{probe.NAMESPACE}; the lab is up once Kueue admits it and its pod is bound")
 
-    def await_ready(self, kube, probe_pod=None, probe_objects=()) -> None:
+    def await_ready(self, kube) -> None:
         from ...runtimes.shell import progress
         from . import probe
 
         progress("Kueue must admit the probe Job and its pod be bound")
-        probe.run(kube, None, probe_pod, list(probe_objects))
+        probe.run(kube, None, self.probe_pod, self.probe_objects)
 
 
 class KueueStack(Stack):

@@ -18,9 +18,10 @@ kube-scheduler places the pods that name no scheduler.
 from __future__ import annotations
 
 from ... import versions, workloads
-from ...runtimes.addon import Addon, ProcessHost
+from ...runtimes.addon import Addon
 from ...runtimes.base import LabRecord, LabSpec, Runtime
 from ..base import QueueDecl, Ref
+from ..combined import CombinedAddon
 from ..kai import KaiAddon, KaiStack
 from ..kueue import KueueAddon, install as kueue_install, vocabulary as kueue_words
 from ..kai import vocabulary as kai_words
@@ -28,69 +29,18 @@ from ..kai import vocabulary as kai_words
 PROBE_QUEUE = "kailab-kueue-probe"
 
 
-class KueueKaiAddon(Addon):
-    name = "kueue+kai"
-    installs = frozenset({"processes", "charts"})
-    start_title = "KAI, Kueue and kube-scheduler serving, probe Job admitted by Kueue and bound by KAI"
+class KueueKaiAddon(CombinedAddon):
+    """KAI first (its own probe pod bound), then Kueue, whose probe Job's pod names KAI's scheduler
+    and queue: Kueue admits it, KAI binds it."""
 
     def __init__(self, kai_version: str) -> None:
         self.kai = KaiAddon(kai_version)
-        self.kueue = KueueAddon(kueue_install.kubernetes_of(kai_version), priorities=False)
+        # KAI's chart brings the priority classes exercises name
+        self.kueue = KueueAddon(kueue_install.kubernetes_of(kai_version), priorities=False,
+                                probe_pod=_kai_places, probe_objects=(_probe_queue(),))
+        super().__init__(self.kai, self.kueue, name="kueue+kai", image_stack="kueue+kai")
         self.version = f"kueue {self.kueue.version} + KAI {self.kai.version}"
-        self.reservation_namespace = self.kai.reservation_namespace
-
-    def record(self) -> dict:
-        out = super().record()
-        out["parts"] = {"kai": self.kai.version, "kueue": self.kueue.version}
-        return out
-
-    def processes(self) -> list[str]:
-        return self.kai.processes() + self.kueue.processes()
-
-    def namespaces(self) -> list[str]:
-        return self.kai.namespaces() + self.kueue.namespaces()
-
-    def recipes(self) -> list:
-        return self.kai.recipes() + self.kueue.recipes()
-
-    def port_names(self) -> list[str]:
-        return self.kai.port_names() + self.kueue.port_names()
-
-    def health_url(self, name: str, ports: dict[str, int]) -> str:
-        return (self.kueue if name in self.kueue.processes() else self.kai).health_url(name, ports)
-
-    def seed_objects(self, built: dict) -> list[dict]:
-        return self.kai.seed_objects(built) + self.kueue.seed_objects(built)
-
-    def scrape_jobs(self, ports: dict[str, int]) -> list[dict]:
-        return self.kai.scrape_jobs(ports)
-
-    def start(self, host: ProcessHost) -> None:
-        self.kai.start(host)  # KAI first, proved by its own probe pod
-        self.kueue.start(host, probe_pod=_kai_places, probe_objects=[_probe_queue()])
-
-    # ------------------------------------------------------------ clusters (kind): KAI's chart, then Kueue's
-    image_stack = "kueue+kai"
-
-    def deployments(self) -> dict[str, list[str]]:
-        return {**self.kai.deployments(), **self.kueue.deployments()}
-
-    def kind_files_and_steps(self, kubeconfig: str, path, local, node_selector: dict | None = None):
-        files, steps = self.kai.kind_files_and_steps(kubeconfig, path, local, node_selector)
-        more_files, more_steps = self.kueue.kind_files_and_steps(kubeconfig, path, local, node_selector)
-        return {**files, **more_files}, steps + more_steps
-
-    def images(self, local) -> list[str]:
-        return self.kai.images(local) + self.kueue.images(local)
-
-    def local_images(self, local) -> list[str]:
-        return self.kai.local_images(local) + self.kueue.local_images(local)
-
-    def local_files(self, local) -> list:
-        return self.kai.local_files(local) + self.kueue.local_files(local)
-
-    def build_local(self, local, console=None, phase=print) -> list[str]:
-        return self.kueue.build_local(local, console, phase)  # KAI's come with the base set
+        self.start_title = "KAI, Kueue and kube-scheduler serving, probe Job admitted by Kueue and bound by KAI"
 
     def plan_lines(self) -> list[str]:
         return [f"{self.kai.plan_lines()[0]} placing", f"Kueue {self.kueue.version} admitting"]
@@ -98,10 +48,6 @@ class KueueKaiAddon(Addon):
     def probe_text(self) -> str:
         return (f"{self.kai.probe_text()}; then {self.kueue.probe_text()} (the pod names KAI's scheduler and "
                 f"queue {PROBE_QUEUE}: Kueue admits, KAI binds)")
-
-    def await_ready(self, kube) -> None:
-        self.kai.await_ready(kube)  # KAI binds its own probe pod first, as on the binary runtime
-        self.kueue.await_ready(kube, probe_pod=_kai_places, probe_objects=[_probe_queue()])
 
 
 def _kai_places(pod_spec: dict, labels: dict) -> None:
