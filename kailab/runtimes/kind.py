@@ -13,6 +13,7 @@ host and its tools: kind_host.py; images built here or published: kind_images.py
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -151,6 +152,12 @@ class KindRuntime(Runtime):
                 addon_of(spec).await_ready(kube)
             finally:
                 kube.close()
+        except LabError as err:
+            rec.state = "failed"
+            rec.save()
+            # the cluster as it was, in the error itself: a test's fixture (or the user) may remove the
+            # lab, and its log with it (CI, 2026-11-27: one KWOK node not Ready after 300 s, no trace left)
+            raise LabError(f"{err}\n{_diagnosis(plan.kubeconfig, tools, log)}") from None
         except BaseException:
             # keep the cluster to look at (kubectl --kubeconfig ...); the next `up` starts clean
             rec.state = "failed"
@@ -276,3 +283,42 @@ def _port(server: str) -> int | None:
     m = re.search(r":(\d+)/?$", server)
     return int(m.group(1)) if m else None
 
+
+
+def _not_ready(nodes: dict) -> list[str]:
+    """`name Ready=<status> <reason>: <message>` for each node whose Ready condition is not True."""
+    out = []
+    for node in nodes.get("items") or []:
+        ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+        if ready.get("status") != "True":
+            out.append(f"{node['metadata']['name']} Ready={ready.get('status', 'none')} "
+                       f"{ready.get('reason', '')}: {ready.get('message', '')}".rstrip(": "))
+    return out
+
+
+def _diagnosis(kubeconfig: str, tools: dict[str, str], log: Path) -> str:
+    """What a failed `up` left in the cluster, in a few lines: nodes that are not Ready (with their
+    conditions' reasons), pods that are not Running, and the KWOK controller's last warnings."""
+    kubectl = [tools.get("kubectl", "kubectl"), "--kubeconfig", kubeconfig, "--request-timeout=20s"]
+    asks = [
+        ("nodes not Ready", [*kubectl, "get", "nodes", "-o", "json"]),
+        ("pods not Running", [*kubectl, "get", "pods", "-A", "--field-selector=status.phase!=Running", "--no-headers"]),
+        ("kwok-controller's last warnings and errors", [*kubectl, "-n", pins()["kwok"]["namespace"], "logs",
+                                                        f"deployment/{pins()['kwok']['deployment']}", "--tail=2000"]),
+    ]
+    out = ["--- the cluster when it failed ---"]
+    for title, argv in asks:
+        try:
+            got = subprocess.run(argv, capture_output=True, text=True, timeout=40)
+            text = (got.stdout or got.stderr).strip()
+        except (OSError, subprocess.TimeoutExpired) as err:
+            text = f"(could not ask: {err})"
+        if title == "nodes not Ready" and text.startswith("{"):
+            text = "\n".join(_not_ready(json.loads(text)))
+        elif title.startswith("kwok"):  # its INFO lines are a lease renewal each 10 s per node
+            text = "\n".join([line for line in text.splitlines() if '"level":"INFO"' not in line][-10:])
+        out.append(f"{title}:\n{text or '(none)'}")
+    text = "\n".join(out)
+    with log.open("a") as f:
+        f.write(text + "\n")
+    return text

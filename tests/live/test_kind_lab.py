@@ -160,6 +160,26 @@ def test_a_component_that_dies_during_a_run_is_named_with_its_last_lines(kind_la
                    timeout=120)
 
 
+def test_a_failed_up_says_what_the_cluster_held(kind_lab, tmp_path):
+    """What a failed kind `up` adds to its error (the lab, and its log, may be gone when it is read): a
+    node that is not Ready is named with its condition, and kwok-controller's INFO lines are left out."""
+    from kailab.runtimes.kind import _diagnosis
+
+    kube = Kube(kind_lab.kubeconfig)
+    node = "kailab-not-ready"  # no KWOK annotation, no kubelet: nothing ever reports it Ready
+    try:
+        kube.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+        with kind_docker():
+            text = _diagnosis(kind_lab.kubeconfig, {}, tmp_path / "log")
+    finally:
+        kube.delete("v1", "Node", node)
+        kube.close()
+    nodes = text.split("nodes not Ready:\n", 1)[1].split("\npods not Running:", 1)[0]
+    assert nodes.splitlines() == [f"{node} Ready=none"], text  # the fleet's KWOK nodes are Ready: not listed
+    assert "kwok-controller's last warnings and errors:" in text and '"level":"INFO"' not in text
+    assert (tmp_path / "log").read_text().strip() == text
+
+
 def test_down_leaves_no_container_network_or_file(kind_lab, kailab_labs):
     cluster = f"kailab-{kind_lab.name}"
     with kind_docker():
