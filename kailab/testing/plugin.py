@@ -21,9 +21,7 @@ import pytest
 from ..lab import LabRecord, get_runtime
 from ..toolchain import kai_unavailable_reason
 from ..replay import alibaba
-from ..paths import PROJECT_ROOT
-from . import order
-from .items import ExerciseFile, ExerciseItem, FillFile, FillItem, OwnLabsItem, ReplayFile, outcome_of
+from .items import ExerciseFile, FillFile, FillItem, OwnLabsItem, ReplayFile, outcome_of
 from .labs import kind_unavailable_reason, lab_pool
 
 
@@ -55,7 +53,6 @@ def pytest_collection_modifyitems(session, config, items):
     # the longest first, so labs side by side (-n) finish together: a replay or a fill runs minutes on
     # labs of its own
     items.sort(key=lambda item: not isinstance(item, OwnLabsItem))
-    _deal_exercises(config, items)
     needs_kai = [i for i in items if i.get_closest_marker("kai")]
     config._kailab_kai_collected = len(needs_kai)
     if not needs_kai or config.getoption("--kailab-lab"):
@@ -69,22 +66,6 @@ def pytest_collection_modifyitems(session, config, items):
         config._kailab_no_kai = (len(needs_kai), reason)
     else:
         config._kailab_no_kai_error = reason
-
-
-def _deal_exercises(config, items) -> None:
-    """Exercise items longest first, dealt evenly over the workers (kailab.testing.order)."""
-    exercises = [i for i in items if isinstance(i, ExerciseItem)]
-    if len(exercises) < 2:
-        return
-    seconds = order.recorded_seconds(PROJECT_ROOT / "bench" / "results")
-    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
-    if cache is not None:
-        seconds.update(cache.get(order.CACHE_KEY, {}))
-    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
-    by_name = {i.name: i for i in exercises}
-    dealt = iter(by_name[n] for n in order.deal(list(by_name), seconds, workers))
-    # the exercises take the places they held, in the dealt order; other items keep theirs
-    items[:] = [next(dealt) if isinstance(i, ExerciseItem) else i for i in items]
 
 
 def _deselect_kind_without_docker(config, items) -> None:
@@ -144,19 +125,11 @@ class _OutcomeCollector:
 
     def __init__(self, config):
         self.config = config
-        self.seconds: dict[str, float] = {}  # exercise -> seconds of its last run
 
     def pytest_runtest_logreport(self, report):
         outcome = outcome_of(report) if report.when == "call" else None
         if outcome is not None:
             self.config._kailab_outcomes.append(outcome)
-            self.seconds[Path(report.nodeid.split("::")[0]).stem] = round(report.duration, 1)
-
-    def pytest_sessionfinish(self, session):
-        """The next run deals its exercises by these seconds (kailab.testing.order)."""
-        cache = getattr(self.config, "cache", None)
-        if self.seconds and cache is not None and not hasattr(self.config, "workerinput"):
-            cache.set(order.CACHE_KEY, {**cache.get(order.CACHE_KEY, {}), **self.seconds})
 
 
 # what a pytest-xdist worker tells the controller when it ends (config.workeroutput): the tests it
