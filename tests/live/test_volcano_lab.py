@@ -19,6 +19,7 @@ from kailab.exercise.spec import SchedulerSetting
 from kailab.kube import Kube
 from kailab.lab import LabRecord, get_runtime
 from kailab.runtimes import processes
+from kailab.runtimes.waits import wait_until
 from kailab.stacks.volcano import install
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("own_labs")]  # a lab of its own, one such test at a time
@@ -87,6 +88,17 @@ def _pod(name: str, queue: str, namespace: str = NS) -> dict:
                      "automountServiceAccountToken": False}}
 
 
+def _clean(kube: Kube, namespace: str) -> None:
+    """The namespace's pods gone before the next test: a pod still ending holds its node's CPU, and
+    nodeorder then scored both nodes alike for spread's second pod (CI: both pods on one node)."""
+    kube.delete("v1", "Namespace", namespace)
+    kube.delete_pods(namespace)
+    try:
+        wait_until(f"the pods of {namespace} to be gone", lambda: not kube.list("v1", "Pod", namespace), timeout=120)
+    finally:
+        kube.close()
+
+
 def test_volcano_places_within_a_queues_gpu_capability_and_holds_the_rest(volcano_lab):
     """Capability 2 GPUs, three 1-GPU pods on a fleet with 8 free: two bound, the third held (a window),
     each pod given a PodGroup of its own by Volcano's controller manager."""
@@ -109,9 +121,7 @@ def test_volcano_places_within_a_queues_gpu_capability_and_holds_the_rest(volcan
         assert len(groups) == 3 and {g["spec"]["queue"] for g in groups} == {"capped"}
         assert sorted(g["status"].get("phase") for g in groups).count("Running") == 2
     finally:
-        kube.delete("v1", "Namespace", NS)
-        kube.delete_pods(NS)
-        kube.close()
+        _clean(kube, NS)
 
 
 @pytest.mark.parametrize("placement, nodes", [("binpack", 1), ("spread", 2)])
@@ -134,9 +144,7 @@ def test_binpack_on_or_off_is_a_design_input_volcano_acts_on(volcano_lab, placem
         bound_then_held(kube, ns, 2, window=0)
         assert len({p["spec"]["nodeName"] for p in kube.list("v1", "Pod", ns)}) == nodes
     finally:
-        kube.delete("v1", "Namespace", ns)
-        kube.delete_pods(ns)
-        kube.close()
+        _clean(kube, ns)
         rt.configure_scheduler(volcano_lab, None)
     assert rt.scheduler_config(volcano_lab) == install.scheduler_conf()
 
