@@ -109,16 +109,13 @@ class LabPool:
         """The session's kind lab for `fleet` (KAI from its chart; images built here when present)."""
         return self.get(fleet, with_kai=True, own=True, runtime="kind")
 
-    def release(self, keep_fleets: tuple[str, ...]) -> list[str]:
+    def release(self, keep_fleets: tuple[str, ...]) -> None:
         """Down the session's labs of other fleets than `keep_fleets` (a later `get` brings one up
         again): an idle lab still spends ~9 % of a core on its control plane, KAI and Prometheus."""
-        gone = []
         for key, rec in list(self.labs.items()):
             if rec.fleet not in keep_fleets and rec.runtime == "binary":
                 runtime_of(rec).down(rec.name)
                 del self.labs[key]
-                gone.append(rec.name)
-        return gone
 
     def close(self) -> None:
         for rec in self.labs.values():
