@@ -57,6 +57,24 @@ def test_up_installs_kai_from_its_chart_with_operator_and_webhook(kind_lab):
     assert shards, "KAI's operator objects (SchedulingShard) are there to configure the scheduler"
 
 
+def test_kai_runs_as_its_operator_renders_it_for_the_fleet_kailab_made(kind_lab):
+    """The binder runs with --fake-gpu-nodes, which KAI's operator gives it only once fake-gpu-operator
+    has marked the fleet's nodes: the lab is in the state any later reconcile of the operator (its own
+    restart, say) renders, so nothing of KAI rolls out after `up` (a vCluster trial's host did)."""
+    from kailab.stacks.kai import kind as kai_kind
+
+    kube = Kube(kind_lab.kubeconfig)
+    try:
+        marked = [n["metadata"]["name"] for n in kube.list("v1", "Node", label_selector=f"{kai_kind.FAKE_GPU_LABEL}=true")]
+        binder = kube.get("apps/v1", "Deployment", "binder", kai_kind.namespace())
+        config = kube.get(kai_kind.CONFIG_API, kai_kind.CONFIG_KIND, kai_kind.CONFIG_NAME)
+    finally:
+        kube.close()
+    assert marked, "fake-gpu-operator marked none of the fleet's nodes"
+    assert kai_kind.FAKE_GPU_FLAG in binder["spec"]["template"]["spec"]["containers"][0]["args"], binder["spec"]
+    assert config is not None
+
+
 # What a kind lab does differently from a binary one, one exercise each: KAI's configuration through
 # its operator's SchedulingShard (placement), a node failing in the cluster (node-failure), GPU sharing
 # through fake-gpu-operator and a RuntimeClass (fractional), BindRequests committing a gang (gang), and

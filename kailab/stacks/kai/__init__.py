@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ... import toolchain, versions
 from ...errors import KailabError
+from ...node_labels import SIMULATED_POOL_LABEL
 from ...runtimes.addon import Addon, ProcessHost
 from ...runtimes.base import LabRecord, LabSpec, Runtime, Unsupported
 from ...runtimes.labkit import PROBE_NAMESPACE
@@ -122,6 +123,9 @@ class KaiAddon(Addon):
 
         from .probe import probe
 
+        if kind.settle_on_fake_gpus(kube, SIMULATED_POOL_LABEL):
+            progress(f"KAI's operator rendered its binder again, now with {kind.FAKE_GPU_FLAG}: the fleet's nodes "
+                     f"were marked {kind.FAKE_GPU_LABEL} after KAI was installed")
         progress("KAI must bind the probe pod")
         probe(kube, hint=f"kubectl -n {kind.namespace()} logs deployment/{kind.SCHEDULER_DEPLOYMENT}; "
                          "kubectl get nodes -o custom-columns=NAME:.metadata.name,GPU:.status.allocatable")

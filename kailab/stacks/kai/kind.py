@@ -84,6 +84,54 @@ def kai_install_steps(version: str, kubeconfig: str, values: str, where: str = "
 
 
 
+# ------------------------------------------------------------------ the binder, once the fleet is known
+FAKE_GPU_LABEL = "run.ai/fake.gpu"  # fake-gpu-operator's status-exporter marks the nodes it serves with it
+FAKE_GPU_FLAG = "--fake-gpu-nodes"
+CONFIG_API, CONFIG_KIND, CONFIG_NAME = "kai.scheduler/v1", "Config", "kai-config"  # the chart's one Config
+
+
+def _fake_gpu_nodes(kube: Kube) -> list[str]:
+    return [n["metadata"]["name"] for n in kube.list("v1", "Node", label_selector=f"{FAKE_GPU_LABEL}=true")]
+
+
+def _binder_args(kube: Kube, ns: str) -> list[str] | None:
+    dep = kube.get("apps/v1", "Deployment", "binder", ns)
+    return None if dep is None else dep["spec"]["template"]["spec"]["containers"][0].get("args") or []
+
+
+def settle_on_fake_gpus(kube: Kube, pool_label: str, timeout: float = 120) -> bool:
+    """KAI's operator gives its binder --fake-gpu-nodes only if, when it renders it, some node carries
+    run.ai/fake.gpu=true — which fake-gpu-operator's status-exporter writes some seconds after the
+    fleet's nodes exist, and kailab installs KAI before them (its chart makes the namespace
+    fake-gpu-operator's RBAC needs). Left alone, the binder ran without it until the operator's next
+    reconcile: a restart of the operator rolled the binder out with a new template (a vCluster
+    trial's host, 2026-11-27). Here the fleet's GPU nodes are awaited marked, and the operator is made
+    to reconcile (a touch of its Config, which it watches) until the binder runs with the flag.
+    True when the binder had to be rolled; False when there is no fake-gpu-operator pool or it had
+    the flag already."""
+    ns = namespace()
+    pool = [n for n in kube.list("v1", "Node", label_selector=pool_label)
+            if int(((n.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", "0") or 0) > 0]
+    if not pool:
+        return False
+    try:
+        wait_until(f"fake-gpu-operator to mark the fleet's GPU nodes {FAKE_GPU_LABEL}=true",
+                   lambda: _fake_gpu_nodes(kube) or None, timeout=timeout)
+    except LabError:  # never marked: the binder KAI rendered without the flag is what it would render now
+        return False
+    if FAKE_GPU_FLAG in (_binder_args(kube, ns) or [FAKE_GPU_FLAG]):
+        return False
+    kube.dynamic.patch(kube.resource(CONFIG_API, CONFIG_KIND), name=CONFIG_NAME,
+                       body={"metadata": {"annotations": {"kailab.io/fleet-marked": _fake_gpu_nodes(kube)[0]}}},
+                       content_type="application/merge-patch+json")
+    wait_until(f"KAI's operator to render its binder with {FAKE_GPU_FLAG}",
+               lambda: FAKE_GPU_FLAG in (_binder_args(kube, ns) or []) or None, timeout=timeout,
+               hint=f"kubectl -n {ns} logs deployment/kai-operator")
+    wait_until("the binder to roll out", lambda: _rollouts_complete(kube, ns, ["binder"]), timeout=timeout,
+               hint=f"kubectl -n {ns} get pods -l app=binder")
+    return True
+
+
 # ------------------------------------------------------------------ the scheduler, through KAI's operator
 SHARD_API, SHARD_KIND, SHARD_NAME = "kai.scheduler/v1", "SchedulingShard", "default"  # the chart's default shard
 SCHEDULER_DEPLOYMENT = "kai-scheduler-default"  # the operator's <schedulerName>-<shard>, and its ConfigMap
