@@ -257,3 +257,17 @@ def test_cli_kind_without_docker_fails_in_one_line(tmp_path):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "Docker engine" in lines[0], out.stderr
     assert not (tmp_path / "ev").exists()
+
+
+def test_a_scheduler_is_up_only_once_it_ran_a_while():
+    """A container with no readiness probe is ready the moment it runs: one sampled between its start
+    and its exit at start is not up (the blast radius's broken scheduler)."""
+    from datetime import datetime, timedelta, timezone
+
+    from kailab.vcluster.state import UP_S, _up_for
+
+    now = datetime.now(timezone.utc)
+    running = lambda ago: {"ready": True, "state": {"running": {"startedAt": (now - timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")}}}  # noqa: E731
+    assert _up_for(running(UP_S + 20), UP_S)
+    assert not _up_for(running(1), UP_S)
+    assert not _up_for({"ready": False, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}, UP_S)
