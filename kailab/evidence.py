@@ -23,7 +23,7 @@ import urllib.request
 from dataclasses import asdict
 from pathlib import Path
 
-import yaml
+from . import yamlfast
 
 from .kube import Kube
 
@@ -117,7 +117,7 @@ class EvidenceDir:
         elif rel.endswith(".json"):
             target.write_text(json.dumps(_plain(data), indent=2, default=str))
         else:
-            target.write_text(yaml.safe_dump(_plain(data), sort_keys=False, default_flow_style=False))
+            target.write_text(yamlfast.dump(_plain(data), sort_keys=False, default_flow_style=False))
         return target
 
     def step_dir(self, index: int, name: str) -> str:
@@ -125,7 +125,7 @@ class EvidenceDir:
 
     def manifests(self, index: int, name: str, objects: list[dict]) -> None:
         if objects:
-            text = yaml.safe_dump_all([_plain(o) for o in objects], sort_keys=False)
+            text = yamlfast.dump_all([_plain(o) for o in objects], sort_keys=False)
             self.write(f"{MANIFESTS}/{index:02d}-{_slug(name)}.yaml", text)
 
     def snapshot(self, rel: str, kube: Kube, namespace: str, state, reservation_namespace: str = "",

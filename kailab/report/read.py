@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
-from .. import evidence
+from .. import evidence, yamlfast
 from ..errors import KailabError
 from .text import fmt
 
@@ -90,7 +89,7 @@ def _read(path: Path, kind: str, problems: list[str], required: bool = True):
         return None
     try:
         text = path.read_text(errors="replace")
-        return json.loads(text) if kind == "json" else yaml.safe_load(text)
+        return json.loads(text) if kind == "json" else yamlfast.load(text)
     except Exception as err:  # noqa: BLE001 - a broken file is reported, not fatal
         problems.append(f"{path.name}: unreadable ({type(err).__name__}: {err})")
         return None

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import yaml
 
-from ... import toolchain, versions
+from ... import toolchain, versions, yamlfast
 from ...errors import BuildError
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 API = "kueue.x-k8s.io/v1beta2"
 
 
@@ -40,7 +39,7 @@ def tree(recipe: toolchain.Recipe) -> Path:
 
 def crd_documents(src: Path) -> list[dict]:
     folder = src / "config" / "components" / "crd" / "bases"
-    docs = [d for f in sorted(folder.glob("*.yaml")) for d in yaml.load_all(f.read_text(), Loader=_YAML_LOADER) if d]
+    docs = [d for f in sorted(folder.glob("*.yaml")) for d in yamlfast.load_all(f.read_text()) if d]
     if not docs:
         raise BuildError(f"no CRDs in {folder}: is this a Kueue source tree?")
     return docs

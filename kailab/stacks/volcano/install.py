@@ -16,10 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from ... import toolchain
+from ... import toolchain, yamlfast
 from ...errors import BuildError
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MODULE = "volcano.sh/volcano"
 API = "scheduling.volcano.sh/v1beta1"
 SCHEDULER, CONTROLLERS, WEBHOOKS = "vc-scheduler", "vc-controller-manager", "vc-webhook-manager"
@@ -55,14 +54,14 @@ def crd_documents(src: Path) -> list[dict]:
     controllers watch HyperNodes, NodeShards and the rest, and wait for their informers."""
     files = sorted((src / "config" / "crd" / "volcano" / "bases").glob("*.yaml")) + sorted(
         (src / "config" / "crd" / "jobflow" / "bases").glob("*.yaml"))
-    docs = [d for f in files for d in yaml.load_all(f.read_text(), Loader=_YAML_LOADER) if d]
+    docs = [d for f in files for d in yamlfast.load_all(f.read_text()) if d]
     if not docs:
         raise BuildError(f"no CRDs under {src / 'config' / 'crd'}: is this a Volcano source tree?")
     return docs
 
 
 def _development(src: Path) -> list[dict]:
-    return [d for d in yaml.load_all((src / DEVELOPMENT).read_text(), Loader=_YAML_LOADER) if d]
+    return [d for d in yamlfast.load_all((src / DEVELOPMENT).read_text()) if d]
 
 
 def webhook_configurations(src: Path, port: int, ca_bundle_b64: str) -> list[dict]:
