@@ -390,7 +390,8 @@ class ExerciseRun:
         notes = []
         for label, fn in parts:
             try:
-                with self._timed("restore faults" if label.startswith("restore") else "evidence"):
+                # each part its own figure: what the evidence costs a run, part by part
+                with self._timed("restore faults" if label.startswith("restore") else f"evidence: {label}"):
                     fn()
             except BaseException as err:  # noqa: BLE001 - keep going: evidence first
                 notes.append(f"{label}: {type(err).__name__}: {err}")

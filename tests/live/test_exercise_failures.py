@@ -161,9 +161,10 @@ def test_evidence_directory_holds_every_promised_file(kailab_labs, tmp_path):
             assert (root / "steps" / d / f).is_file()
     verdict = json.loads((root / "verdict.json").read_text())
     assert all({"expected", "observed", "passed"} <= set(r) for r in verdict["expectations"])
-    # where the run's time went: set-up, each kind of step operation, evidence, clean-up
+    # where the run's time went: set-up, each kind of step operation, each part of the evidence, clean-up
     wall = verdict["wall_seconds"]
-    assert {"set-up", "apply", "expect", "evidence", "clean-up"} <= set(wall), wall
+    assert {"set-up", "apply", "expect", "evidence", "evidence: final snapshot", "evidence: scheduler snapshot",
+            "evidence: KAI logs", "clean-up"} <= set(wall), wall
     assert all(v >= 0 for v in wall.values())
     assert wall == outcome.wall
 
