@@ -14,14 +14,18 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from ..exercise.load import load_exercise
 from ..lab import LabRecord, get_runtime
+from ..paths import evidence_dir
 from ..toolchain import kai_unavailable_reason
 from ..replay import alibaba
-from .items import ExerciseFile, FillFile, FillItem, OwnLabsItem, ReplayFile, outcome_of
+from .deal import deal, last_durations
+from .items import ExerciseFile, ExerciseItem, FillFile, FillItem, OwnLabsItem, ReplayFile, outcome_of
 from .labs import kind_unavailable_reason, lab_pool
 
 
@@ -51,8 +55,10 @@ def pytest_collection_modifyitems(session, config, items):
     _deselect_kind_without_docker(config, items)
     _leave_out_heavy_items(config, items)
     # the longest first, so labs side by side (-n) finish together: a replay or a fill runs minutes on
-    # labs of its own
+    # labs of its own; exercises alone are dealt by their last run's time (kailab.testing.deal)
     items.sort(key=lambda item: not isinstance(item, OwnLabsItem))
+    if items and all(isinstance(i, ExerciseItem) for i in items):
+        items[:] = _dealt(config, items)
     needs_kai = [i for i in items if i.get_closest_marker("kai")]
     config._kailab_kai_collected = len(needs_kai)
     if not needs_kai or config.getoption("--kailab-lab"):
@@ -66,6 +72,23 @@ def pytest_collection_modifyitems(session, config, items):
         config._kailab_no_kai = (len(needs_kai), reason)
     else:
         config._kailab_no_kai_error = reason
+
+
+def _dealt(config, items: list) -> list:
+    """Exercise items in the order that deals them evenly to the workers (one when not under xdist)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if workers < 2:
+        return items
+    try:
+        fleets = {i.nodeid: load_exercise(i.path).fleet for i in items}
+    except Exception:  # noqa: BLE001 - a bad file fails as its own item, in the order it came
+        return items
+    main = Counter(fleets.values()).most_common(1)[0][0]  # every worker has a lab of it
+    # the project's evidence folder, and a given one's runs over it (a bench runs in a folder of its own)
+    root = config.getoption("--kailab-evidence")
+    seconds = {**last_durations(evidence_dir()), **(last_durations(Path(root)) if root else {})}
+    return deal(items, workers, cost=lambda i: seconds.get(i.path.stem),
+                group=lambda i: None if fleets[i.nodeid] == main else fleets[i.nodeid])
 
 
 def _deselect_kind_without_docker(config, items) -> None:
