@@ -100,7 +100,7 @@ def test_answers_are_derived_from_the_expectations():
         "queue research: 16 bound",
         "workload prod-train: at least 1 Evict event(s) (KAI records evictions on the PodGroups; "
         "one event may cover several pods)",
-        "for the whole 10s: queue prod: at least 16 bound",
+        "for the whole 6s: queue prod: at least 16 bound",
     ]
     borrow = {lesson.name: lesson for lesson in course.lessons()}["borrow"]
     assert "PodGroups of prod-more carry the reason OverLimit" in borrow.steps[1].answer
