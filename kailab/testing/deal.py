@@ -7,8 +7,8 @@ longest queue left, from its end. So the blocks are made here: the items are sha
 of those sizes, longest first, each to the block with the least time so far — the items of one fleet
 other than the run's lab's kept in one block, since each block that has one brings up a lab of that
 fleet (alphabetical order put the racks items in both, and dealing longest first without the groups
-measured slower, 2026-11-27) — and each block runs longest first, so what is stolen from its end is
-short. How long an item takes is its last run's, read from the evidence folder (the sum of its
+measured slower, 2026-11-27) — and each block runs longest first (a group's items together, by their
+sum), so what is stolen from its end is short. How long an item takes is its last run's, read from the evidence folder (the sum of its
 verdict's wall seconds); an item never run counts as the mean of the others'.
 """
 
@@ -70,18 +70,18 @@ def deal(items: Sequence[T], workers: int, cost: Callable[[T], float | None],
     for k in range(workers, 0, -1):
         sizes.append(left // k)
         left -= sizes[-1]
-    blocks: list[list[T]] = [[] for _ in range(workers)]
-    totals = [0.0] * workers
+    blocks: list[list[list[T]]] = [[] for _ in range(workers)]  # each block's units, in the order dealt
+    totals, counts = [0.0] * workers, [0] * workers
     for key, members in sorted(units.items(), key=lambda kv: -unit_seconds(*kv)):
-        fits = [b for b in range(workers) if len(blocks[b]) + len(members) <= sizes[b]]
+        fits = [b for b in range(workers) if counts[b] + len(members) <= sizes[b]]
         if not fits:  # a group larger than any block's room: the emptiest takes it (sizes are a hint)
-            fits = [min(range(workers), key=lambda b: len(blocks[b]))]
+            fits = [min(range(workers), key=lambda b: counts[b])]
         b = min(fits, key=lambda b: totals[b])
-        blocks[b].extend(members)
+        blocks[b].append(sorted(members, key=lambda i: -seconds(i)))
         totals[b] += unit_seconds(key, members)
-    ordered: list[T] = []
-    for block in blocks:
-        ordered += sorted(block, key=lambda i: -seconds(i))
+        counts[b] += len(members)
+    # a group's items one after the other: its lab can go as soon as they are done (release_after)
+    ordered = [item for block in blocks for unit in block for item in unit]
     if len(ordered) != len(items):  # cannot happen; never lose an item to a bug here
         return items
     return ordered

@@ -76,19 +76,34 @@ def pytest_collection_modifyitems(session, config, items):
 
 def _dealt(config, items: list) -> list:
     """Exercise items in the order that deals them evenly to the workers (one when not under xdist)."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
-    if workers < 2:
-        return items
     try:
         fleets = {i.nodeid: load_exercise(i.path).fleet for i in items}
     except Exception:  # noqa: BLE001 - a bad file fails as its own item, in the order it came
         return items
     main = Counter(fleets.values()).most_common(1)[0][0]  # every worker has a lab of it
+    config._kailab_fleets, config._kailab_main_fleet = fleets, main  # for pytest_runtest_teardown
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if workers < 2:
+        return items
     # the project's evidence folder, and a given one's runs over it (a bench runs in a folder of its own)
     root = config.getoption("--kailab-evidence")
     seconds = {**last_durations(evidence_dir()), **(last_durations(Path(root)) if root else {})}
     return deal(items, workers, cost=lambda i: seconds.get(i.path.stem),
                 group=lambda i: None if fleets[i.nodeid] == main else fleets[i.nodeid])
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """A lab of another fleet than most exercises' goes once the next item does not need it: an idle
+    lab spends ~9 % of a core, and the racks, dra and tiny labs idled for minutes beside the rest of
+    `make exercises` (a later item of that fleet, stolen by this worker, brings one up again)."""
+    fleets = getattr(item.config, "_kailab_fleets", None)
+    pool = getattr(item.config, "_kailab_pool", None)
+    if not fleets or pool is None or item.nodeid not in fleets:
+        return
+    keep = {item.config._kailab_main_fleet}
+    if nextitem is not None and nextitem.nodeid in fleets:
+        keep.add(fleets[nextitem.nodeid])
+    pool.release(tuple(keep))
 
 
 def _deselect_kind_without_docker(config, items) -> None:
