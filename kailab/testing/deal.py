@@ -8,16 +8,18 @@ of those sizes, longest first, each to the block with the least time so far — 
 other than the run's lab's kept in one block, since each block that has one brings up a lab of that
 fleet (alphabetical order put the racks items in both, and dealing longest first without the groups
 measured slower, 2026-11-27) — and each block runs longest first (a group's items together, by their
-sum), so what is stolen from its end is short. How long an item takes is its last run's, read from the evidence folder (the sum of its
-verdict's wall seconds); an item never run counts as the mean of the others'.
+sum), so what is stolen from its end is short. How long an item takes is its last run's, read from
+the evidence folder (the sum of its verdict's wall seconds); an item never run counts as the mean of
+the others'.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
+
+from .. import evidence as evidence_files
 
 T = TypeVar("T")
 
@@ -30,10 +32,10 @@ def last_durations(evidence: Path) -> dict[str, float]:
     out: dict[str, tuple[str, float]] = {}
     if not evidence.is_dir():
         return {}
-    for verdict in evidence.glob("*/verdict.json"):
+    for verdict in evidence.glob(f"*/{evidence_files.VERDICT}"):
         stamp, _, _ = verdict.parent.name.partition("-")
         try:
-            data = json.loads(verdict.read_text())
+            data = evidence_files.read_verdict(verdict.parent)
             name, seconds = data["exercise"], float(sum((data.get("wall_seconds") or {}).values()))
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a run still being written, or an old format: no estimate from it
@@ -81,7 +83,4 @@ def deal(items: Sequence[T], workers: int, cost: Callable[[T], float | None],
         totals[b] += unit_seconds(key, members)
         counts[b] += len(members)
     # a group's items one after the other: its lab can go as soon as they are done (release_after)
-    ordered = [item for block in blocks for unit in block for item in unit]
-    if len(ordered) != len(items):  # cannot happen; never lose an item to a bug here
-        return items
-    return ordered
+    return [item for block in blocks for unit in block for item in unit]

@@ -115,14 +115,14 @@ def settle_on_fake_gpus(kube: Kube, pool_label: str, timeout: float = 120) -> bo
     if not pool:
         return False
     try:
-        wait_until(f"fake-gpu-operator to mark the fleet's GPU nodes {FAKE_GPU_LABEL}=true",
-                   lambda: _fake_gpu_nodes(kube) or None, timeout=timeout)
+        marked = wait_until(f"fake-gpu-operator to mark the fleet's GPU nodes {FAKE_GPU_LABEL}=true",
+                            lambda: _fake_gpu_nodes(kube) or None, timeout=timeout)
     except LabError:  # never marked: the binder KAI rendered without the flag is what it would render now
         return False
     if FAKE_GPU_FLAG in (_binder_args(kube, ns) or [FAKE_GPU_FLAG]):
         return False
     kube.dynamic.patch(kube.resource(CONFIG_API, CONFIG_KIND), name=CONFIG_NAME,
-                       body={"metadata": {"annotations": {"kailab.io/fleet-marked": _fake_gpu_nodes(kube)[0]}}},
+                       body={"metadata": {"annotations": {"kailab.io/fleet-marked": marked[0]}}},
                        content_type="application/merge-patch+json")
     wait_until(f"KAI's operator to render its binder with {FAKE_GPU_FLAG}",
                lambda: FAKE_GPU_FLAG in (_binder_args(kube, ns) or []) or None, timeout=timeout,
