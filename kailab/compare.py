@@ -24,6 +24,7 @@ from .exercise.load import load_exercise
 from .exercise.runner import ExerciseRun
 from .lab import LabSpec, get_runtime, lab, with_addon
 from .paths import evidence_dir
+from .runtimes.addon import RunsAsProcesses, need
 
 AXIS = "scheduler stack"
 # what a comparison shows and judges: counts, and each queue's typical and long waits. Step timings
@@ -82,8 +83,9 @@ def setting_of(column: str, where: str):
         raise KailabError(f"{where}: give at most one placement (binpack or spread) and one configuration name")
     value = SchedulerSetting(placement=placements[0] if placements else "binpack", volcano=named[0] if named else None)
     from .stacks import get_stack
+    from .stacks.base import configurable
 
-    stack = get_stack(column.split(":")[0])
+    stack = configurable(get_stack(column.split(":")[0]), where)  # one line when it has none
     if not stack.configures_scheduler(_BinaryRuntime()):
         raise KailabError(f"{where}: the {stack.title} stack has no scheduler configuration to change")
     stack.scheduler_setting(_Record(), value, None, where)  # its one-line refusal
@@ -120,7 +122,7 @@ def run_compare(stacks: list[str], exercises: list[str], fleet: str = "small", r
     # builds before any lab, one after the other (each already uses every core)
     toolchain.build_all(toolchain.cluster_recipes(kai_version), console)
     for spec in specs.values():
-        toolchain.build_all(spec.addon.recipes(), console)
+        toolchain.build_all(need(spec.addon, RunsAsProcesses, "binary").recipes(), console)
     out = (root or evidence_dir()) / f"compare-{stamp}"
     out.mkdir(parents=True)
     (out / "plan.json").write_text(json.dumps(the_plan, indent=2))

@@ -17,8 +17,9 @@ import dataclasses
 from .errors import KailabError
 from .runtimes import LabRecord, LabSpec, resolve_runtime
 from .runtimes import get_runtime as _bare_runtime
-from .runtimes.base import Runtime
+from .runtimes.base import Runtime, Unsupported
 from .stacks import Stack, get_stack, stack_name, stack_of
+from .stacks.base import ConfiguresScheduler, ServesSnapshot, configurable
 
 
 def with_addon(spec: LabSpec) -> LabSpec:
@@ -87,16 +88,22 @@ class Lab:
         return stack_of(record).describe(self.runtime, record)
 
     def scheduler_config(self, record: LabRecord) -> dict | None:
-        return stack_of(record).scheduler_config(self.runtime, record)
+        stack = stack_of(record)
+        return stack.scheduler_config(self.runtime, record) if isinstance(stack, ConfiguresScheduler) else None
 
     def configures_scheduler(self, record: LabRecord) -> bool:
-        return stack_of(record).configures_scheduler(self.runtime)
+        stack = stack_of(record)
+        return isinstance(stack, ConfiguresScheduler) and stack.configures_scheduler(self.runtime)
 
     def scheduler_setting(self, record: LabRecord, value, usage_url: str | None, where: str):
-        return stack_of(record).scheduler_setting(record, value, usage_url, where)
+        return configurable(stack_of(record), where).scheduler_setting(record, value, usage_url, where)
 
     def configure_scheduler(self, record: LabRecord, setting) -> None:
-        stack_of(record).configure_scheduler(self.runtime, record, setting)
+        stack = stack_of(record)
+        if not isinstance(stack, ConfiguresScheduler):
+            raise Unsupported(f"lab {record.name!r}: the {stack.title or stack.name} stack on the {self.runtime.name} "
+                              "runtime cannot change its scheduler's configuration (step `scheduler:`)")
+        stack.configure_scheduler(self.runtime, record, setting)
 
     def scheduler_components(self, record: LabRecord) -> set[str]:
         return stack_of(record).components(self.runtime, record)
@@ -105,7 +112,8 @@ class Lab:
         return self.runtime.stack_logs(record, mark)
 
     def scheduler_snapshot_url(self, record: LabRecord) -> str | None:
-        return stack_of(record).snapshot_url(self.runtime, record)
+        stack = stack_of(record)
+        return stack.snapshot_url(self.runtime, record) if isinstance(stack, ServesSnapshot) else None
 
     def usage_db_url(self, record: LabRecord) -> str | None:
         """The lab's Prometheus as the scheduler reaches it (None: the lab runs none)."""

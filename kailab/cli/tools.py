@@ -10,6 +10,7 @@ from rich.table import Table
 
 from .. import toolchain, versions
 from ..errors import KailabError
+from ..runtimes.addon import InstallsFromCharts, RunsAsProcesses, need
 from .base import cli, console, out
 
 
@@ -41,7 +42,8 @@ def tools_build(kai_version, without_kai, stacks) -> None:
         for name in stacks:  # an unknown name: one line naming the choices
             spec = with_addon(LabSpec(name="build", runtime="binary", fleet="tiny", kai_version=kai_version,
                                       with_kai=False, stack=name))
-            recipes += [r for r in spec.addon.recipes() if r.key not in {x.key for x in recipes}]
+            addon = need(spec.addon, RunsAsProcesses, "binary")
+            recipes += [r for r in addon.recipes() if r.key not in {x.key for x in recipes}]
     built = toolchain.build_all(recipes, console)
     for key, path in built.items():
         out.print(f"{key}: {path}")
@@ -114,9 +116,10 @@ def _stack_addons(stacks, kai_version) -> list:
     from .. import sources
     from ..lab import LabSpec, with_addon
 
-    addons = [with_addon(LabSpec(name="images", runtime="kind", fleet="tiny", kai_version=kai_version,
-                                 with_kai=False, stack=name)).addon for name in stacks]
-    missing = sources.missing_for([r for a in addons for r in a.recipes()])
+    addons = [need(with_addon(LabSpec(name="images", runtime="kind", fleet="tiny", kai_version=kai_version,
+                                      with_kai=False, stack=name)).addon, InstallsFromCharts, "kind") for name in stacks]
+    # their images build from the sources their processes do
+    missing = sources.missing_for([r for a in addons if isinstance(a, RunsAsProcesses) for r in a.recipes()])
     if missing:
         raise KailabError(sources.missing_message(missing, f"`kailab tools images --stack {' --stack '.join(stacks)}`"))
     return addons

@@ -20,6 +20,7 @@ from ..paths import evidence_dir
 from ..lab import LabRecord, runtime_of
 from ..runtimes.clusterinfo import ready_nodes_and_gpus
 from ..runtimes.waits import wait_until
+from ..stacks.base import HasMetricPanels, topology_aware
 from .actions import ACTIONS, StepContext
 from .checks import Names, Result
 from .figures import figures, settle_times  # noqa: F401 - settle_times: as the runner's before
@@ -208,7 +209,8 @@ class ExerciseRun:
         # what the stack cannot express is refused here, by name, before anything is made
         self.stack.queue_objects(self.queue_decls(), self.names.namespace)
         if self.topology_name:
-            self.stack.topology_objects(self.topology_name, self.ex.topology, f"{self.source.name}:")
+            topology_aware(self.stack, f"{self.source.name}:").topology_objects(self.topology_name, self.ex.topology,
+                                                                                f"{self.source.name}:")
         for step in self.ex.steps:
             for item in step.apply:
                 self.workload_objects(step, item)
@@ -225,7 +227,8 @@ class ExerciseRun:
                 workloads.service_account("default", self.names.namespace)]
         objs += self.stack.queue_objects(self.queue_decls(), self.names.namespace)
         if self.topology_name:
-            objs += self.stack.topology_objects(self.topology_name, self.ex.topology, f"{self.source.name}:")
+            objs += topology_aware(self.stack, f"{self.source.name}:").topology_objects(
+                self.topology_name, self.ex.topology, f"{self.source.name}:")
         self.evidence.manifests(0, "queues-and-namespace", objs)
         for obj in objs:
             self.kube.apply(obj)
@@ -357,6 +360,8 @@ class ExerciseRun:
 
     def _stack_panels(self, prometheus: str, end: float) -> list[dict]:
         ours = {self.names.queue(n): n for n, _, _ in self.ex.queue_tree()}
+        if not isinstance(self.stack, HasMetricPanels):
+            return []
         panels = self.stack.metric_panels(self.lab, prometheus, self.observer.state.started, end)
         if not panels:
             return []
@@ -470,7 +475,7 @@ class ExerciseRun:
             wait_until(f"the pods of namespace {namespace} to be gone", gone, timeout="exercise-clean-up")
         self.delete(self.stack.queue_leftovers(self.queue_decls(), self.names.namespace))
         if self.topology_name:
-            self.delete(self.stack.topology_leftovers(self.topology_name))
+            self.delete(topology_aware(self.stack, self.source.name).topology_leftovers(self.topology_name))
 
 
 def run_exercise(path: str | Path, lab: LabRecord, evidence_root: Path | None = None) -> Outcome:

@@ -29,6 +29,7 @@ from ..paths import evidence_dir
 from ..lab import LabSpec, lab, runtime_of
 from ..scale import cpu_seconds
 from ..stacks import get_stack
+from ..stacks.base import HasMetricPanels
 from . import figures as figs
 from .design import Design
 from .player import job_objects, job_outcomes, play, records
@@ -241,8 +242,9 @@ def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: in
 
         end = time.time()
         time.sleep(2 * PROMETHEUS_SCRAPE_S)  # KAI's counter as scraped after the run's last eviction
-        rec_data["evicted_by_action"] = runtime.stack(rec).evictions_by_action(
-            metrics.url(rec.ports), mark, end + 2 * PROMETHEUS_SCRAPE_S)
+        stack = runtime.stack(rec)
+        rec_data["evicted_by_action"] = stack.evictions_by_action(
+            metrics.url(rec.ports), mark, end + 2 * PROMETHEUS_SCRAPE_S) if isinstance(stack, HasMetricPanels) else {}
     (rdir / "records.json").write_text(json.dumps(rec_data, indent=1))
     try:  # KAI's own account of the run, to explain what the figures show
         for name, data in runtime.scheduler_logs(rec, log_mark).items():

@@ -30,7 +30,7 @@ from ..workloads import service_account
 from ..paths import evidence_dir, lab_dir, state_dir
 from .waits import wait_until, why_it_died
 from . import clusterinfo, metrics, processes, seed
-from .addon import Addon, ProcessHost, addon_of
+from .addon import ProcessHost, RunsAsProcesses, addon_of, need
 from .hostlimits import require_inotify
 from .base import LabRecord, LabSpec, Runtime, status_report
 from .labkit import Phases, create_fleet, kwok_config_text, lab_lock, refuse_other_lab, run_together
@@ -93,8 +93,7 @@ class BinaryRuntime(Runtime):
                 return self._reuse(existing, spec, fleet, release.version)
             if lab_dir(spec.name).exists():  # a failed or half-made lab: start clean
                 self._teardown(spec.name)
-            addon = addon_of(spec)
-            addon.require("processes", self.name)
+            addon = need(addon_of(spec), RunsAsProcesses, self.name)
             require_inotify(self.name)
             # by cache key: an addon may need a build the control plane has too (kube-scheduler)
             recipes = list({r.key: r for r in toolchain.cluster_recipes(release.version) + addon.recipes()}.values())
@@ -135,7 +134,7 @@ class BinaryRuntime(Runtime):
                 kube.close()
         return rec
 
-    def _start(self, spec: LabSpec, fleet: Fleet, release, recipes, built, addon: Addon) -> LabRecord:
+    def _start(self, spec: LabSpec, fleet: Fleet, release, recipes, built, addon: RunsAsProcesses) -> LabRecord:
         from . import pki
 
         lab = lab_dir(spec.name)

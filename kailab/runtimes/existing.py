@@ -21,7 +21,7 @@ from ..kube import Kube
 from ..paths import lab_dir
 from .waits import wait_until
 from . import clusterinfo, restarts
-from .addon import addon_of
+from .addon import AdoptsCluster, addon_of, need
 from .base import LabRecord, LabSpec, Runtime, status_report
 from .labkit import create_fleet, lab_lock
 
@@ -72,8 +72,7 @@ class ExistingRuntime(Runtime):
             if not kube.readyz():
                 raise LabError(f"the API server at {server} does not answer /readyz: is the cluster running "
                                "and the kubeconfig's current context the right one?")
-            addon = addon_of(spec)
-            addon.require("adopted", self.name)
+            addon = need(addon_of(spec), AdoptsCluster, self.name)
             missing = addon.adopt_problems(kube, server)
             if missing:
                 raise LabError(f"cluster at {server} is not ready for kailab: {'; '.join(missing)}")

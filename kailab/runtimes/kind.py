@@ -37,8 +37,7 @@ from .shell import last_line, progress, run_logged
 from .kind_host import (TOOL_ENV, HostFacts, check_kubectl, docker_facts, find_tool, find_tools,  # noqa: F401
                         host_problems)
 from .kind_images import IMAGES, choose_images, missing_local  # noqa: F401
-from .addon import addon_of
-from .kind_plan import (CONTROL_PLANE_SELECTOR, KWOK_CONFIG_DIR, KWOK_CONFIG_MAP, STAGE_CRD, KindPlan, build_plan, cluster_name, dump, dump_all,  # noqa: F401
+from .kind_plan import (CONTROL_PLANE_SELECTOR, KWOK_CONFIG_DIR, KWOK_CONFIG_MAP, STAGE_CRD, KindPlan, build_plan, charts_of, cluster_name, dump, dump_all,  # noqa: F401
                         fake_gpu_operator_values, kind_config, kwok_config_map, kwok_deployment_patch,
                         kwok_release_config, kwok_stages_text, node_image, pinned_minor, render_plan)
 from .kind_pins import pins  # noqa: F401
@@ -55,7 +54,7 @@ class KindRuntime(Runtime):
         return kind_metrics.IN_CLUSTER_URL if record.metrics else None
 
     def plan(self, spec: LabSpec) -> str:
-        addon_of(spec).require("charts", self.name)
+        charts_of(spec)  # refused in one line when it has none
         fleet, version = self._inputs(spec)
         local, said = self._images(spec, version)
         plan = build_plan(spec, fleet, version, HostFacts.detect(), local, metrics_port=free_port())
@@ -65,7 +64,7 @@ class KindRuntime(Runtime):
     def _images(spec: LabSpec, version: str) -> tuple[ImageSet | None, str]:
         if spec.images not in IMAGES:
             raise KailabError(f"--images {spec.images}: choose one of {', '.join(IMAGES)}")
-        addon = addon_of(spec)  # the base set and its scheduler's images
+        addon = charts_of(spec)  # the base set and its scheduler's images
         missing = [] if spec.images == "published" else missing_local(image_set(version), addon)
         return choose_images(spec.images, version, missing, addon)
 
@@ -78,7 +77,7 @@ class KindRuntime(Runtime):
 
     # ---------------------------------------------------------------- up
     def up(self, spec: LabSpec) -> LabRecord:
-        addon_of(spec).require("charts", self.name)
+        charts_of(spec)  # refused in one line when it has none
         fleet, version = self._inputs(spec)
         tools = find_tools(["kind", "kubectl", "helm"])
         check_kubectl(tools["kubectl"])
@@ -122,7 +121,7 @@ class KindRuntime(Runtime):
         rec = LabRecord(name=spec.name, runtime=self.name, kai_version=version if spec.with_kai else "none",
                         fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total,
                         with_kai=spec.with_kai, kubeconfig=plan.kubeconfig, termination_grace=spec.termination_grace,
-                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), stack=addon_of(spec).record())
+                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), stack=charts_of(spec).record())
         rec.save()
         log = lab / "logs" / "kind-runtime.log"
         try:
@@ -149,7 +148,7 @@ class KindRuntime(Runtime):
                 rec.save()
             kube = Kube(plan.kubeconfig)
             try:
-                addon_of(spec).await_ready(kube)
+                charts_of(spec).await_ready(kube)
             finally:
                 kube.close()
         except LabError as err:

@@ -9,13 +9,13 @@ from pathlib import Path
 
 from ..errors import LabError
 from ..images import ImageSet, image_set
-from .addon import Addon
+from .addon import InstallsFromCharts
 
 
 IMAGES = ("auto", "local", "published")
 
 
-def needed_local(s: ImageSet, addon: Addon | None = None) -> tuple[list[str], list[Path]]:
+def needed_local(s: ImageSet, addon: InstallsFromCharts | None = None) -> tuple[list[str], list[Path]]:
     """The images and files built here a kind lab of `addon` uses (None: the base set with KAI's)."""
     if addon is None:
         return s.built_images, [s.kai_chart, s.fgo_chart, s.kwok_manifest]
@@ -23,7 +23,7 @@ def needed_local(s: ImageSet, addon: Addon | None = None) -> tuple[list[str], li
             [s.fgo_chart, s.kwok_manifest, *addon.local_files(s)])
 
 
-def missing_local(s: ImageSet, addon: Addon | None = None) -> list[str]:
+def missing_local(s: ImageSet, addon: InstallsFromCharts | None = None) -> list[str]:
     """What of the locally built image set is not here (images in Docker, charts, KWOK's manifest)."""
     from ..images import docker as images_docker
 
@@ -31,13 +31,13 @@ def missing_local(s: ImageSet, addon: Addon | None = None) -> list[str]:
     return [ref for ref in images if not images_docker.has(ref)] + [str(p) for p in files if not p.is_file()]
 
 
-def build_command(kai_version: str, addon: Addon | None = None) -> str:
+def build_command(kai_version: str, addon: InstallsFromCharts | None = None) -> str:
     stack = f" --stack {addon.image_stack}" if addon is not None and addon.image_stack else ""
     return f"`kailab tools images --kai-version {kai_version}{stack}`"
 
 
 def choose_images(requested: str, kai_version: str, missing: list[str],
-                  addon: Addon | None = None) -> tuple[ImageSet | None, str]:
+                  addon: InstallsFromCharts | None = None) -> tuple[ImageSet | None, str]:
     """Which images a kind lab uses, and the one line that says so. `local` needs every one of the
     set built here; `auto` takes them when all are there (the network is never probed)."""
     s = image_set(kai_version)

@@ -22,7 +22,7 @@ from . import kind_metrics
 from .base import LabSpec
 from .labkit import kwok_config_text, kwok_stages_text
 from ..errors import LabError
-from .addon import addon_of
+from .addon import InstallsFromCharts, addon_of, need
 from .kind_host import TOOL_ENV, HostFacts
 from .kind_pins import pins
 
@@ -196,6 +196,11 @@ class KindPlan:
     metrics_port: int | None = None  # the lab's Prometheus on the host (None: a lab without metrics)
 
 
+def charts_of(spec: LabSpec) -> InstallsFromCharts:
+    """The lab's scheduler as a kind lab installs it: from its charts (refused in one line otherwise)."""
+    return need(addon_of(spec), InstallsFromCharts, "kind")
+
+
 def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | None = None,
                local: ImageSet | None = None, kwok_release: dict | None = None,
                metrics_port: int | None = None) -> KindPlan:
@@ -204,7 +209,7 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | 
     KWOK's release options (default: read from its Go module) and the host port of the lab's
     Prometheus (`metrics_port`; used when spec.metrics)."""
     release = versions.kai_release(kai_version)
-    addon = addon_of(spec)
+    addon = charts_of(spec)
     host = host or HostFacts()
     p = pins()
     lab = lab_dir(spec.name)
@@ -304,7 +309,7 @@ def render_plan(plan: KindPlan, spec: LabSpec, fleet: Fleet, kai_version: str) -
     lines = [
         f"# kailab kind runtime plan for lab {spec.name!r} (nothing has been run)",
         f"# fleet {fleet.name}: {fleet.nodes_total} nodes, {fleet.gpus_total} GPUs; "
-        f"scheduler: {'; '.join(addon_of(spec).plan_lines()) or '(none installed)'}",
+        f"scheduler: {'; '.join(charts_of(spec).plan_lines()) or '(none installed)'}",
         f"# pinned: kind {p['kind']['version']}, node {plan.kind_config['nodes'][0]['image']}, "
         f"KWOK {versions.KWOK_VERSION}, fake-gpu-operator {p['fake_gpu_operator']['version']}",
         f"# tools: kind, kubectl (>= {p['kubectl']['min']}), helm (>= {p['helm']['min']}); "
@@ -325,8 +330,8 @@ def render_plan(plan: KindPlan, spec: LabSpec, fleet: Fleet, kai_version: str) -
                   f"scraping every Service with a metrics port in the scheduler's namespaces, at http://127.0.0.1:{plan.metrics_port} "
                   f"(NodePort {kind_metrics.NODE_PORT}) and {kind_metrics.IN_CLUSTER_URL} in the cluster"]
         step += 1
-    if addon_of(spec).probe_text():
-        lines += [f"# {step}. kailab's probe, as the binary runtime: {addon_of(spec).probe_text()}"]
+    if charts_of(spec).probe_text():
+        lines += [f"# {step}. kailab's probe, as the binary runtime: {charts_of(spec).probe_text()}"]
     lines.append("")
     for name, text in plan.files.items():
         lines += [f"# ---- {plan.lab_dir}/{name}", text.rstrip("\n"), ""]

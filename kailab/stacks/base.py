@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..errors import KailabError
 from ..runtimes.addon import Addon
-from ..runtimes.base import LabRecord, LabSpec, Runtime, Unsupported
+from ..runtimes.base import LabRecord, LabSpec, Runtime
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,11 @@ def read_or_empty(read) -> list:
 
 
 class Stack(ABC):
-    """One scheduler stack. Methods that take a runtime get the lab's, for its capabilities
-    (controls_processes, installs_charts) and primitives, never its name."""
+    """One scheduler stack: its addon, what a run's evidence says of it, and the exercise's vocabulary
+    in its objects. What only some stacks can do is a capability below, which a stack declares by
+    inheriting it; code above asks for it (`isinstance`, or the helpers that refuse in one line).
+    Methods that take a runtime get the lab's, for its capabilities (controls_processes,
+    installs_charts) and primitives, never its name."""
 
     name: str = ""
     title: str = ""  # how messages name it
@@ -92,24 +95,10 @@ class Stack(ABC):
         return {"name": self.name, "version": (record.stack or {}).get("version", "none"),
                 "install": f"{self.title} {runtime.install_style}".strip()}
 
-    def scheduler_config(self, runtime: Runtime, record: LabRecord) -> dict | None:
-        """The configuration the scheduler runs now (None: nothing to tell)."""
-        return None
-
     def components(self, runtime: Runtime, record: LabRecord) -> set[str]:
         """The names under which the lab reports this stack's components (a death says whose)."""
         stack = record.stack or {}
         return set(stack.get("processes", [])) | {n for ns in stack.get("deployments", {}).values() for n in ns}
-
-    def snapshot_url(self, runtime: Runtime, record: LabRecord) -> str | None:
-        return None
-
-    def metric_panels(self, record: LabRecord, prometheus: str, start: float, end: float) -> list[dict]:
-        """The stack's own series for a run's window (its dashboards' queries); [] when it has none."""
-        return []
-
-    def evictions_by_action(self, prometheus: str, start: float, end: float) -> dict:
-        return {}
 
     # ------------------------------------------------------------ what a run needs of the lab
     def preflight(self, kube, record: LabRecord) -> None:
@@ -118,20 +107,6 @@ class Stack(ABC):
     def side_namespaces(self) -> list[str]:
         """Namespaces where the stack makes pods of its own for a run's workloads (evidence, clean-up)."""
         return []
-
-    # ------------------------------------------------------------ the exercise's `scheduler:` step
-    def configures_scheduler(self, runtime: Runtime) -> bool:
-        return False
-
-    def scheduler_setting(self, record: LabRecord, value, usage_url: str | None, where: str):
-        """An exercise's scheduler step (placement, usage, shard) as this stack's setting; `where`
-        names the file and step for the one-line refusal."""
-        raise KailabError(f"{where}: the {self.title or self.name} stack has no scheduler configuration to change")
-
-    def configure_scheduler(self, runtime: Runtime, record: LabRecord, setting) -> None:
-        """Run the scheduler with `setting` (None: the lab's default)."""
-        raise Unsupported(f"lab {record.name!r}: the {self.title or self.name} stack on the {runtime.name} runtime "
-                          "cannot change its scheduler's configuration (step `scheduler:`)")
 
     # ------------------------------------------------------------ the exercise's vocabulary
     # An exercise speaks of queues (quota, limit, overQuotaWeight, priority, a parent), gangs,
@@ -171,12 +146,72 @@ class Stack(ABC):
         """Besides the workload's own pods or controller, what its deletion must remove."""
         return []
 
-    def topology_objects(self, name: str, levels: list[str], where: str) -> list[dict]:
-        raise KailabError(f"{where} topology: the {self.title or self.name} stack has no topology-aware placement")
-
-    def topology_leftovers(self, name: str) -> list[Ref]:
-        return []
-
     def snapshot_objects(self, kube, namespace: str, queues: list[str]) -> dict[str, list]:
         """The stack's own objects for a step's snapshot, by evidence file name (queues.yaml, ...)."""
         return {}
+
+
+# ---------------------------------------------------------------- what only some stacks can do
+class ConfiguresScheduler(ABC):
+    """Capability: an exercise's `scheduler:` step (placement, usage, shard) changes its scheduler's
+    configuration, and a run's evidence keeps the configuration it ran."""
+
+    @abstractmethod
+    def configures_scheduler(self, runtime: Runtime) -> bool:
+        """Whether it can on this runtime."""
+
+    @abstractmethod
+    def scheduler_setting(self, record: LabRecord, value, usage_url: str | None, where: str):
+        """An exercise's scheduler step as this stack's setting; `where` names the file and step for
+        the one-line refusal."""
+
+    @abstractmethod
+    def configure_scheduler(self, runtime: Runtime, record: LabRecord, setting) -> None:
+        """Run the scheduler with `setting` (None: the lab's default)."""
+
+    @abstractmethod
+    def scheduler_config(self, runtime: Runtime, record: LabRecord) -> dict | None:
+        """The configuration the scheduler runs now (None: nothing to tell)."""
+
+
+class ServesSnapshot(ABC):
+    """Capability: its scheduler serves a snapshot of what it schedules from (KAI's /get-snapshot)."""
+
+    @abstractmethod
+    def snapshot_url(self, runtime: Runtime, record: LabRecord) -> str | None: ...
+
+
+class HasMetricPanels(ABC):
+    """Capability: its own series for a run's window (its dashboards' queries)."""
+
+    @abstractmethod
+    def metric_panels(self, record: LabRecord, prometheus: str, start: float, end: float) -> list[dict]: ...
+
+    @abstractmethod
+    def evictions_by_action(self, prometheus: str, start: float, end: float) -> dict: ...
+
+
+class PlacesByTopology(ABC):
+    """Capability: topology-aware placement (an exercise's `topology:`)."""
+
+    @abstractmethod
+    def topology_objects(self, name: str, levels: list[str], where: str) -> list[dict]: ...
+
+    @abstractmethod
+    def topology_leftovers(self, name: str) -> list[Ref]: ...
+
+
+STACK_CAPABILITIES = (ConfiguresScheduler, ServesSnapshot, HasMetricPanels, PlacesByTopology)
+
+
+def configurable(stack: Stack, where: str) -> ConfiguresScheduler:
+    """The stack as one whose scheduler an exercise configures, or one line saying it has none."""
+    if isinstance(stack, ConfiguresScheduler):
+        return stack
+    raise KailabError(f"{where}: the {stack.title or stack.name} stack has no scheduler configuration to change")
+
+
+def topology_aware(stack: Stack, where: str) -> PlacesByTopology:
+    if isinstance(stack, PlacesByTopology):
+        return stack
+    raise KailabError(f"{where} topology: the {stack.title or stack.name} stack has no topology-aware placement")

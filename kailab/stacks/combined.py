@@ -2,31 +2,28 @@
 
 A combination is data: its parts, in the order they install and prove themselves. Every hook that
 lists something (processes, recipes, ports, objects, images, files, steps) lists every part's, in
-order; a process's health URL is its own part's; it installs where all its parts do. A part that
+order; a process's health URL is its own part's. It declares a capability by inheriting that
+capability's forwarder below, and only one every part declares (checked when it is made). A part that
 needs to know its partner (Kueue's probe pod naming KAI's scheduler) is told so when it is made, so
 the combination never special-cases a hook. kueue+kai is one (kailab/stacks/kueue_kai).
 """
 
 from __future__ import annotations
 
-from ..runtimes.addon import Addon, ProcessHost
+from ..runtimes.addon import Addon, AdoptsCluster, InstallsFromCharts, ProcessHost, RunsAsProcesses, capabilities
 
 
 class CombinedAddon(Addon):
-    def __init__(self, *parts: Addon, name: str, image_stack: str | None = None) -> None:
+    def __init__(self, *parts: Addon, name: str) -> None:
+        lacking = {cap.__name__: [p.name for p in parts if not isinstance(p, cap)] for cap in capabilities(self)}
+        if any(lacking.values()):  # a programming error: the combination declares what a part cannot do
+            raise TypeError(f"{name}: declared capabilities its parts lack: {lacking}")
         self.parts = parts
         self.name = name
-        self.image_stack = image_stack
         self.version = " + ".join(f"{p.name} {p.version}" for p in parts)
-        self.installs = frozenset.intersection(*(frozenset(p.installs) for p in parts))
-        self.reservation_namespace = next((p.reservation_namespace for p in parts if p.reservation_namespace), None)
-        self.start_title = ", then ".join(p.start_title for p in parts if p.start_title)
 
     def _each(self, hook: str, *args) -> list:
         return [x for p in self.parts for x in getattr(p, hook)(*args)]
-
-    def _part_running(self, process: str) -> Addon:
-        return next((p for p in self.parts if process in p.processes()), self.parts[-1])
 
     def record(self) -> dict:
         return {**super().record(), "parts": {p.name: p.version for p in self.parts}}
@@ -40,7 +37,19 @@ class CombinedAddon(Addon):
     def namespaces(self) -> list[str]:
         return self._each("namespaces")
 
-    # ------------------------------------------------------------ the binary runtime
+
+class ProcessesOfParts(RunsAsProcesses):
+    """Every part's processes, each part started (and proving itself) before the next."""
+
+    parts: tuple
+
+    @property
+    def start_title(self) -> str:
+        return ", then ".join(p.start_title for p in self.parts if p.start_title)
+
+    def _part_running(self, process: str) -> RunsAsProcesses:
+        return next((p for p in self.parts if process in p.processes()), self.parts[-1])
+
     def recipes(self) -> list:
         return self._each("recipes")
 
@@ -60,11 +69,16 @@ class CombinedAddon(Addon):
     def scrape_jobs(self, ports: dict[str, int]) -> list[dict]:
         return self._each("scrape_jobs", ports)
 
-    # ------------------------------------------------------------ a cluster adopted
-    def adopt_problems(self, kube, server: str) -> list[str]:
-        return self._each("adopt_problems", kube, server)
 
-    # ------------------------------------------------------------ clusters (kind)
+class ChartsOfParts(InstallsFromCharts):
+    """Every part's charts, installed in order; each part's probe in turn."""
+
+    parts: tuple
+
+    @property
+    def reservation_namespace(self) -> str | None:
+        return next((p.reservation_namespace for p in self.parts if p.reservation_namespace), None)
+
     def kind_files_and_steps(self, kubeconfig: str, path, local, node_selector: dict | None = None):
         files: dict[str, str] = {}
         steps: list = []
@@ -95,3 +109,15 @@ class CombinedAddon(Addon):
     def await_ready(self, kube) -> None:
         for part in self.parts:
             part.await_ready(kube)
+
+
+class AdoptedParts(AdoptsCluster):
+    """A cluster adopted holds every part: what any part finds missing, and the first part's version."""
+
+    parts: tuple
+
+    def adopt_problems(self, kube, server: str) -> list[str]:
+        return self._each("adopt_problems", kube, server)
+
+    def adopted_version(self, kube) -> str | None:
+        return self.parts[0].adopted_version(kube)

@@ -4,7 +4,7 @@ for what needs a cluster but no batch scheduler (the KAI e2e harness's own check
 from __future__ import annotations
 
 from ..errors import LabError
-from ..runtimes.addon import Addon
+from ..runtimes.addon import Addon, NoScheduler
 from ..runtimes.base import LabRecord, LabSpec
 from .base import Stack
 
@@ -14,7 +14,7 @@ class NoStack(Stack):
     title = "no scheduler"
 
     def addon(self, spec: LabSpec) -> Addon:
-        return Addon()
+        return NoScheduler()
 
     def preflight(self, kube, record: LabRecord) -> None:
         raise LabError(f"lab {record.name!r} runs no scheduler (--without-kai): bring up a lab with one (`kailab up`)")

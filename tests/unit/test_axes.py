@@ -129,12 +129,13 @@ def test_a_stack_refuses_a_runtime_it_cannot_run_on_in_one_line():
     """Kueue and Volcano install as processes (binary) or from their charts (kind), not by adopting a
     cluster: the existing runtime refuses them in one line; kind refuses none of them now."""
     from kailab.errors import LabError
+    from kailab.runtimes.addon import AdoptsCluster, InstallsFromCharts, need
 
     for stack in ("kueue", "kueue+kai", "volcano"):
         addon = with_addon(LabSpec(with_kai=False, stack=stack, kai_version="v0.17.0")).addon
-        addon.require("charts", "kind")  # a kind lab of each installs its chart
+        need(addon, InstallsFromCharts, "kind")  # a kind lab of each installs its chart
         with pytest.raises(LabError) as err:
-            addon.require("adopted", "existing")
+            need(addon, AdoptsCluster, "existing")
         assert f"{stack} scheduler stack cannot run on the existing runtime" in str(err.value)
         assert "\n" not in str(err.value)
 

@@ -1,34 +1,36 @@
-"""Each stack declares where it installs (its addon's `installs`), and implements exactly the hooks
-those capabilities need: a runtime refuses a stack that does not declare its way in one line
-(Addon.require), so a declared capability without its hooks would fail late and a hook without its
-capability would never run."""
+"""Each stack's addon declares where it installs by the capabilities it inherits (RunsAsProcesses,
+InstallsFromCharts, AdoptsCluster) and implements exactly their hooks: a runtime asks for the one it
+needs (`need`) and refuses an addon without it in one line, so a hook without its capability would
+never run, and a capability without its hooks could not be made (its hooks are abstract)."""
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
-from kailab.errors import LabError
-from kailab.runtimes.addon import Addon
+from kailab.errors import KailabError, LabError
+from kailab.runtimes.addon import (CAPABILITIES, Addon, AdoptsCluster, InstallsFromCharts, NoScheduler,
+                                   RunsAsProcesses, capabilities, need)
 from kailab.runtimes.base import LabSpec
 from kailab.stacks import STACKS, get_stack
-from kailab.stacks.combined import CombinedAddon
+from kailab.stacks.base import (STACK_CAPABILITIES, ConfiguresScheduler, HasMetricPanels, PlacesByTopology,
+                                ServesSnapshot, Stack, configurable, topology_aware)
 
-# capability -> the hooks a stack with it must implement (beyond Addon's "nothing schedules")
-NEEDS = {
-    "processes": ("recipes", "port_names", "health_url", "seed_objects", "start"),
-    "charts": ("kind_files_and_steps", "local_images", "local_files", "plan_lines", "await_ready"),
-    "adopted": ("adopt_problems", "adopted_version"),
-}
 DECLARED = {  # what each stack says it installs as, checked against its code below
-    "kai": {"processes", "charts", "adopted"},
-    "kueue": {"processes", "charts"},
-    "kueue+kai": {"processes", "charts"},
-    "volcano": {"processes", "charts"},
+    "kai": {RunsAsProcesses, InstallsFromCharts, AdoptsCluster},
+    "kueue": {RunsAsProcesses, InstallsFromCharts},
+    "kueue+kai": {RunsAsProcesses, InstallsFromCharts},
+    "volcano": {RunsAsProcesses, InstallsFromCharts},
 }
 
 
-def _implements(addon: Addon, hook: str) -> bool:
-    return getattr(type(addon), hook) is not getattr(Addon, hook)
+def _hooks(capability: type) -> set[str]:
+    return {n for n, v in vars(capability).items() if inspect.isfunction(v) or isinstance(v, property)} - {"__init__"}
+
+
+def _defined_by(cls: type, hook: str) -> type | None:
+    return next((c for c in cls.__mro__ if hook in vars(c)), None)
 
 
 def _addon(name: str) -> Addon:
@@ -42,23 +44,64 @@ def test_every_registered_stack_is_listed_here():
 @pytest.mark.parametrize("name", sorted(DECLARED), ids=lambda n: f"stack={n}")  # an id "kai" would read as the mark
 def test_a_stack_declares_what_it_installs_as_and_implements_those_hooks(name):
     addon = _addon(name)
-    assert set(addon.installs) == DECLARED[name]
-    parts = addon.parts if isinstance(addon, CombinedAddon) else (addon,)
-    for part in parts:
-        for capability, hooks in NEEDS.items():
-            have = {h for h in hooks if _implements(part, h)}
-            if capability in addon.installs:
-                assert have == set(hooks), f"{name} ({part.name}) declares {capability} without {set(hooks) - have}"
-            elif capability not in part.installs:
-                assert not have, f"{name} ({part.name}) implements {have} for {capability}, which it does not declare"
+    assert capabilities(addon) == DECLARED[name]
+    for capability in CAPABILITIES:
+        for hook in _hooks(capability):
+            owner = _defined_by(type(addon), hook)
+            if capability in DECLARED[name]:
+                # every abstract hook is the stack's own (or its combination's forwarder), never left abstract
+                assert not getattr(getattr(type(addon), hook), "__isabstractmethod__", False), (name, hook)
+            else:  # a hook of a capability it does not declare would never be called
+                assert owner is None, f"{name} defines {hook} without {capability.__name__}"
+
+
+def test_the_base_addon_carries_no_runtime_hook():
+    """What a runtime calls lives in the capability it asks for, never as a no-op on every addon."""
+    assert not {h for cap in CAPABILITIES for h in _hooks(cap)} & set(vars(Addon))
 
 
 def test_a_runtime_refuses_a_way_the_stack_does_not_declare_in_one_line():
-    with pytest.raises(LabError, match=r"the kueue scheduler stack cannot run on the existing runtime yet"):
-        _addon("kueue").require("adopted", "existing")
-    _addon("kai").require("adopted", "existing")  # KAI is found in a cluster kailab adopts
+    with pytest.raises(LabError, match=r"^the kueue scheduler stack cannot run on the existing runtime yet "
+                                       r"\(it runs as local processes / installs from its charts on kind\): "
+                                       r"use --runtime binary$"):
+        need(_addon("kueue"), AdoptsCluster, "existing")
+    assert need(_addon("kai"), AdoptsCluster, "existing") is not None  # KAI is found in a cluster kailab adopts
 
 
 def test_the_none_stack_runs_anywhere_and_starts_nothing():
     addon = _addon("none")
-    assert type(addon) is Addon and addon.processes() == [] and addon.recipes() == []
+    assert type(addon) is NoScheduler and capabilities(addon) == set(CAPABILITIES)
+    assert addon.processes() == [] and addon.recipes() == [] and addon.kind_files_and_steps("k", str, None) == ({}, [])
+
+
+STACK_DECLARED = {  # what only some stacks can do, checked against their code
+    "kai": {ConfiguresScheduler, ServesSnapshot, HasMetricPanels, PlacesByTopology},
+    "kueue+kai": {ConfiguresScheduler, ServesSnapshot, HasMetricPanels, PlacesByTopology},  # KAI places: KAI's
+    "volcano": {ConfiguresScheduler},
+    "kueue": set(),
+    "none": set(),
+}
+
+
+def test_every_registered_stack_declares_its_capabilities_here():
+    assert set(STACKS) == set(STACK_DECLARED)
+
+
+@pytest.mark.parametrize("name", sorted(STACK_DECLARED), ids=lambda n: f"stack={n}")
+def test_a_stack_implements_exactly_the_capabilities_it_declares(name):
+    stack = type(get_stack(name))
+    assert {c for c in STACK_CAPABILITIES if issubclass(stack, c)} == STACK_DECLARED[name]
+    for capability in STACK_CAPABILITIES:
+        for hook in _hooks(capability):
+            if capability in STACK_DECLARED[name]:
+                assert not getattr(getattr(stack, hook), "__isabstractmethod__", False), (name, hook)
+            else:
+                assert _defined_by(stack, hook) is None, f"{name} defines {hook} without {capability.__name__}"
+    assert not {h for cap in STACK_CAPABILITIES for h in _hooks(cap)} & set(vars(Stack))
+
+
+def test_a_stack_without_a_capability_is_refused_in_one_line_naming_the_file():
+    with pytest.raises(KailabError, match=r"^x.yaml: step 2: the Kueue stack has no scheduler configuration to change$"):
+        configurable(get_stack("kueue"), "x.yaml: step 2")
+    with pytest.raises(KailabError, match=r"^x.yaml: topology: the Volcano stack has no topology-aware placement$"):
+        topology_aware(get_stack("volcano"), "x.yaml:")

@@ -17,15 +17,15 @@ from __future__ import annotations
 from ... import toolchain, versions
 from ...errors import KailabError
 from ...node_labels import SIMULATED_POOL_LABEL
-from ...runtimes.addon import Addon, ProcessHost
+from ...runtimes.addon import Addon, AdoptsCluster, InstallsFromCharts, ProcessHost, RunsAsProcesses
 from ...runtimes.base import LabRecord, LabSpec, Runtime, Unsupported
 from ...runtimes.labkit import PROBE_NAMESPACE
 from ...runtimes.shell import progress
-from ..base import QueueDecl, Ref, Stack
+from ..base import ConfiguresScheduler, HasMetricPanels, PlacesByTopology, QueueDecl, Ref, ServesSnapshot, Stack
 from . import install, vocabulary
 
 
-class KaiAddon(Addon):
+class KaiAddon(Addon, RunsAsProcesses, InstallsFromCharts, AdoptsCluster):
     """KAI as a runtime runs it: five processes and its admission webhook server on the binary
     runtime, its chart on kind."""
 
@@ -131,7 +131,7 @@ class KaiAddon(Addon):
                          "kubectl get nodes -o custom-columns=NAME:.metadata.name,GPU:.status.allocatable")
 
 
-class KaiStack(Stack):
+class KaiStack(Stack, ConfiguresScheduler, ServesSnapshot, HasMetricPanels, PlacesByTopology):
     name = "kai"
     title = "KAI"
     kai_inside = True

@@ -18,19 +18,18 @@ from __future__ import annotations
 import base64
 
 from ...errors import LabError
-from ...runtimes.addon import Addon, ProcessHost
+from ...runtimes.addon import Addon, InstallsFromCharts, ProcessHost, RunsAsProcesses
 from ...runtimes.base import LabRecord, LabSpec, Runtime
 from ..base import QueueDecl, Ref, Stack, read_or_empty
 from . import install, vocabulary
 
 
-class KueueAddon(Addon):
+class KueueAddon(Addon, RunsAsProcesses, InstallsFromCharts):
     """Kueue's controller manager and kube-scheduler, which places what Kueue admits (and, beside
     another scheduler, every pod that names no scheduler). `priorities=False`: a stack whose other
     part brings the priority classes exercises name (kueue+kai: KAI's chart)."""
 
     name = "kueue"
-    installs = frozenset({"processes", "charts"})
     start_title = "Kueue and kube-scheduler serving, probe Job admitted and bound"
 
     def __init__(self, kubernetes: str, version: str | None = None, priorities: bool = True,

@@ -21,7 +21,7 @@ from ... import versions, workloads
 from ...runtimes.addon import Addon
 from ...runtimes.base import LabRecord, LabSpec, Runtime
 from ..base import QueueDecl, Ref
-from ..combined import CombinedAddon
+from ..combined import ChartsOfParts, CombinedAddon, ProcessesOfParts
 from ..kai import KaiAddon, KaiStack
 from ..kueue import KueueAddon, install as kueue_install, vocabulary as kueue_words
 from ..kai import vocabulary as kai_words
@@ -29,7 +29,7 @@ from ..kai import vocabulary as kai_words
 PROBE_QUEUE = "kailab-kueue-probe"
 
 
-class KueueKaiAddon(CombinedAddon):
+class KueueKaiAddon(CombinedAddon, ProcessesOfParts, ChartsOfParts):
     """KAI first (its own probe pod bound), then Kueue, whose probe Job's pod names KAI's scheduler
     and queue: Kueue admits it, KAI binds it."""
 
@@ -38,9 +38,11 @@ class KueueKaiAddon(CombinedAddon):
         # KAI's chart brings the priority classes exercises name
         self.kueue = KueueAddon(kueue_install.kubernetes_of(kai_version), priorities=False,
                                 probe_pod=_kai_places, probe_objects=(_probe_queue(),))
-        super().__init__(self.kai, self.kueue, name="kueue+kai", image_stack="kueue+kai")
+        super().__init__(self.kai, self.kueue, name="kueue+kai")
         self.version = f"kueue {self.kueue.version} + KAI {self.kai.version}"
-        self.start_title = "KAI, Kueue and kube-scheduler serving, probe Job admitted by Kueue and bound by KAI"
+
+    image_stack = "kueue+kai"
+    start_title = "KAI, Kueue and kube-scheduler serving, probe Job admitted by Kueue and bound by KAI"
 
     def plan_lines(self) -> list[str]:
         return [f"{self.kai.plan_lines()[0]} placing", f"Kueue {self.kueue.version} admitting"]

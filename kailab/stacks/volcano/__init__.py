@@ -21,18 +21,17 @@ import base64
 import shutil
 
 from ...errors import LabError
-from ...runtimes.addon import Addon, ProcessHost
+from ...runtimes.addon import Addon, InstallsFromCharts, ProcessHost, RunsAsProcesses
 from ...runtimes.base import LabRecord, LabSpec, Runtime, Unsupported
 from ...runtimes.waits import wait_until
-from ..base import Stack, read_or_empty
+from ..base import ConfiguresScheduler, Stack, read_or_empty
 from . import install, vocabulary
 
 PROCESSES = [install.WEBHOOKS, install.CONTROLLERS, install.SCHEDULER]
 
 
-class VolcanoAddon(Addon):
+class VolcanoAddon(Addon, RunsAsProcesses, InstallsFromCharts):
     name = "volcano"
-    installs = frozenset({"processes", "charts"})
     start_title = "Volcano serving, its webhooks answering, probe pod bound"
 
     def __init__(self, version: str | None = None) -> None:
@@ -160,7 +159,7 @@ class VolcanoAddon(Addon):
         probe.run(kube, None)
 
 
-class VolcanoStack(Stack):
+class VolcanoStack(Stack, ConfiguresScheduler):
     name = "volcano"
     title = "Volcano"
 
