@@ -25,6 +25,10 @@ from .exercise.runner import ExerciseRun
 from .lab import LabSpec, get_runtime, lab, with_addon
 from .paths import evidence_dir
 from .runtimes.addon import RunsAsProcesses, need
+from .exercise.spec import SchedulerSetting
+from .report import write_report
+from .stacks import STACKS, get_stack
+from .stacks.base import configurable
 
 AXIS = "scheduler stack"
 # what a comparison shows and judges: counts, and each queue's typical and long waits. Step timings
@@ -35,8 +39,6 @@ KEY_FIGURES = re.compile(r"^(binds|evictions|pending_peak|gangs_(in)?complete|ne
 
 
 def _known(name: str) -> str:
-    from .stacks import STACKS
-
     if name not in STACKS or name == "none":
         raise KailabError(f"--stacks: {name!r} is not a scheduler stack: choose from "
                           f"{', '.join(s for s in STACKS if s != 'none')}")
@@ -72,8 +74,6 @@ def parse_columns(text: str) -> list[str]:
 
 def setting_of(column: str, where: str):
     """A column's SchedulerSetting (None: the stack as its lab starts), as the exercise format says it."""
-    from .exercise.spec import SchedulerSetting
-
     words = column.split(":")[1:]
     if not words:
         return None
@@ -82,8 +82,6 @@ def setting_of(column: str, where: str):
     if len(placements) > 1 or len(named) > 1 or not all(words):
         raise KailabError(f"{where}: give at most one placement (binpack or spread) and one configuration name")
     value = SchedulerSetting(placement=placements[0] if placements else "binpack", volcano=named[0] if named else None)
-    from .stacks import get_stack
-    from .stacks.base import configurable
 
     stack = configurable(get_stack(column.split(":")[0]), where)  # one line when it has none
     if not stack.configures_scheduler(_BinaryRuntime()):
@@ -105,8 +103,6 @@ class _Record:
 
 
 def lab_spec(column: str, stamp: str, fleet: str, kai_version: str) -> LabSpec:
-    from .stacks import get_stack
-
     stack = column.split(":")[0]
     return LabSpec(name=f"compare-{stamp}-{column}".replace("+", "-").replace(":", "-"), runtime="binary",
                    fleet=fleet, kai_version=kai_version, with_kai=get_stack(stack).kai_inside, stack=stack)
@@ -149,7 +145,6 @@ def run_compare(stacks: list[str], exercises: list[str], fleet: str = "small", r
     matrix = build(out)
     (out / evidence.MATRIX).write_text(json.dumps(matrix, indent=2))
     (out / "matrix.md").write_text(markdown(matrix))
-    from .report import write_report
 
     write_report([out])
     return out

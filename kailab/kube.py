@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from functools import cached_property
 from pathlib import Path
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 # The official client is imported on first use, not with this module: it takes a quarter of a
 # second, which commands that never talk to a cluster (`kailab down`, `--help`) should not pay.
@@ -82,10 +84,6 @@ class Kube:
         """POST each object from a thread pool, without the client's models (thousands of objects: the
         dynamic client's server-side apply spends more of the machine than the API server does). An object
         already there counts as made; the server refusing one raises ApiRefused naming it."""
-        import json
-        import time
-        from concurrent.futures import ThreadPoolExecutor
-
         pool, host = self.api_client.rest_client.pool_manager, self.api_client.configuration.host
         paths: dict[tuple[str, str], tuple[str, bool, str]] = {}
         for obj in objs:
@@ -183,8 +181,6 @@ def watch_pods(kube: Kube, namespace: str, on_event, stopping, errors: list[str]
     a dropped or expired one relists (a namespace of 10,000 pods is tens of MB to list and decode).
     Lean on purpose (JSON over the client's connection pool, no typed models): the harness must
     keep up with thousands of pods. Errors are kept in `errors`, never raised."""
-    import time
-
     pool = kube.api_client.rest_client.pool_manager
     base = f"{kube.api_client.configuration.host}/api/v1/namespaces/{namespace}/pods"
     rv = None

@@ -18,6 +18,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+import threading
 
 from .errors import BuildError, KailabError
 from .paths import cache_dir, cache_lock
@@ -244,7 +245,6 @@ def _export_present(git_dir: Path, commit: str, dest: Path) -> list[str]:
                              stdout=subprocess.PIPE)
     assert batch.stdin is not None and batch.stdout is not None
     # requests go in from a thread while answers are read here: a pipe holds only so much
-    import threading
 
     def feed() -> None:
         for _, sha, _ in entries:

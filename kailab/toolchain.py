@@ -33,6 +33,7 @@ from typing import Callable
 from . import versions
 from .errors import BuildError
 from .paths import cache_dir, cache_lock
+from . import kai_source, sources
 
 
 @dataclass(frozen=True)
@@ -154,8 +155,6 @@ def kai_origin(recipe: Recipe) -> str:
         check_module_available(recipe.module, recipe.version)
         return "module-proxy"
     except BuildError as refused:
-        from . import kai_source
-
         if kai_source.registered() is None:
             raise BuildError(f"{kai_source.no_source_message(recipe.version)} (the proxy said: {refused})") from None
         kai_source.commit_of(recipe.version)  # a tag the repository lacks: its own one-line error
@@ -362,8 +361,6 @@ def _despite_missing(recipe: Recipe, tree: Path, log, on_phase) -> Recipe:
     a missing file of a package the build compiles is one line naming it."""
     from dataclasses import replace
 
-    from . import sources
-
     def hit(dirs: set[str]) -> list[str]:
         return [p for p in sources.missing_in(tree) if str(Path(p).parent) in dirs]
 
@@ -557,7 +554,6 @@ def repository_tree(recipe: Recipe) -> Path:
     info = (manifest(recipe.component, recipe.version) or {}).get("source") or {}
     if info.get("tree") and Path(info["tree"], "go.mod").is_file():
         return Path(info["tree"])
-    from . import sources
 
     return sources.export_tree(recipe.repository or recipe.component, recipe.version)
 
@@ -591,8 +587,6 @@ def kai_tree(recipe: Recipe) -> Path:
 def require_sources(recipes: list[Recipe], what: str = "this build") -> None:
     """One BuildError naming every source these uncached recipes lack (KAI: neither the module proxy
     nor a registered repository), so a fresh machine learns them all at once, not one per build."""
-    from . import sources
-
     missing = sources.missing_for([r for r in recipes if r.repository != "kai"])
     for r in recipes:
         if r.repository == "kai" and not is_cached(r):

@@ -21,6 +21,9 @@ from .exercise.runner import ExerciseRun, resolve_exercise
 from .exercise.load import load_exercise
 from .paths import evidence_dir
 from .lab import LabSpec, lab
+from .report import write_report
+from .runtimes import processes
+from .vcluster.dry import dry_run_text
 
 BINARY = "binary"  # a vCluster trial's binary-lab runs of the same versions and exercises
 
@@ -94,7 +97,6 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
     matrix = build_matrix(trial_dir)
     (trial_dir / evidence.MATRIX).write_text(json.dumps(matrix, indent=2))
     (trial_dir / "matrix.md").write_text(matrix_markdown(matrix))
-    from .report import write_report
 
     write_report([trial_dir])  # report.html beside the matrix, with every run's evidence
     return trial_dir
@@ -125,8 +127,6 @@ def _run_binary(trial_dir: Path, stamp: str, the_plan: dict, parallel: int | Non
 def dry_run_kind(version_list: list[str], exercises: list[str], fleet: str, runtime: str = "kind",
                  kubeconfig: str | None = None, against_binary: bool = True) -> str:
     """A vCluster trial's printed plan; a plan problem a real run would stop at is shown as a warning."""
-    from .vcluster.dry import dry_run_text
-
     load_fleet(fleet)  # bad input fails here, before anything is printed
     warnings = []
     try:
@@ -141,8 +141,6 @@ def dry_run_kind(version_list: list[str], exercises: list[str], fleet: str, runt
 
 def kai_ran(rec) -> dict:
     """What KAI a lab really ran: its binaries' manifest and the scheduler's own version lines."""
-    from .runtimes import processes
-
     manifest = toolchain.manifest("kai", rec.kai_version) or {}
     said = {}
     for line in processes.log_head(rec.dir, "scheduler", 200).splitlines():

@@ -6,6 +6,8 @@ One place builds every object an exercise or the lab applies, so labels and fiel
 
 from __future__ import annotations
 
+import copy
+
 SCHEDULER_NAME = "kai-scheduler"  # the schedulerName every workload names (KAI stack: its scheduler)
 
 QUEUE_LABEL = "kai.scheduler/queue"
@@ -196,8 +198,6 @@ def deployment(name: str, namespace: str, queue_name: str, replicas: int, gpus: 
 def adopt(obj: dict, namespace: str, queue_name: str | None) -> dict:
     """A user's manifest, made a workload of the run: its namespace, the workload label (on it and
     on its pod template, if it has one) and, when given, KAI's queue label."""
-    import copy
-
     out = copy.deepcopy(obj)
     name = out["metadata"]["name"]
     marks = {OWNER_LABEL: name, **({QUEUE_LABEL: queue_name, RUN_QUEUE_LABEL: queue_name} if queue_name else {})}

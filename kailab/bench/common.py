@@ -8,6 +8,9 @@ import os
 import platform
 import time
 from pathlib import Path
+import subprocess
+import threading
+import xml.etree.ElementTree as ET
 
 from ..paths import PROJECT_ROOT
 
@@ -53,8 +56,6 @@ def _record(results: dict, suffix: str, text: str, out_dir: Path | None) -> dict
 
 
 def _commit() -> str | None:
-    import subprocess
-
     try:
         return subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True,
                               text=True, timeout=10).stdout.strip() or None
@@ -67,8 +68,6 @@ class _MachineSampler:
     MemAvailable) sampled once a second while a command runs: what labs side by side cost."""
 
     def __init__(self):
-        import threading
-
         self.stop = threading.Event()
         self.busy_cores: list[float] = []
         self.mem_mib: list[int] = []
@@ -128,8 +127,6 @@ class _MachineSampler:
 
 
 def _junit_items(path: Path) -> list[dict]:
-    import xml.etree.ElementTree as ET
-
     if not path.is_file():
         return []
     out = []

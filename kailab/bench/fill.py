@@ -12,6 +12,10 @@ from pathlib import Path
 
 from ..errors import KailabError
 from .common import _MachineSampler, _record, machine
+from ..replay.alibaba import PLACEMENTS, import_trace
+from ..replay.design import load_designs
+from ..replay.fill import FIGURES, FillPlan, MARKS, at_mark, markdown, run_fill
+from ..replay.trace import load_trace
 
 
 
@@ -22,16 +26,11 @@ def fill_bench(source: str, tasks: str = "default", seeds: list[int] | None = No
     the repeat spread of every figure at the arrived marks is recorded too. `designs`: the imported
     designs to fill (a full-scale design and seed takes the machine for most of an hour; fills run
     apart are read as one by `kailab fill-merge`)."""
-    from ..replay.alibaba import PLACEMENTS, import_trace
-
     designs = designs or list(PLACEMENTS)
     for d in designs:
         if d not in PLACEMENTS:
             raise KailabError(f"--fill-designs {','.join(designs)}: {d!r} is not an imported design; "
                               f"give some of {','.join(PLACEMENTS)}")
-    from ..replay.design import load_designs
-    from ..replay.fill import FillPlan, markdown
-    from ..replay.trace import load_trace
 
     seeds = seeds or [1, 2, 3]
     done = []
@@ -76,8 +75,6 @@ def kept(summary: dict) -> dict:
 
 
 def _one(plan, echo) -> dict:
-    from ..replay.fill import run_fill
-
     t0 = time.monotonic()
     with _MachineSampler() as sampler:  # the whole machine: on a shared one, what else ran
         evidence = run_fill(plan, echo=echo)
@@ -95,8 +92,6 @@ def _one(plan, echo) -> dict:
 
 def repeat_spread(summaries: list[dict]) -> dict:
     """Per design, seed and figure at each mark: [min, max] over the repeated fills (one run each)."""
-    from ..replay.fill import FIGURES, MARKS, at_mark
-
     out: dict = {}
     for s in summaries:
         for design, seeds in s["curves"].items():
@@ -111,8 +106,6 @@ def repeat_spread(summaries: list[dict]) -> dict:
 
 
 def spread_lines(spread: dict, repeat: int) -> list[str]:
-    from ..replay.fill import MARKS
-
     lines = [f"Repeat spread: the same seed filled {repeat} times, fresh labs each time; GPU allocated (%) at "
              "each arrived mark, min-max over the runs (what KAI's own timing moves):", "",
              "| design | seed | " + " | ".join(f"arrived {m:.0%}" for m in MARKS) + " |", "|---" * (len(MARKS) + 2) + "|"]

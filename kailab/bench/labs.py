@@ -12,6 +12,9 @@ from .. import toolchain, versions
 from ..lab import LabRecord, LabSpec, get_runtime
 from .common import _record, _time, machine
 from .peer import peer_comparison, peer_markdown
+from ..paths import lab_dir
+from ..runtimes import processes
+from ..toolchain import kai_unavailable_reason
 
 
 def bench_lab(fleet: str, repeats: int, with_kai: bool, metrics: bool = True) -> dict:
@@ -40,8 +43,6 @@ def bench_lab(fleet: str, repeats: int, with_kai: bool, metrics: bool = True) ->
 
 
 def run(quick: bool = False, repeats: int | None = None, out_dir: Path | None = None) -> dict:
-    from ..toolchain import kai_unavailable_reason
-
     repeats = repeats or (1 if quick else 3)
     kai_missing = kai_unavailable_reason()
     with_kai = kai_missing is None
@@ -94,9 +95,6 @@ def markdown(r: dict) -> str:
 def soak(cycles: int, fleet: str = "tiny", out_dir: Path | None = None, echo=print) -> dict:
     """`up` + `down` of a KAI lab, `cycles` times: after every `down`, whatever the lab had
     (its processes by marker, its recorded ports, its directory) must be gone."""
-    from ..paths import lab_dir
-    from ..runtimes import processes
-
     rt = get_runtime("binary")
     name = f"bench-{os.getpid()}-soak"
     rows = []

@@ -7,9 +7,17 @@ import os
 import shutil
 import statistics
 from pathlib import Path
+import subprocess
+import sys
+import tempfile
 
 from .. import toolchain, versions
 from .common import _record, _time, machine
+from ..fleet import load_fleet
+from ..kube import Kube
+from ..runtimes import clusterinfo
+from ..runtimes.labkit import create_fleet
+from ..runtimes.waits import wait_until
 
 
 def peer_comparison(runs: int = 5, fleet: str = "tiny", echo=print) -> dict:
@@ -20,16 +28,6 @@ def peer_comparison(runs: int = 5, fleet: str = "tiny", echo=print) -> dict:
     API server answers /version, with no nodes) and kwokctl at kailab's readiness (the same fleet's
     nodes created over the API and Ready, and the API server's /readyz answering, as kailab's `up`
     waits for) — the fair comparison."""
-    import subprocess
-    import sys
-    import tempfile
-
-    from ..fleet import load_fleet
-    from ..kube import Kube
-    from ..runtimes import clusterinfo
-    from ..runtimes.labkit import create_fleet
-    from ..runtimes.waits import wait_until
-
     recipes = [r for r in toolchain.recipes_for(versions.DEFAULT_KAI) if r.component != "kai"]
     built = toolchain.build_all(recipes + toolchain.peer_recipes())
     bins = {n: built[r.key] / n for r in recipes + toolchain.peer_recipes() for n in r.binaries}

@@ -12,17 +12,16 @@ from ..errors import KailabError
 from ..paths import evidence_dir
 from ..lab import LabSpec, lab
 from .common import _record, machine
+from ..exercise.load import load_exercise
+from ..exercise.runner import resolve_exercise, run_exercise
+from ..lab import require_kai_lab
+from ..paths import exercises_dir
 
 
 def repeatability(runs: int, names: list[str] | None = None, lab_name: str | None = None,
                   out_dir: Path | None = None, echo=print) -> dict:
     """Every exercise `runs` times in a row against one lab: passes per exercise, wall time per
     run, and the failing checks of any run that did not pass (a flake is a bug to find)."""
-    from ..exercise.runner import resolve_exercise
-    from ..exercise.load import load_exercise
-    from ..paths import exercises_dir
-    from ..lab import require_kai_lab
-
     paths = [resolve_exercise(n) for n in names] if names else sorted(exercises_dir().glob("*.yaml"))
     fleets = {load_exercise(p).fleet for p in paths}  # validated before any lab work
     if lab_name is None:
@@ -55,8 +54,6 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
 
 
 def _repeat_on(lab_rec, runs: int, paths: list[Path], echo) -> list[dict]:
-    from ..exercise.runner import run_exercise
-
     records: list[dict] = []
     root = evidence_dir() / f"repeat-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     for i in range(1, runs + 1):
@@ -107,11 +104,6 @@ def compare_labs(names: list[str], exercise_names: list[str] | None = None, out_
                  echo=print) -> dict:
     """The same exercises on two running labs of one fleet and KAI version (e.g. a binary and a kind
     lab): verdicts and figures side by side. A disagreement is a finding naming what differs."""
-    from ..exercise.runner import resolve_exercise, run_exercise
-    from ..exercise.load import load_exercise
-    from ..paths import exercises_dir
-    from ..lab import require_kai_lab
-
     labs = [require_kai_lab(n, "lab comparisons") for n in names]
     if len({(r.fleet, r.kai_version) for r in labs}) != 1:
         raise KailabError("--compare-labs: the labs differ in fleet or KAI version ("

@@ -8,20 +8,23 @@ import json
 import os
 import time
 from pathlib import Path
+import tempfile
 
 from .. import versions
 from ..paths import PROJECT_ROOT
 from ..lab import LabSpec, lab
 from .common import _record, machine
+from .. import scale as scale_mod
+from ..fleet import load_fleet
+from ..replay import generate as gen, session
+from ..replay.design import load_design
+from ..replay.trace import load_trace, write_trace
 
 
 def scale(shapes: list[str], count: int | None = None, fleet: str = "large", out_dir: Path | None = None,
           echo=print) -> dict:
     """KAI's throughput at scale (kailab/scale.py), each shape on a fresh KAI lab of `fleet`.
     Default counts are KAI's scale-test shapes: 4000 single-GPU Jobs; 8000 single-GPU pods."""
-    from .. import scale as scale_mod
-    from ..fleet import load_fleet
-
     fl = load_fleet(fleet)
     defaults = {"jobs": fl.gpus_total // 2, "pods": fl.gpus_total}
     m = machine()
@@ -55,14 +58,6 @@ def replay_scale(out_dir: Path | None = None, echo=print, params: dict | None = 
     """#28's scale case: a generated 2-hour trace of 2,000 jobs on the large fleet, two designs that
     differ in one queue's quota, side by side, compressed to 10 minutes. Records each design's wall
     time, the submitter's lag against the compressed inter-arrival times and the CPU each party spent."""
-    import tempfile
-
-    from ..fleet import load_fleet
-    from ..replay import generate as gen
-    from ..replay import session
-    from ..replay.design import load_design
-    from ..replay.trace import load_trace, write_trace
-
     p = {**REPLAY_SCALE, **(params or {})}
     gpus = load_fleet(p["fleet"]).gpus_total
     with tempfile.TemporaryDirectory(prefix="kailab-replay-scale-") as tmp:

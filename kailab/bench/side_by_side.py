@@ -7,11 +7,15 @@ import os
 import shutil
 import time
 from pathlib import Path
+import subprocess
+import sys
+import tempfile
 
 from .. import versions
 from ..paths import evidence_dir
 from ..lab import LabSpec, get_runtime
 from .common import _MachineSampler, _junit_items, _record, machine
+from ..paths import exercises_dir
 
 
 def exercises_side_by_side(workers: list[int], repeats: int = 1, fleet: str = "small",
@@ -20,12 +24,6 @@ def exercises_side_by_side(workers: list[int], repeats: int = 1, fleet: str = "s
     exercise and replay, labs side by side) for each N in `workers` (0 = one lab, serially), on a
     lab brought up for it and down after: wall time, verdicts, each item's time, and what the whole
     machine spent (CPU seconds, busy cores, memory peak) — where the time goes, and what bounds it."""
-    import subprocess
-    import sys
-    import tempfile
-
-    from ..paths import exercises_dir
-
     name = f"bench-{os.getpid()}-sbs"
     rt = get_runtime("binary")
     runs = []

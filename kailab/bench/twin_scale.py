@@ -23,6 +23,7 @@ from ..paths import cache_dir
 from ..replay import alibaba
 from ..twin.run import make_twin
 from .common import _MachineSampler, _record, machine
+from .figures import RENDERERS
 
 # KAI v0.17.0's default scheduler configuration, as its `/get-snapshot` returns it (any run's evidence)
 ACTIONS = "allocate, consolidation, reclaim, preempt, stalegangeviction"
@@ -207,7 +208,6 @@ def record_twins(folder: Path, label: str) -> dict:
                "variants": c["variants"], "pending_in_snapshot": c["pending_in_snapshot"],
                "decided_differently": c["decided_differently"], "placed_differently": c["placed_differently"],
                "queues_gpus": c["queues_gpus"]}
-    from .figures import RENDERERS
 
     text = (f"# Twins side by side: {', '.join(c['variants'])}\n\nFrom {folder} (`kailab twin --versions/--designs`); "
             f"{twin['counts']['nodes']} nodes, {twin['counts']['pods_bound']} pods bound, "

@@ -3,6 +3,8 @@ kubectl commands that show a step. Text only: nothing here reads the course or t
 
 from __future__ import annotations
 
+import json
+
 from ..exercise.spec import ConditionExpect, CountExpect, EventExpect, GpuShare, ObjectExpect, Range, Step, WaitExpect
 from ..workloads import OWNER_LABEL, QUEUE_LABEL
 
@@ -63,8 +65,6 @@ def describe_count(e: CountExpect) -> str:
 
 
 def describe_object(e: ObjectExpect) -> str:
-    import json
-
     what = "no" if e.count == 0 else count_words(e.count)
     shape = f" matching {json.dumps(e.match, separators=(', ', ': '))}" if e.match else ""
     return f"{what} {e.subject()}{shape}{_why(e.count)}" + _because(e.why)

@@ -31,6 +31,7 @@ from ..lab import LabRecord, LabSpec, lab, runtime_of
 from ..paths import evidence_dir
 from ..stacks.kai.e2e import build, cluster, ginkgo, junit
 from ..stacks.kai.e2e.suites import Suite, registry
+from ..report.page import write_report
 
 SUMMARY = "summary.json"
 DEFAULT_FLEET = "kai-e2e"
@@ -210,7 +211,6 @@ def write_summary(out: Path) -> dict:
     (out / "summary.md").write_text(markdown(summary) + "\n")
     if reports:
         junit.merge(reports, out / "junit.xml")
-    from ..report.page import write_report
 
     write_report([out])
     return summary

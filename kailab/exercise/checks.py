@@ -7,11 +7,13 @@ Invariants are checked on every watch event for the whole run; the first violati
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import datetime as dt
 
 from .match import fill, mismatch
 from .spec import ConditionExpect, CountExpect, EventExpect, ObjectExpect, count_holds, count_text
 from .state import ClusterState
 from ..workloads import OWNER_LABEL
+from ..report.operations import quantile, waits
 
 
 @dataclass
@@ -230,8 +232,6 @@ def evaluate_event(events: list[dict], state: ClusterState, exp: EventExpect, na
 
 
 def _event_time(ev: dict) -> float:
-    import datetime as dt
-
     for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
         val = ev.get(key)
         if val:
@@ -286,8 +286,6 @@ def check_invariant(name: str, state: ClusterState, names: Names) -> list[str]:
 
 def evaluate_wait(state: ClusterState, exp, names: Names, step: str) -> list[Result]:
     """One result per bound asked: the queue's wait quantile (created -> bound) from the timeline."""
-    from ..report.operations import quantile, waits
-
     real = names.queue(exp.wait_of)
     per_queue, _ = waits([e for e in state.timeline if e.queue == real], lambda q: q)
     values = per_queue.get(real, [])

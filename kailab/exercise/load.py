@@ -15,6 +15,8 @@ from ..inputs import one_line, read_yaml, validate
 
 from .spec import (CountExpect, EventExpect, Exercise, ExpectItem, NodeChoice, ObjectExpect, Step, WaitExpect,
                    _name)
+from ..stacks import STACKS
+from .match import placeholders
 
 
 def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
@@ -118,8 +120,6 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
 
 
 def _check_stack(name: str, path: Path, field: str) -> None:
-    from ..stacks import STACKS
-
     if name not in STACKS:
         raise InputError(path, field, f"{name!r} is not a scheduler stack", f"name one of: {', '.join(STACKS)}")
 
@@ -150,8 +150,6 @@ def run_names(ex: Exercise) -> set[str]:
 
 
 def _check_placeholders(value: object, known: set[str], path: Path, field: str) -> None:
-    from .match import placeholders
-
     for name in placeholders(value):
         if name not in known:
             queues = sorted(k for k in known if k.startswith("queue:"))

@@ -29,6 +29,9 @@ from ..stacks.base import QueueDecl, Ref
 from .load import load_exercise
 from .match import fill
 from .spec import Exercise, Step, seconds
+from ..paths import exercises_dir
+from ..runtimes import metrics
+from .actions import Scheduler
 
 NO_QUEUE_SERIES = "no series for this run's queues"
 
@@ -214,7 +217,6 @@ class ExerciseRun:
         for step in self.ex.steps:
             for item in step.apply:
                 self.workload_objects(step, item)
-        from .actions import Scheduler
 
         for index, step in enumerate(self.ex.steps):  # what KAI's operator refuses, before anything is made
             if step.scheduler is not None:
@@ -338,7 +340,6 @@ class ExerciseRun:
         """KAI's own series for the run's window (its dashboards' queries), this run's queues only."""
         if not getattr(self.lab, "metrics", False):
             return
-        from ..runtimes import metrics
 
         prometheus = metrics.url(self.lab.ports)
         panels = self._stack_panels(prometheus, time.time())
@@ -485,8 +486,6 @@ def run_exercise(path: str | Path, lab: LabRecord, evidence_root: Path | None = 
 
 
 def resolve_exercise(name_or_path: str) -> Path:
-    from ..paths import exercises_dir
-
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or os.sep in name_or_path:
         return p

@@ -11,6 +11,7 @@ from pydantic import (Discriminator, Field, Tag, model_validator)
 from ..inputs import UNION_TAGS
 
 from .spec_base import NAME, Bounded, Count, Duration, NodeChoice, Range, Strict, _name, count_text, seconds  # noqa: F401
+from .match import check_pattern
 
 COUNT_METRICS = ("bound", "running", "pending", "evicted", "nodes", "devices", "domains")
 
@@ -106,8 +107,6 @@ class ObjectExpect(OnStacks):
 
     @model_validator(mode="after")
     def _shape(self) -> "ObjectExpect":
-        from .match import check_pattern
-
         if self.ended and self.object != "Pod":
             raise ValueError("ended: true chooses pods as they ended: use it with object: Pod")
         if self.of is not None and self.object == "Queue":

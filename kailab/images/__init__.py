@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .. import versions
 from ..paths import cache_dir
+from .recipes import host_tools, node_recipes
 
 # fake-gpu-operator's release the kind lab installs (KAI's own kind e2e setup uses it)
 FAKE_GPU_OPERATOR_VERSION = "0.0.74"
@@ -91,8 +92,6 @@ def image_set(kai_version: str) -> ImageSet:
 
 def cached_tool(name: str) -> Path | None:
     """kind, helm or kubectl as `kailab tools images` built them into the binary cache, if there."""
-    from .recipes import host_tools, node_recipes
-
     for recipe in [*host_tools(), *node_recipes(versions.kai_release(versions.DEFAULT_KAI).kubernetes)]:
         path = cache_dir() / "bin" / recipe.component / recipe.version / name
         if name in recipe.binaries and path.is_file():

@@ -23,6 +23,7 @@ from ..toolchain import Recipe, build_all
 from . import FAKE_GPU_OPERATOR_VERSION, ImageSet, KAI_IMAGES, artifacts_dir, assemble, docker, image_set, node, recipes, rootfs
 from .assemble import NONROOT, ImageSpec
 from .gomod import module_dir
+from .. import sources, toolchain
 
 
 def _bin(r: Recipe, name: str) -> Path:
@@ -124,7 +125,6 @@ def build_images(kai_version: str, console=None, phase=print) -> ImageSet:
     with open(log_path, "a") as log:
         node_fs = rootfs.ensure("node", p["node"]["debian_suite"], p["node"]["packages"], log, phase)
         slim_fs = rootfs.ensure("slim", p["node"]["debian_suite"], p["slim"]["packages"], log, phase)
-        from .. import toolchain
 
         kai_tree = toolchain.kai_tree(toolchain.kai_recipe(versions.kai_release(s.kai_version)))
         for spec in component_images(s, rs, slim_fs, kai_tree):
@@ -134,7 +134,6 @@ def build_images(kai_version: str, console=None, phase=print) -> ImageSet:
         helm = _bin(rs["helm"], "helm")
         phase("packaging charts")
         _helm_package(helm, kai_tree / "deployments/kai-scheduler", s.kai_version, s.kai_version, s.kai_chart, log)
-        from .. import sources
 
         fgo_tree = sources.export_tree("fake-gpu-operator", p["fake_gpu_operator"])
         _helm_package(helm, fgo_tree / "deploy/fake-gpu-operator", p["fake_gpu_operator"],

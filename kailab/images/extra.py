@@ -16,6 +16,7 @@ from ..paths import cache_dir
 from ..toolchain import Recipe, build_all, kubernetes_recipe
 from . import artifacts_dir, assemble, docker, recipes, rootfs
 from .assemble import ImageSpec
+from .build import _helm_package
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,6 @@ def slim_rootfs(phase) -> Path:
 def make(specs: list[ImageSpec], charts: list[Chart], phase) -> list[str]:
     """Assemble each image and package each chart unless already made from the same inputs; returns
     the images made now. An image still missing afterwards is one line naming the log."""
-    from .build import _helm_package
-
     made = [s.ref for s in specs if assemble.ensure(s, phase, artifacts_dir() / "work")]
     helm = binary(next(r for r in recipes.host_tools() if r.component == "helm"), "helm")
     with open(_log(), "a") as log:

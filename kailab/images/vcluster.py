@@ -32,6 +32,7 @@ from ..errors import BuildError
 from ..paths import cache_dir
 from ..toolchain import Recipe, build_all, kubernetes_recipe
 from . import artifacts_dir, assemble, docker, recipes, rootfs
+from .build import _helm_package
 
 MODULE = "github.com/loft-sh/vcluster"
 SYNCER_IMAGE = "ghcr.io/loft-sh/vcluster-oss"  # the OSS syncer's published image (the chart's default is -pro)
@@ -124,8 +125,6 @@ def missing(s: VClusterSet) -> list[str]:
 
 def build_vcluster(kubernetes: str, console=None, phase=print) -> VClusterSet:
     """Build whatever of the vCluster set is missing; returns it."""
-    from .build import _helm_package
-
     s = vcluster_set(kubernetes)
     started = time.time()
     rs = all_recipes(s.kubernetes)

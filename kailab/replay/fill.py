@@ -32,6 +32,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+import urllib.request
 
 from .. import toolchain, versions, workloads
 from ..errors import KailabError
@@ -47,6 +48,8 @@ from .fragmentation import Node, Shape, fragmented_milli
 from .player import _create
 from .session import apply_design, wait_gone, write_lab_json
 from .trace import Trace, TraceJob, check_against
+from ..report import write_report
+from ..report.fill import fewer_seeds, fill_svg
 
 STEP_LABEL = "kailab.io/fill-step"
 FILL_PRIORITY = "train"  # one priority for every task: the artifact preempts nothing
@@ -201,8 +204,6 @@ def run_seed(kube: Kube, rec, plan: FillPlan, seed: int, sdir: Path, say, queue_
 
 def scheduler_cycle_ms(rec) -> float | None:
     """How long KAI's last scheduling cycle took (its scheduler's own gauge), None where it has none."""
-    import urllib.request
-
     port = (rec.ports or {}).get("scheduler.metrics")
     if not port:
         return None
@@ -354,9 +355,6 @@ def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
 
 def write_outputs(out: Path) -> dict:
     """fill.json, fill.md, fill.svg and report.html from what `out` holds; the summary."""
-    from ..report import write_report
-    from ..report.fill import fill_svg
-
     summary = summarise(out)
     (out / "fill.json").write_text(json.dumps(summary, indent=2))
     (out / "fill.md").write_text(markdown(summary))
@@ -410,7 +408,6 @@ def summarise(out: Path) -> dict:
 def _table(s: dict, key: str) -> list[str]:
     """A markdown table of `key` per design at each arrived mark (a range: the seeds' min-max)."""
     lines = ["| design | " + " | ".join(f"arrived {m:.0%}" for m in MARKS) + " |", "|---" * (len(MARKS) + 1) + "|"]
-    from ..report.fill import fewer_seeds
 
     for name, row in s["table"].items():
         cells = []

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import KailabError
 from ..paths import evidence_dir
+from .fill import write_outputs
 
 # what a plan must share with the others to be merged (where both plans have it)
 SAME = ("fleet_name", "tasks_in_trace", "target", "step", "settle_s", "runtime", "kai_version",
@@ -158,8 +159,6 @@ def collect(sources: list[str]) -> tuple[dict, list[tuple[_Folder | _Record, str
 
 def merge(sources: list[str], root: Path | None = None) -> Path:
     """Write evidence/fill-merged-<time>/ from the sources; its path."""
-    from .fill import write_outputs
-
     plan, take = collect(sources)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = (root or evidence_dir()) / f"fill-merged-{stamp}"

@@ -34,6 +34,8 @@ from . import figures as figs
 from .design import Design
 from .player import job_objects, job_outcomes, play, records
 from .trace import Trace, check_against
+from ..report import write_report
+from ..report.replay import figure_rows, picture_svg
 
 COMPARISON = "comparison.json"
 DRAIN_FACTOR = 2.0  # a run ends at the latest this many times the trace's compressed span after its start
@@ -159,8 +161,6 @@ def run_replay(plan: Plan, root: Path | None = None, echo=print) -> Path:
     comparison = compare(out)
     (out / COMPARISON).write_text(json.dumps(comparison, indent=2))
     (out / "comparison.md").write_text(markdown(comparison))
-    from ..report import write_report
-    from ..report.replay import picture_svg
 
     (out / "replay.svg").write_text(picture_svg(comparison))
     write_report([out])
@@ -327,7 +327,6 @@ def markdown(c: dict) -> str:
     if plan.get("whole_gpus"):
         lines += ["Every job of GPU fractions asked one whole GPU per pod instead, on every variant (--whole-gpus).", ""]
     lines += ["| figure | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
-    from ..report.replay import figure_rows
 
     for key, cells in figure_rows(c):
         lines.append(f"| {key} | " + " | ".join(f"**{t}**" if key in moved else t for t in cells) + " |")

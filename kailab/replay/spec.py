@@ -27,6 +27,7 @@ from . import figures as figs
 from .design import load_design
 from .session import Plan, check, variants_for
 from .trace import load_trace, whole_gpus
+from ..stacks import STACKS
 
 
 class ReplayFile(Strict):
@@ -64,7 +65,6 @@ def load_replay(path: str | Path) -> tuple[ReplayFile, Plan]:
         except ValueError as err:
             raise InputError(path, f"expect[{i}]", str(err).removeprefix(f"--expect {text!r}: ")) from None
     kai_versions = [versions.kai_release(v).version for v in spec.kai_versions]
-    from ..stacks import STACKS
 
     for i, name in enumerate(spec.stacks):
         if name not in STACKS or name == "none":

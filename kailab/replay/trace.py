@@ -28,6 +28,7 @@ import math
 import re
 from dataclasses import replace, asdict, dataclass
 from pathlib import Path
+import yaml
 
 from ..errors import InputError
 from ..inputs import is_file, one_line, read_yaml
@@ -341,7 +342,6 @@ def write_trace(path: Path, jobs: list[TraceJob], name: str = "", description: s
             w.writerow({k: _plain(v) for k, v in r.items()})
         path.write_text(buf.getvalue())
         return
-    import yaml
 
     doc = {"name": name or path.stem, "description": description, "jobs": [{k: _plain(v) for k, v in r.items()} for r in rows]}
     path.write_text(yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=140))

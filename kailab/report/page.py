@@ -9,6 +9,7 @@ import datetime as dt
 import os
 import urllib.parse
 from pathlib import Path
+import json
 
 from .. import evidence
 from ..errors import KailabError
@@ -361,8 +362,6 @@ def _demand_html(run: Run) -> str:
 
 def _kai_metrics_html(run: Run) -> str:
     """Each panel of kai-metrics.json: its chart, its PromQL and source, or why it is missing."""
-    import json
-
     try:
         doc = json.loads((run.path / evidence.KAI_METRICS).read_text())
     except (OSError, ValueError):

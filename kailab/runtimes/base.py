@@ -14,6 +14,7 @@ from pathlib import Path
 from ..errors import LabError
 from ..paths import lab_dir
 from .addon import Addon
+from ..kube import Kube
 
 # a deleted pod's grace period is cut to at most this (a lab setting, `up --termination-grace`): a real
 # kubelet gives a pod its terminationGracePeriodSeconds (30 s by default), which would make every
@@ -175,8 +176,6 @@ class Runtime(ABC):
     def stack_logs(self, record: "LabRecord", mark: dict) -> dict[str, bytes]:
         """The scheduler's log lines since `mark`, by file name; by default from the pods of the
         namespaces the lab record names."""
-        from ..kube import Kube
-
         since = max(1, int(time.time() - mark["wall"]) + 5)
         out: dict[str, bytes] = {}
         kube = Kube(record.kubeconfig)

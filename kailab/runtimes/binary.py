@@ -34,6 +34,8 @@ from .addon import ProcessHost, RunsAsProcesses, addon_of, need
 from .hostlimits import require_inotify
 from .base import LabRecord, LabSpec, Runtime, status_report
 from .labkit import Phases, create_fleet, kwok_config_text, lab_lock, refuse_other_lab, run_together
+from ..fleet import load_fleet
+from . import pki
 
 if TYPE_CHECKING:
     from ..fleet import Fleet
@@ -77,7 +79,6 @@ class BinaryRuntime(Runtime):
     def up(self, spec: LabSpec) -> LabRecord:
         # the fleet's model (pydantic) and the PKI (cryptography) load here, not with the module:
         # `down` and `status` need neither
-        from ..fleet import load_fleet
 
         fleet = load_fleet(spec.fleet)  # validate every input before anything starts
         release = versions.kai_release(spec.kai_version or versions.DEFAULT_KAI)
@@ -135,8 +136,6 @@ class BinaryRuntime(Runtime):
         return rec
 
     def _start(self, spec: LabSpec, fleet: Fleet, release, recipes, built, addon: RunsAsProcesses) -> LabRecord:
-        from . import pki
-
         lab = lab_dir(spec.name)
         lab.mkdir(parents=True, exist_ok=True)
         bins = {name: built[r.key] / name for r in recipes for name in r.binaries}
@@ -206,8 +205,6 @@ class BinaryRuntime(Runtime):
     def _bake(self, key: str, bins: dict[str, Path], objects: list[dict]) -> None:
         """Start etcd and an API server on scratch state, let it bootstrap, install `objects`,
         stop both cleanly and keep etcd's data as seed `key` (about 5 s, once per key)."""
-        from . import pki
-
         work = state_dir() / f".bake-{key}-{os.getpid()}"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)

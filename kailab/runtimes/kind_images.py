@@ -10,6 +10,7 @@ from pathlib import Path
 from ..errors import LabError
 from ..images import ImageSet, image_set
 from .addon import InstallsFromCharts
+from ..images import docker as images_docker
 
 
 IMAGES = ("auto", "local", "published")
@@ -25,8 +26,6 @@ def needed_local(s: ImageSet, addon: InstallsFromCharts | None = None) -> tuple[
 
 def missing_local(s: ImageSet, addon: InstallsFromCharts | None = None) -> list[str]:
     """What of the locally built image set is not here (images in Docker, charts, KWOK's manifest)."""
-    from ..images import docker as images_docker
-
     images, files = needed_local(s, addon)
     return [ref for ref in images if not images_docker.has(ref)] + [str(p) for p in files if not p.is_file()]
 

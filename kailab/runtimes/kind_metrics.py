@@ -19,6 +19,8 @@ import yaml
 
 from .. import versions
 from .metrics import KSM, PROMETHEUS, SCRAPE_INTERVAL
+from .clusterinfo import deployment_states
+from .waits import wait_until
 
 NAMESPACE = "monitoring"
 NODE_PORT = 30090  # the Service's NodePort, mapped by kind to a per-lab port on the host's 127.0.0.1
@@ -119,9 +121,6 @@ def manifests(targets: dict[str, str], selector: dict[str, str]) -> list[dict]:
 def install(kube, selector: dict[str, str], namespace: str | None, lab_dir) -> dict[str, str]:
     """Apply the manifests (the scheduler's metrics Services read from `namespace`; None: none) and wait
     for both Deployments; returns the scrape targets. The applied manifests go to the lab dir."""
-    from .clusterinfo import deployment_states
-    from .waits import wait_until
-
     targets = service_targets(kube.list("v1", "Service", namespace)) if namespace else {}
     docs = manifests(targets, selector)
     (lab_dir / "metrics.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))

@@ -25,6 +25,7 @@ from ..errors import LabError
 from .addon import InstallsFromCharts, addon_of, need
 from .kind_host import TOOL_ENV, HostFacts
 from .kind_pins import pins
+from ..images.gomod import module_dir
 
 # Infrastructure pods (KWOK, the scheduler) stay on kind's real node: the default scheduler would otherwise
 # happily put them on fake KWOK nodes, where their containers never run. kubeadm labels the
@@ -94,8 +95,6 @@ def kind_config(spec: LabSpec, kubernetes: str, host: HostFacts | None = None,
 def kwok_release_config() -> dict:
     """The KwokConfiguration KWOK's release manifest ships (kustomize/kwok/kwok.yaml of its module):
     Stage CRs enabled, nodes managed by the kwok.x-k8s.io/node=fake annotation."""
-    from ..images.gomod import module_dir
-
     path = module_dir("sigs.k8s.io/kwok", versions.KWOK_VERSION) / "kustomize" / "kwok" / "kwok.yaml"
     return yaml.safe_load(path.read_text())
 

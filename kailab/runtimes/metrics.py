@@ -12,6 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+import json
+import urllib.request
+from datetime import datetime
+from ..errors import LabError
+from .waits import wait_until
 
 
 PROMETHEUS, KSM = "prometheus", "kube-state-metrics"
@@ -75,9 +80,6 @@ def health_url(name: str, ports: dict[str, int]) -> str:
 
 
 def _active_targets(ports: dict[str, int]) -> list[dict]:
-    import json
-    import urllib.request
-
     with urllib.request.urlopen(url(ports) + "/api/v1/targets?state=active", timeout=5) as resp:  # noqa: S310
         return json.load(resp)["data"]["activeTargets"]
 
@@ -90,8 +92,6 @@ def targets_down(ports: dict[str, int]) -> list[str]:
 
 def last_scrapes(ports: dict[str, int]) -> dict[str, tuple[float, str]]:
     """Each active target's last scrape: job -> (unix time, 'up' or its error)."""
-    from datetime import datetime
-
     out = {}
     for t in _active_targets(ports):
         when = t.get("lastScrape") or ""
@@ -106,9 +106,6 @@ def wait_for_scrape(ports: dict[str, int], after: float, timeout: float,
                     jobs: set[str] | None = None) -> dict[str, tuple[float, str]]:
     """Until every target of `jobs` (default all) has been scraped since `after`, or `timeout` s pass: the
     targets' last scrapes. A run can end between two scrapes; what it left is in Prometheus only after the next."""
-    from ..errors import LabError
-    from .waits import wait_until
-
     def fresh():
         scrapes = last_scrapes(ports)
         return scrapes if all(at >= after for job, (at, _) in scrapes.items() if jobs is None or job in jobs) else None

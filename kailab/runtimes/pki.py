@@ -15,6 +15,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+import yaml
 
 VALID_FOR = dt.timedelta(days=365)
 
@@ -91,8 +92,6 @@ def generate(pki_dir: Path) -> dict[str, Path]:
 
 def kubeconfig(path: Path, pki_dir: Path, server: str, name: str) -> None:
     """A kubeconfig pointing at the lab's apiserver with the admin client cert (by file path)."""
-    import yaml
-
     cfg = {
         "apiVersion": "v1", "kind": "Config", "current-context": name,
         "clusters": [{"name": name, "cluster": {"server": server,

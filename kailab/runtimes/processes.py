@@ -16,6 +16,9 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+import fcntl
+import random
+from ..paths import state_dir
 
 MARKER = "KAILAB_LAB"
 
@@ -355,11 +358,6 @@ def allocate_ports(names: list[str], fixed: dict[str, int] | None = None) -> dic
     """Distinct free loopback ports for every name; `fixed` ones are kept as given. Chosen at random
     below the ephemeral range (see _listen_range), free when chosen, and reserved for a while in the
     state directory so that labs starting at the same time never pick the same one."""
-    import fcntl
-    import random
-
-    from ..paths import state_dir
-
     ports = dict(fixed or {})
     lo, hi = _listen_range()
     book = state_dir().parent / "ports.json"  # beside labs/, which holds only labs

@@ -13,6 +13,7 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wa
 
 from ..errors import LabError
 from . import processes
+from .deaths import classify
 
 WAITS: dict[str, float] = {
     "etcd-healthy": 60,
@@ -110,8 +111,6 @@ def wait_until(what: str, check: Callable[[], object], *, timeout: str | float,
 
 def why_it_died(lab: Path, component: str) -> str:
     """The class of a lab process's death (deaths.classify) from its whole log and its exit status."""
-    from .deaths import classify
-
     rec = processes.records(lab).get(component)
     ended = processes.how_it_ended(rec.pid) if rec else ""
     try:

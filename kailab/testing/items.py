@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+import tempfile
 
 from .. import evidence
 from ..errors import KailabError
@@ -16,6 +17,10 @@ from ..exercise.load import load_exercise
 from ..lab import runtime_of
 from ..report.figure_names import text as figure_text
 from .labs import lab_pool
+from ..replay import session
+from ..replay.fill import markdown, run_fill
+from ..replay.fill_spec import fill_plan, load_fill
+from ..replay.spec import load_replay
 
 
 OUTCOME_PROPERTY = "kailab_outcome"
@@ -127,9 +132,6 @@ class ReplayItem(OwnLabsItem):
     kind = "replay"
 
     def runtest(self) -> None:
-        from ..replay import session
-        from ..replay.spec import load_replay
-
         _, plan = load_replay(self.path)  # a bad file fails here, before any lab starts
         out = session.run_replay(plan, self.evidence_root(), echo=lambda text: None)
         comparison = json.loads((out / session.COMPARISON).read_text())
@@ -144,11 +146,6 @@ class FillItem(OwnLabsItem):
     kind = "fill"
 
     def runtest(self) -> None:
-        import tempfile
-
-        from ..replay.fill import markdown, run_fill
-        from ..replay.fill_spec import fill_plan, load_fill
-
         spec = load_fill(self.path)  # a bad file fails here, before any lab starts
         with tempfile.TemporaryDirectory(prefix="kailab-fill-import-") as tmp:
             # no trace registered: a KailabError naming the command that registers it (a failure, never a skip)

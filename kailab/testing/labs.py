@@ -13,6 +13,7 @@ from ..paths import state_dir
 from ..lab import LabRecord, LabSpec, get_runtime, runtime_of
 from ..toolchain import kai_unavailable_reason
 from ..runtimes.processes import pid_alive
+from ..runtimes.base import docker_answers
 
 LAB_PREFIX = "pytest-"
 FIRST_WORKER = "gw0"  # pytest-xdist's first worker
@@ -40,8 +41,6 @@ def kind_docker():
 
 def kind_unavailable_reason() -> str | None:
     """None when a Docker engine answers for the kind tests; else why not."""
-    from ..runtimes.base import docker_answers
-
     with kind_docker():
         if docker_answers():
             return None

@@ -16,6 +16,7 @@ import os
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
+import subprocess
 
 from .. import toolchain, versions
 from ..errors import KailabError
@@ -31,6 +32,10 @@ SENTINEL_NAMESPACE = "kailab-trial-sentinel"  # the host workload every trial wa
 from ..stacks.kai import kind as kai_kind
 from . import plan as plan_mod
 from ..runtimes.processes import pid_alive
+from ..images import docker
+from ..lab import LabRecord, get_runtime
+from .host import trial_stages
+from .tools import resolve
 
 OWNER = "owner.json"
 SHARD = ("kai.scheduler/v1", "SchedulingShard", "default")
@@ -65,10 +70,6 @@ def release(name: str) -> None:
 def clean_dead_trials(tools: dict[str, str], mine: str = "") -> list[str]:
     """Take down what trials whose process is gone left: their kind host, or on an existing host
     their vClusters, pools, labels, sentinel and Stage; their labs' records; their folder."""
-    from ..lab import LabRecord, get_runtime
-    from .host import trial_stages
-    from .tools import resolve
-
     cleaned = []
     for folder in sorted(trials_dir().glob("*")) if trials_dir().is_dir() else []:
         try:
@@ -107,8 +108,6 @@ def _orphan_hosts(tools: dict[str, str], mine: str) -> list[str]:
     """Kind hosts of trials that left no folder (their state was wiped while the cluster stayed, as a
     Docker engine restarted kind's containers): a trial claims its folder before its host is made,
     so a `kailab-trial-*` cluster without a live owner's folder is no running trial's."""
-    import subprocess
-
     if "kind" not in tools:
         return []
     listed = subprocess.run([tools["kind"], "get", "clusters"], capture_output=True, text=True, timeout=120)
@@ -127,8 +126,6 @@ def _orphan_hosts(tools: dict[str, str], mine: str) -> list[str]:
 # ------------------------------------------------------------------ images
 def require_images(version_list: list[str]) -> None:
     """Every image and chart the trial loads into a kind host, built here; one line naming the build."""
-    from ..images import docker
-
     missing: list[str] = []
     for v in version_list:
         s = image_set(v)

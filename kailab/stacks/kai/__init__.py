@@ -14,6 +14,8 @@ kailab/toolchain.py): building is below every stack.
 
 from __future__ import annotations
 
+import yaml
+
 from ... import toolchain, versions
 from ...errors import KailabError
 from ...node_labels import SIMULATED_POOL_LABEL
@@ -23,6 +25,10 @@ from ...runtimes.labkit import PROBE_NAMESPACE
 from ...runtimes.shell import progress
 from ..base import ConfiguresScheduler, HasMetricPanels, PlacesByTopology, QueueDecl, Ref, ServesSnapshot, Stack
 from . import install, vocabulary
+from ...errors import BuildError, LabError
+from ...workloads import probe_objects, topology
+from . import binary, existing, kind, metrics
+from .probe import probe
 
 
 class KaiAddon(Addon, RunsAsProcesses, InstallsFromCharts, AdoptsCluster):
@@ -41,8 +47,6 @@ class KaiAddon(Addon, RunsAsProcesses, InstallsFromCharts, AdoptsCluster):
         return list(versions.KAI_COMPONENTS)
 
     def deployments(self) -> dict[str, list[str]]:
-        from . import kind
-
         return {kind.namespace(): kind.deployments()}
 
     def namespaces(self) -> list[str]:
@@ -61,15 +65,11 @@ class KaiAddon(Addon, RunsAsProcesses, InstallsFromCharts, AdoptsCluster):
     def seed_objects(self, built: dict) -> list[dict]:
         """KAI's kinds, its chart's objects, the RuntimeClass fractional pods need and the probe's
         namespace and queues (never the probe pod)."""
-        from ...workloads import probe_objects
-
         tree = toolchain.kai_tree(self.recipe)
         return (install.crd_documents(tree) + install.base_objects() + install.chart_objects(tree)
                 + install.fake_node_objects() + [o for o in probe_objects(PROBE_NAMESPACE) if o["kind"] != "Pod"])
 
     def start(self, host: ProcessHost) -> None:
-        from . import binary
-
         binary.start(host, self.recipe, toolchain.kai_tree(self.recipe))
 
     def scrape_jobs(self, ports: dict[str, int]) -> list[dict]:
@@ -78,29 +78,19 @@ class KaiAddon(Addon, RunsAsProcesses, InstallsFromCharts, AdoptsCluster):
 
     # ------------------------------------------------------------ a cluster adopted
     def adopt_problems(self, kube, server: str) -> list[str]:
-        from . import existing
-
         return existing.adopt_problems(kube, server)
 
     def adopted_version(self, kube) -> str | None:
-        from . import existing
-
         return existing.adopted_version(kube)
 
     # ------------------------------------------------------------ clusters
     def kind_files_and_steps(self, kubeconfig: str, path, local, node_selector: dict | None = None):
-        import yaml
-
-        from . import kind
-
         files = {"kai-values.yaml": yaml.safe_dump(kind.kai_values(local, node_selector), sort_keys=False)}
         steps = kind.kai_install_steps(self.version, kubeconfig, path("kai-values.yaml"),
                                        chart=str(local.kai_chart) if local else None)
         return files, steps
 
     def images(self, local) -> list[str]:
-        from . import kind
-
         return [] if local else kind.kai_images(self.version)
 
     def local_images(self, local) -> list[str]:
@@ -110,8 +100,6 @@ class KaiAddon(Addon, RunsAsProcesses, InstallsFromCharts, AdoptsCluster):
         return [local.kai_chart]
 
     def plan_lines(self) -> list[str]:
-        from . import kind
-
         return [f"KAI {self.version} (chart {kind.kai_chart_ref(self.version)})"]
 
     def probe_text(self) -> str:
@@ -119,10 +107,6 @@ class KaiAddon(Addon, RunsAsProcesses, InstallsFromCharts, AdoptsCluster):
                 "is up once KAI binds it")
 
     def await_ready(self, kube) -> None:
-        from . import kind
-
-        from .probe import probe
-
         if kind.settle_on_fake_gpus(kube, SIMULATED_POOL_LABEL):
             progress(f"KAI's operator rendered its binder again, now with {kind.FAKE_GPU_FLAG}: the fleet's nodes "
                      f"were marked {kind.FAKE_GPU_LABEL} after KAI was installed")
@@ -167,19 +151,13 @@ class KaiStack(Stack, ConfiguresScheduler, ServesSnapshot, HasMetricPanels, Plac
         return install.snapshot_url(record.ports) if "scheduler.plugins" in record.ports else None
 
     def metric_panels(self, record: LabRecord, prometheus: str, start: float, end: float) -> list[dict]:
-        from . import metrics
-
         tree = toolchain.kai_tree(toolchain.kai_recipe(versions.kai_release(record.kai_version)))
         return metrics.collect(prometheus, tree, start, end)
 
     def evictions_by_action(self, prometheus: str, start: float, end: float) -> dict:
-        from . import metrics
-
         return metrics.evictions_by_action(prometheus, start, end)
 
     def preflight(self, kube, record: LabRecord) -> None:
-        from ...errors import LabError
-
         if kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "queues.scheduling.run.ai") is None:
             raise LabError(f"lab {record.name!r} has no KAI (CRD queues.scheduling.run.ai is missing): "
                            "bring up a lab with KAI (`kailab up`)")
@@ -210,8 +188,6 @@ class KaiStack(Stack, ConfiguresScheduler, ServesSnapshot, HasMetricPanels, Plac
         return vocabulary.workload_leftovers(workload, kind, namespace)
 
     def topology_objects(self, name: str, levels: list[str], where: str) -> list[dict]:
-        from ...workloads import topology
-
         return [topology(name, levels)]
 
     def topology_leftovers(self, name: str) -> list[Ref]:
@@ -247,8 +223,6 @@ class KaiStack(Stack, ConfiguresScheduler, ServesSnapshot, HasMetricPanels, Plac
 
 def rendered_setting(where: str, value, kai_version: str, usage_url: str | None) -> install.SchedulerChange:
     """An exercise's or a design's scheduler setting, rendered by KAI `kai_version`'s operator code."""
-    from ...errors import BuildError
-
     if getattr(value, "volcano", None) is not None:
         raise KailabError(f"{where} scheduler.volcano: not on the kai stack: Volcano's configuration is the volcano "
                           "stack's; give KAI's as `shard:` (a SchedulingShard fragment)")

@@ -17,6 +17,7 @@ import yaml
 from ... import toolchain, yamlfast
 from ...errors import BuildError
 from ...workloads import SCHEDULER_NAME  # one name for workloads and KAI's flags
+from . import render as kai_render
 
 KAI_NAMESPACE = "kai-scheduler"
 RESERVATION_NAMESPACE = "kai-resource-reservation"
@@ -283,8 +284,6 @@ def merged(base: dict, fragment: dict) -> dict:
 def scheduler_change(recipe: toolchain.Recipe, tree: Path, fragment: dict) -> SchedulerChange:
     """A SchedulingShard change, and the configuration KAI's operator renders from the chart's shard
     with that change over it (kai_render: KAI's own operator code, for the lab's KAI version)."""
-    from . import render as kai_render
-
     conf, args = kai_render.render(recipe, tree, merged(chart_shard_spec(tree), fragment))
     return SchedulerChange(conf, fragment, tuple(args))
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from ...kube import Kube
 from ...runtimes.labkit import PROBE_NAMESPACE
 from ...runtimes.waits import wait_until
+from ...workloads import probe_objects
 
 
 def probe(kube: Kube, lab: Path | None = None, hint: str = "") -> None:
@@ -20,8 +21,6 @@ def submit_probe(kube: Kube, lab: Path | None = None) -> str:
     """Create the probe's namespace, queues and pod; returns the pod's name. The queues go in
     side by side with the pod: a new CRD's first creates can be held for seconds (see binary.py),
     and the pod needs no queue to exist before it does."""
-    from ...workloads import probe_objects
-
     def create(obj: dict) -> None:
         # retried: the namespace's ServiceAccount (and on clusters, KAI's admission webhook) may
         # still be coming up. kube-controller-manager, which makes the ServiceAccount, is watched by
@@ -53,8 +52,6 @@ def await_probe(kube: Kube, pod: str, lab: Path | None = None, hint: str = "") -
 def remove_probe(kube: Kube, pod: str) -> None:
     """The probe has answered: its pod and queues go, so a user's `kubectl get queues` (and tools
     that expect only their own queues) see none of kailab's."""
-    from ...workloads import probe_objects
-
     kube.delete("v1", "Pod", pod, PROBE_NAMESPACE, grace=0)
     for q in reversed([o for o in probe_objects(PROBE_NAMESPACE) if o["kind"] == "Queue"]):  # leaf first
         kube.delete(q["apiVersion"], "Queue", q["metadata"]["name"])

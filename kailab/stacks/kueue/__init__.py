@@ -16,12 +16,15 @@ On the binary runtime its processes run as local processes beside the control pl
 from __future__ import annotations
 
 import base64
+import yaml
 
 from ...errors import LabError
 from ...runtimes.addon import Addon, InstallsFromCharts, ProcessHost, RunsAsProcesses
 from ...runtimes.base import LabRecord, LabSpec, Runtime
 from ..base import QueueDecl, Ref, Stack, read_or_empty
 from . import install, vocabulary
+from ...runtimes.shell import progress
+from . import kind, probe
 
 
 class KueueAddon(Addon, RunsAsProcesses, InstallsFromCharts):
@@ -46,8 +49,6 @@ class KueueAddon(Addon, RunsAsProcesses, InstallsFromCharts):
         return ["kube-scheduler", "kueue"]
 
     def deployments(self) -> dict[str, list[str]]:
-        from . import kind
-
         return {install.pins()["namespace"]: [kind.deployment()]}
 
     def namespaces(self) -> list[str]:
@@ -69,10 +70,6 @@ class KueueAddon(Addon, RunsAsProcesses, InstallsFromCharts):
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": install.pins()["namespace"]}}]
 
     def start(self, host: ProcessHost) -> None:
-        import yaml
-
-        from . import probe
-
         lab, ports = host.lab, host.ports
         certs = lab / "webhooks" / "kueue"
         certs.mkdir(parents=True, exist_ok=True)
@@ -101,48 +98,31 @@ class KueueAddon(Addon, RunsAsProcesses, InstallsFromCharts):
 
     # ------------------------------------------------------------ clusters (kind)
     def kind_files_and_steps(self, kubeconfig: str, path, local, node_selector: dict | None = None):
-        from . import kind
-
         return kind.files_and_steps(self.version, kubeconfig, path, local,
                                     node_selector or {"node-role.kubernetes.io/control-plane": ""}, self.priorities)
 
     def images(self, local) -> list[str]:
-        from . import kind
-
         return [] if local else [kind.image(self.version)]
 
     image_stack = "kueue"
 
     def local_images(self, local) -> list[str]:
-        from . import kind
-
         return [kind.image(self.version)]
 
     def local_files(self, local) -> list:
-        from . import kind
-
         return [kind.local_chart(self.version)]
 
     def build_local(self, local, console=None, phase=print) -> list[str]:
-        from . import kind
-
         return kind.build_local(self.kueue, console, phase)
 
     def plan_lines(self) -> list[str]:
-        from . import kind
-
         return [f"Kueue {self.version} (chart {kind.chart_ref()}), kind's kube-scheduler placing what it admits"]
 
     def probe_text(self) -> str:
-        from . import probe
-
         return (f"a ResourceFlavor, ClusterQueue {probe.QUEUE} (1 GPU) and a suspended 1-GPU Job in namespace "
                 f"{probe.NAMESPACE}; the lab is up once Kueue admits it and its pod is bound")
 
     def await_ready(self, kube) -> None:
-        from ...runtimes.shell import progress
-        from . import probe
-
         progress("Kueue must admit the probe Job and its pod be bound")
         probe.run(kube, None, self.probe_pod, self.probe_objects)
 

@@ -16,6 +16,9 @@ import yaml
 
 from ...runtimes.kind_pins import pins as kind_pins
 from . import install
+from ...images import extra
+from ...images.assemble import ImageSpec, NONROOT
+from ...images.extra import binary, chart_path
 
 
 def _kind() -> dict:
@@ -35,8 +38,6 @@ def chart_ref() -> str:
 
 
 def local_chart(version: str) -> Path:
-    from ...images.extra import chart_path
-
     return chart_path("kueue", version)
 
 
@@ -88,17 +89,12 @@ def files_and_steps(version: str, kubeconfig: str, path, local, node_selector: d
 
 def image_specs(recipe) -> list:
     """The controller manager's image, as Kueue's Dockerfile lays it out: /manager, USER 65532."""
-    from ...images.assemble import NONROOT, ImageSpec
-    from ...images.extra import binary
-
     return [ImageSpec(image(recipe.version), (("/manager", binary(recipe, "kueue"), 0o755),),
                       entrypoint=("/manager",), user=f"{NONROOT}:{NONROOT}", workdir="/")]
 
 
 def build_local(recipe, console=None, phase=print) -> list[str]:
     """Kueue's image and chart from the registered repository (the kueue binary built first)."""
-    from ...images import extra
-
     extra.build_binaries([recipe], console)
     chart = extra.Chart(install.tree(recipe) / "charts" / "kueue", recipe.version, recipe.version,
                         local_chart(recipe.version))

@@ -25,6 +25,7 @@ from ..combined import ChartsOfParts, CombinedAddon, ProcessesOfParts
 from ..kai import KaiAddon, KaiStack
 from ..kueue import KueueAddon, install as kueue_install, vocabulary as kueue_words
 from ..kai import vocabulary as kai_words
+from ..kueue import KueueStack
 
 PROBE_QUEUE = "kailab-kueue-probe"
 
@@ -81,7 +82,6 @@ class KueueKaiStack(KaiStack):
 
     def preflight(self, kube, record: LabRecord) -> None:
         super().preflight(kube, record)
-        from ..kueue import KueueStack
 
         KueueStack().preflight(kube, record)
 
@@ -95,7 +95,5 @@ class KueueKaiStack(KaiStack):
         return kueue_words.workload_objects(objs, where, kai_places=True)
 
     def snapshot_objects(self, kube, namespace: str, queues: list[str]) -> dict[str, list]:
-        from ..kueue import KueueStack
-
         return {**super().snapshot_objects(kube, namespace, queues),
                 **KueueStack().snapshot_objects(kube, namespace, queues)}

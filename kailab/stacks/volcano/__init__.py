@@ -26,6 +26,8 @@ from ...runtimes.base import LabRecord, LabSpec, Runtime, Unsupported
 from ...runtimes.waits import wait_until
 from ..base import ConfiguresScheduler, Stack, read_or_empty
 from . import install, vocabulary
+from ...runtimes.shell import progress
+from . import config, kind, probe
 
 PROCESSES = [install.WEBHOOKS, install.CONTROLLERS, install.SCHEDULER]
 
@@ -59,8 +61,6 @@ class VolcanoAddon(Addon, RunsAsProcesses, InstallsFromCharts):
         return install.crd_documents(src) + install.priority_classes() + [namespace] + install.chart_config_maps(src)
 
     def start(self, host: ProcessHost) -> None:
-        from . import config, probe
-
         lab, ports, src = host.lab, host.ports, install.tree(self.recipe)
         certs = lab / "webhooks" / "volcano"
         certs.mkdir(parents=True, exist_ok=True)
@@ -102,55 +102,36 @@ class VolcanoAddon(Addon, RunsAsProcesses, InstallsFromCharts):
 
     # ------------------------------------------------------------ clusters (kind)
     def deployments(self) -> dict[str, list[str]]:
-        from . import kind
-
         return {install.pins()["namespace"]: kind.deployments()}
 
     def kind_files_and_steps(self, kubeconfig: str, path, local, node_selector: dict | None = None):
-        from . import kind
-
         return kind.files_and_steps(self.version, kubeconfig, path, local,
                                     node_selector or {"node-role.kubernetes.io/control-plane": ""})
 
     def images(self, local) -> list[str]:
-        from . import kind
-
         return [] if local else kind.images(self.version)
 
     image_stack = "volcano"
 
     def local_images(self, local) -> list[str]:
-        from . import kind
-
         return kind.images(self.version)
 
     def local_files(self, local) -> list:
-        from . import kind
-
         return [kind.local_chart(self.version)]
 
     def build_local(self, local, console=None, phase=print) -> list[str]:
-        from . import kind
-
         return kind.build_local(self.recipe, console, phase)
 
     def plan_lines(self) -> list[str]:
-        from . import kind
-
         return [f"Volcano {self.version} (chart {kind.chart_ref()}), configuration "
                 f"{install.pins()['default_configuration']}"]
 
     def probe_text(self) -> str:
-        from . import probe
-
         return (f"Volcano's queue webhook answers; Queue {probe.QUEUE} (1 GPU deserved) and one 1-GPU pod in "
                 f"namespace {probe.NAMESPACE}; the lab is up once Volcano binds it")
 
     def await_ready(self, kube) -> None:
         """As on the binary runtime: its queue webhook answers, then it binds the probe pod."""
-        from ...runtimes.shell import progress
-        from . import probe
-
         progress("Volcano's webhooks must answer and its scheduler bind the probe pod")
         ns = install.pins()["namespace"]
         wait_until("Volcano's queue validation webhook to answer", lambda: vocabulary.webhook_answers(kube),
@@ -174,8 +155,6 @@ class VolcanoStack(Stack, ConfiguresScheduler):
         return out
 
     def scheduler_config(self, runtime: Runtime, record: LabRecord) -> dict | None:
-        from . import config
-
         return config.current(record.dir)
 
     def preflight(self, kube, record: LabRecord) -> None:
@@ -188,13 +167,9 @@ class VolcanoStack(Stack, ConfiguresScheduler):
         return runtime.controls_processes
 
     def scheduler_setting(self, record: LabRecord, value, usage_url: str | None, where: str):
-        from . import config
-
         return config.setting(value, where)
 
     def configure_scheduler(self, runtime: Runtime, record: LabRecord, setting) -> None:
-        from . import config
-
         if not runtime.controls_processes:
             raise Unsupported(f"the {runtime.name} runtime cannot reconfigure Volcano's scheduler (step `scheduler:`)")
         config.apply(record.dir, setting)

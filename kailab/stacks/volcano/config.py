@@ -20,6 +20,7 @@ import yaml
 
 from ...errors import KailabError, LabError
 from . import install
+from ... import toolchain
 
 DEFAULT = "volcano-scheduler.default.conf"
 LOADED = re.compile(r"Finished loading scheduler config\. Final state: actions=\[([^\]]*)\], plugins=\[([^\]]*)\]")
@@ -99,8 +100,6 @@ def setting(value, where: str) -> Setting:
 
 
 def _checked(conf: dict, where: str) -> dict:
-    from ... import toolchain
-
     src = install.tree(install.recipe())
     if not toolchain.is_cached(install.recipe()):
         src = install.tree(install.recipe())  # the pinned tree: exported from the registered repository

@@ -18,6 +18,9 @@ import yaml
 
 from ...runtimes.kind_pins import pins as kind_pins
 from . import config, install
+from ...images import extra
+from ...images.assemble import ImageSpec
+from ...images.extra import binary, chart_path
 
 IMAGES = (install.SCHEDULER, install.CONTROLLERS, install.WEBHOOKS)  # the binaries' and the images' names
 
@@ -39,8 +42,6 @@ def chart_ref() -> str:
 
 
 def local_chart(version: str) -> Path:
-    from ...images.extra import chart_path
-
     return chart_path("volcano", version)
 
 
@@ -83,9 +84,6 @@ def files_and_steps(version: str, kubeconfig: str, path, local, node_selector: d
 
 
 def image_specs(recipe, tree: Path, slim: Path, kubectl: Path) -> list:
-    from ...images.assemble import ImageSpec
-    from ...images.extra import binary
-
     refs = dict(zip(IMAGES, images(recipe.version)))
     out = [ImageSpec(refs[name], ((f"/{name}", binary(recipe, name), 0o755),), entrypoint=(f"/{name}",))
            for name in (install.SCHEDULER, install.CONTROLLERS)]
@@ -103,8 +101,6 @@ def image_specs(recipe, tree: Path, slim: Path, kubectl: Path) -> list:
 
 def build_local(recipe, console=None, phase=print) -> list[str]:
     """Volcano's three images and its chart from the registered repository (its binaries built first)."""
-    from ...images import extra
-
     extra.build_binaries([recipe, extra.kubectl_recipe()], console)
     tree = install.tree(recipe)
     chart = extra.Chart(tree / _kind()["chart_dir"], recipe.version, recipe.version.lstrip("v"),
