@@ -84,7 +84,7 @@ class Kube:
         """POST each object from a thread pool, without the client's models (thousands of objects: the
         dynamic client's server-side apply spends more of the machine than the API server does). An object
         already there counts as made; the server refusing one raises ApiRefused naming it."""
-        pool, host = self.api_client.rest_client.pool_manager, self.api_client.configuration.host
+        host = self.api_client.configuration.host
         paths: dict[tuple[str, str], tuple[str, bool, str]] = {}
         for obj in objs:
             key = (obj["apiVersion"], obj["kind"])
@@ -96,20 +96,10 @@ class Kube:
             base, namespaced, plural = paths[(obj["apiVersion"], obj["kind"])]
             meta = obj["metadata"]
             url = f"{base}/namespaces/{meta['namespace']}/{plural}" if namespaced else f"{base}/{plural}"
-            body = json.dumps(obj).encode()
-            for attempt in range(6):
-                resp = pool.request("POST", url, body=body, headers={"Content-Type": "application/json"}, timeout=60)
-                if resp.status in (200, 201, 409):
-                    return
-                if resp.status not in (429, 500, 503, 504):
-                    break
-                time.sleep(0.2 * (attempt + 1))
-            try:
-                message = json.loads(resp.data).get("message", "")
-            except ValueError:
-                message = resp.data[:200].decode(errors="replace")
-            where = f"{meta['namespace']}/" if meta.get("namespace") else ""
-            raise ApiRefused(f"the API server refused {obj['kind']} {where}{meta['name']}: HTTP {resp.status} {message}")
+            _, refused = self.post(url, obj)
+            if refused:
+                where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+                raise ApiRefused(f"the API server refused {obj['kind']} {where}{meta['name']}: {refused}")
 
         with ThreadPoolExecutor(max_workers=threads) as ex:
             list(ex.map(one, objs))
@@ -148,6 +138,24 @@ class Kube:
             return True
         except _not_found() + _kind_not_served():  # no such object, or the kind is not served
             return False
+
+    def post(self, url: str, obj: dict, attempts: int = 6):
+        """POST one object, again after what the server may answer later (429, 5xx): (response, None)
+        when it is made or already there (409), else (response, "HTTP <status>: <its message>")."""
+        pool = self.api_client.rest_client.pool_manager
+        body = json.dumps(obj).encode()
+        for attempt in range(attempts):
+            resp = pool.request("POST", url, body=body, headers={"Content-Type": "application/json"}, timeout=60)
+            if resp.status in (200, 201, 409):
+                return resp, None
+            if resp.status not in (429, 500, 503, 504):
+                break
+            time.sleep(0.2 * (attempt + 1))
+        try:
+            message = json.loads(resp.data).get("message", "")
+        except ValueError:
+            message = resp.data[:200].decode(errors="replace")
+        return resp, f"HTTP {resp.status}: {message}"
 
     def delete_pods(self, namespace: str) -> None:
         """Every pod of a namespace, at once (a 1 s grace period): for clean-up. Not 0: a pod removed

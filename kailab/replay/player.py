@@ -117,25 +117,12 @@ _PATHS = {"Job": "apis/batch/v1/namespaces/{ns}/jobs", "Pod": "api/v1/namespaces
 def _create(kube: Kube, obj: dict) -> str | None:
     """POST one object (and a fractional pod's GPU-sharing config maps right after it); None when
     created (or already there), else the server's words."""
-    pool = kube.api_client.rest_client.pool_manager
     url = f"{kube.api_client.configuration.host}/" + _PATHS[obj["kind"]].format(ns=obj["metadata"]["namespace"])
-    body = json.dumps(obj).encode()
-    resp = None
-    for attempt in range(5):
-        resp = pool.request("POST", url, body=body, headers={"Content-Type": "application/json"}, timeout=60)
-        if resp.status in (200, 201, 409):
-            if obj["kind"] == "Pod" and resp.status != 409:
-                for cm in workloads.sharing_config_maps(json.loads(resp.data)):
-                    _create(kube, cm)  # see workloads.SHARED_GPU_CONFIGMAP; the binder makes them if this fails
-            return None
-        if resp.status not in (429, 500, 503, 504):
-            break
-        time.sleep(0.2 * (attempt + 1))
-    try:
-        message = json.loads(resp.data).get("message", "")
-    except ValueError:
-        message = resp.data[:200].decode(errors="replace")
-    return f"HTTP {resp.status}: {message}"
+    resp, refused = kube.post(url, obj, attempts=5)
+    if not refused and obj["kind"] == "Pod" and resp.status != 409:
+        for cm in workloads.sharing_config_maps(json.loads(resp.data)):
+            _create(kube, cm)  # see workloads.SHARED_GPU_CONFIGMAP; the binder makes them if this fails
+    return refused
 
 
 def play(kube: Kube, trace: Trace, namespace: str, compress: float, deadline_s: float,
