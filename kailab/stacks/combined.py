@@ -10,7 +10,7 @@ the combination never special-cases a hook. kueue+kai is one (kailab/stacks/kueu
 
 from __future__ import annotations
 
-from ..runtimes.addon import Addon, AdoptsCluster, InstallsFromCharts, ProcessHost, RunsAsProcesses, capabilities
+from ..runtimes.addon import Addon, InstallsFromCharts, ProcessHost, RunsAsProcesses, capabilities
 
 
 class CombinedAddon(Addon):
@@ -110,14 +110,3 @@ class ChartsOfParts(InstallsFromCharts):
         for part in self.parts:
             part.await_ready(kube)
 
-
-class AdoptedParts(AdoptsCluster):
-    """A cluster adopted holds every part: what any part finds missing, and the first part's version."""
-
-    parts: tuple
-
-    def adopt_problems(self, kube, server: str) -> list[str]:
-        return self._each("adopt_problems", kube, server)
-
-    def adopted_version(self, kube) -> str | None:
-        return self.parts[0].adopted_version(kube)

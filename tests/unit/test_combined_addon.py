@@ -73,10 +73,10 @@ def test_kueue_and_kai_combine_without_a_hand_written_forward():
 
 
 def test_a_combination_cannot_declare_what_one_of_its_parts_lacks():
-    from kailab.stacks.combined import AdoptedParts
+    class ProcessesOnly(Addon, RunsAsProcesses):
+        name, version = "two", "two-1"
+        recipes = port_names = seed_objects = lambda self, *a: []
+        health_url = start = lambda self, *a: None
 
-    class Adopting(CombinedAddon, ProcessesOfParts, AdoptedParts):
-        pass
-
-    with pytest.raises(TypeError, match="AdoptsCluster.*two"):
-        Adopting(Adopted("one", []), Part("two", []), name="one+two")
+    with pytest.raises(TypeError, match="InstallsFromCharts.*two"):
+        Both(Adopted("one", []), ProcessesOnly(), name="one+two")
