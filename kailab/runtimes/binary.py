@@ -133,6 +133,10 @@ class BinaryRuntime(Runtime):
                 self._nodes_ready(rec.dir, kube, fleet)
             finally:
                 kube.close()
+            if rec.metrics:
+                # Prometheus still holds the failed scrapes of what died until it scrapes them again (the
+                # API server every 20 s): a repaired lab is up once each target has been scraped since
+                metrics.wait_for_scrape(rec.ports, after=time.time(), timeout=60)
         return rec
 
     def _start(self, spec: LabSpec, fleet: Fleet, release, recipes, built, addon: RunsAsProcesses) -> LabRecord:
