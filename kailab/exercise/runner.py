@@ -20,7 +20,7 @@ from ..paths import evidence_dir
 from ..lab import LabRecord, runtime_of
 from ..runtimes.clusterinfo import ready_nodes_and_gpus
 from ..runtimes.waits import wait_until
-from ..stacks.base import HasMetricPanels, topology_aware
+from ..stacks.base import HasMetricPanels, PlacesByTopology, topology_aware
 from .actions import ACTIONS, StepContext
 from .checks import Names, Result
 from .figures import figures, settle_times  # noqa: F401 - settle_times: as the runner's before
@@ -476,7 +476,9 @@ class ExerciseRun:
             wait_until(f"the pods of namespace {namespace} to be gone", gone, timeout="exercise-clean-up")
         self.delete(self.stack.queue_leftovers(self.queue_decls(), self.names.namespace))
         if self.topology_name:
-            self.delete(topology_aware(self.stack, self.source.name).topology_leftovers(self.topology_name))
+            # (a stack without topology refused it at preflight, before anything was made)
+            if isinstance(self.stack, PlacesByTopology):
+                self.delete(self.stack.topology_leftovers(self.topology_name))
 
 
 def run_exercise(path: str | Path, lab: LabRecord, evidence_root: Path | None = None) -> Outcome:

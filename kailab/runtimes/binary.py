@@ -135,8 +135,10 @@ class BinaryRuntime(Runtime):
                 kube.close()
             if rec.metrics:
                 # Prometheus still holds the failed scrapes of what died until it scrapes them again (the
-                # API server every 20 s): a repaired lab is up once each target has been scraped since
-                metrics.wait_for_scrape(rec.ports, after=time.time(), timeout=60)
+                # API server every 20 s): a repaired lab is up once each of those has been scraped since
+                failed = {job for job, (_, seen) in metrics.last_scrapes(rec.ports).items() if seen != "up"}
+                if failed:
+                    metrics.wait_for_scrape(rec.ports, after=time.time(), timeout=60, jobs=failed)
         return rec
 
     def _start(self, spec: LabSpec, fleet: Fleet, release, recipes, built, addon: RunsAsProcesses) -> LabRecord:

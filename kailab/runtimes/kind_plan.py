@@ -305,10 +305,11 @@ def _fleet_steps(kubectl: list[str], path, t: dict, fleet: Fleet) -> list[tuple[
 def render_plan(plan: KindPlan, spec: LabSpec, fleet: Fleet, kai_version: str) -> str:
     """The dry run: every command in order, then every file `up` writes."""
     p = pins()
+    addon = charts_of(spec)
     lines = [
         f"# kailab kind runtime plan for lab {spec.name!r} (nothing has been run)",
         f"# fleet {fleet.name}: {fleet.nodes_total} nodes, {fleet.gpus_total} GPUs; "
-        f"scheduler: {'; '.join(charts_of(spec).plan_lines()) or '(none installed)'}",
+        f"scheduler: {'; '.join(addon.plan_lines()) or '(none installed)'}",
         f"# pinned: kind {p['kind']['version']}, node {plan.kind_config['nodes'][0]['image']}, "
         f"KWOK {versions.KWOK_VERSION}, fake-gpu-operator {p['fake_gpu_operator']['version']}",
         f"# tools: kind, kubectl (>= {p['kubectl']['min']}), helm (>= {p['helm']['min']}); "
@@ -329,8 +330,8 @@ def render_plan(plan: KindPlan, spec: LabSpec, fleet: Fleet, kai_version: str) -
                   f"scraping every Service with a metrics port in the scheduler's namespaces, at http://127.0.0.1:{plan.metrics_port} "
                   f"(NodePort {kind_metrics.NODE_PORT}) and {kind_metrics.IN_CLUSTER_URL} in the cluster"]
         step += 1
-    if charts_of(spec).probe_text():
-        lines += [f"# {step}. kailab's probe, as the binary runtime: {charts_of(spec).probe_text()}"]
+    if addon.probe_text():
+        lines += [f"# {step}. kailab's probe, as the binary runtime: {addon.probe_text()}"]
     lines.append("")
     for name, text in plan.files.items():
         lines += [f"# ---- {plan.lab_dir}/{name}", text.rstrip("\n"), ""]
