@@ -4,7 +4,8 @@ Tiers: tests/unit/ needs no lab, no network and no build (`make unit`, first in 
 tests/live/ brings labs up (marked `lab`, `kind` or `alone`). A test in the wrong folder for its marks
 is a collection error, so the tiers stay what their names say.
 
-Order (`make test`: pytest -n, --dist loadgroup): longest first.
+Order (`make test`: pytest -n, --dist loadgroup): longest first; in the `alone` phase, the vCluster
+trial before the kind lab's tests, which share its kind lab and take it down last.
 
 xdist's own order puts the groups with the most tests first and leaves every one-test unit in
 collection order: CI's 1/8 fill (one test, ~1,300-1,800 s there) started half-way through the run
@@ -24,7 +25,7 @@ import cpu_accounting
 # xdist_group name, or "file::test" for a long test of no group: about how long it keeps a worker
 LONGEST = {
     "fill_labs": 1500,  # `full` only
-    "kind": 1700,  # the kind lab's tests, then Kueue's and Volcano's kind labs: one kind cluster at a time
+    "kind": 600,  # Kueue's kind lab (and, in `make test-full`, Volcano's and the metrics one): one kind cluster at a time
     "own_labs": 1300,
     "test_existing_runtime.py::test_exercises_pass_through_the_existing_runtime": 250,
     "other_fleets": 400,
@@ -87,7 +88,16 @@ def pytest_collection_modifyitems(session, config, items):
     misplaced = [m for m in map(_misplaced, items) if m]
     if misplaced:
         raise pytest.UsageError("tests in the wrong tier:\n" + "\n".join(misplaced))
-    items.sort(key=lambda item: -LONGEST.get(_unit(item), 0))  # stable: the rest keep their order
+    for item in items:  # a module's sampled-out parameter sets (FULL_ONLY: their ids) run only in `make test-full`
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.id in getattr(item.module, "FULL_ONLY", ()):
+            item.add_marker(pytest.mark.full)
+    items.sort(key=lambda item: (-LONGEST.get(_unit(item), 0), SHARED_KIND_LAB.get(item.path.name, 0)))  # stable
+
+
+# The `alone` phase's one kind lab (the small fleet's): the vCluster trial adopts it as its host first,
+# then the kind lab's own tests run on it, their `down` last - one kind cluster's start for both
+SHARED_KIND_LAB = {"test_kind_host_vcluster_trial.py": 1, "test_kind_lab.py": 2}
 
 
 # ---- what each live test cost in CPU (tests/cpu_accounting.py): printed after the run, the costliest first

@@ -2,7 +2,12 @@
 fake-gpu-operator in the cluster, every image built here from source when no registry answers.
 
 One lab for the module, in the order a user meets it: up, status, the exercises where the runtime
-differs, then down, after which nothing of it is left: containers, networks, files."""
+differs, then down, after which nothing of it is left: containers, networks, files.
+
+The lab is the session's kind lab of the small fleet, the one the vCluster trial adopts as its host
+(test_kind_host_vcluster_trial.py): both run in `make test`'s `alone` phase, the trial first, this
+module after it and its `down` last (tests/conftest.py orders them), so the suite starts one kind
+cluster for both instead of two (~300 s of a kind cluster's start and KAI's chart install)."""
 
 from __future__ import annotations
 
@@ -25,7 +30,8 @@ from kailab.testing.labs import kind_docker
 
 import pod_endings
 
-pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.xdist_group("kind")]  # one kind lab, down last
+# alone: with the vCluster trial, on the one kind lab they share (above); down last
+pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.alone]
 FLEET = "small"
 
 
@@ -103,9 +109,13 @@ def test_a_kai_container_killed_in_the_cluster_is_a_death_with_how_it_ended(kind
     runtime.log_mark(kind_lab)
     assert runtime.dead_components(kind_lab, set()) == []
     node = f"kailab-{kind_lab.name}-control-plane"
-    # the binder's process in the node: its image's entry point with the binder's own flag
-    pid = _docker("exec", node, "sh", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null "
-                  "| grep -q -- '--resource-reservation-namespace' && echo ${p#/proc/}; done").split()[0]
+    # the binder's process in the node: its image's entry point with the binder's own flag (not this
+    # shell, whose own command line holds the flag too: /proc's pids come in string order, and once
+    # pids grew past the binder's digits the shell came first and was "killed" instead)
+    pids = _docker("exec", node, "sh", "-c", "for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); "
+                   "case \"$c\" in sh\\ *) ;; *--resource-reservation-namespace*) echo ${p#/proc/};; esac; done").split()
+    assert len(pids) == 1, pids
+    pid = pids[0]
     _docker("exec", node, "kill", "-9", pid)
     dead = wait_until("the binder's restart to show", lambda: runtime.dead_components(kind_lab, set()) or None,
                       timeout=60, hint=f"kubectl -n kai-scheduler get pods ({kind_lab.kubeconfig})")
