@@ -108,6 +108,32 @@ def tools_images(kai_version, with_vcluster, stacks) -> None:
                   highlight=False)
 
 
+@tools.command("lab-image")
+@click.option("--kai-version", default=lambda: os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI,
+              show_default=versions.DEFAULT_KAI)
+def tools_lab_image(kai_version) -> None:
+    """Build the lab image: kailab and a binary lab's binaries in one image, so a pod can bring a lab
+    up inside itself (a cluster's nodes running labs side by side: docs/dev/fan-out-design.md).
+
+    Debian with Python (mmdebstrap), kailab, its fleets, exercises and Python dependencies, and the
+    binaries a binary lab of KAI `--kai-version` runs, from kailab's cache (build them first:
+    `kailab tools build`). Needs a Docker engine; cached: nothing made from the same inputs is made
+    again. Prints the image's name (`kind load docker-image NAME` puts it on a kind cluster).
+    """
+    from ..images import docker, lab
+
+    if not docker.answers():
+        raise KailabError("no Docker engine answers (DOCKER_HOST or /var/run/docker.sock): the lab image is built "
+                          "into one; on a host without a Docker service: eval \"$(kailab/data/docker-host.sh start)\"")
+
+    def phase(text: str) -> None:
+        console.print(f"[kailab lab-image] {text}", markup=False, highlight=False)
+
+    ref, made = lab.ensure(kai_version, phase)
+    phase(f"{ref}: {'made' if made else 'already made from the same inputs'}")
+    out.print(ref, markup=False, highlight=False)
+
+
 def _stack_addons(stacks, kai_version) -> list:
     """The Addons of the stacks named (`--stack`), as a kind lab of each would run them; an unknown
     name is one line naming the choices, a source not registered one line naming the command."""
