@@ -96,8 +96,8 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 # The `alone` phase's one kind lab (the small fleet's): the vCluster trial adopts it as its host first,
-# then the kind lab's own tests run on it, their `down` last - one kind cluster's start for both
-SHARED_KIND_LAB = {"test_kind_host_vcluster_trial.py": 1, "test_kind_lab.py": 2}
+# the fan-out runs its Jobs on it, then the kind lab's own tests run on it, their `down` last - one kind cluster's start for both
+SHARED_KIND_LAB = {"test_kind_host_vcluster_trial.py": 1, "test_fanout_live.py": 2, "test_kind_lab.py": 3}
 
 
 # ---- what each live test cost in CPU (tests/cpu_accounting.py): printed after the run, the costliest first

@@ -1,0 +1,226 @@
+"""Running units as Jobs on a cluster the user has, and bringing their evidence back.
+
+One namespace per run, labelled with the run's id: every object of the run is in it, so deleting it
+(at the end, on Ctrl-C or on any error) leaves nothing of the run on the cluster. A unit is collected
+when its pod's log says it is done: its /evidence is copied out (`kubectl exec … tar`) into the local
+evidence folder, as if it had run here, and its Job deleted. A pod that ends, or goes, before its unit
+is done is named with how it ended, its log kept in the run's record."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import tarfile
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from ..errors import KailabError, LabError
+from ..images import docker
+from ..kube import Kube
+from ..paths import state_dir
+from ..runtimes.base import LabRecord
+from ..runtimes.kind_host import find_tool
+from .unit import DONE, RUN_LABEL, Unit, objects
+
+UNIT_TIMEOUT_S = 3600
+POLL_S = 2.0
+
+
+@dataclass
+class UnitResult:
+    unit: str
+    exercise: str
+    state: str = "pending"      # pending | running | collected | failed
+    pod: str = ""
+    node: str = ""
+    exit_status: int | None = None
+    verdict: str = ""
+    evidence: str = ""          # the run's folder, copied back here
+    error: str = ""
+    seconds: float = 0.0        # from the Job's creation to its collection
+    log: str = ""               # the pod's whole log, kept in the run's record
+
+
+@dataclass
+class FanOut:
+    """A run's units on one cluster; `run()` returns when every unit is collected or failed."""
+
+    units: list[Unit]
+    kubeconfig: str
+    image: str
+    evidence_root: Path
+    cpu: str = "1"
+    memory: str = "2Gi"
+    say: Callable[[str], None] = print
+    run_id: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y%m%dt%H%M%Sz"))
+
+    @property
+    def namespace(self) -> str:
+        return f"kailab-fanout-{self.run_id}"
+
+    @property
+    def record_dir(self) -> Path:
+        return self.evidence_root / f"{self.run_id.upper()}-fanout"
+
+    def run(self) -> list[UnitResult]:
+        self.results = {u.name: UnitResult(u.name, u.exercise_file) for u in self.units}
+        self.kube = Kube(self.kubeconfig)
+        self.kubectl = find_tool("kubectl")
+        try:
+            if not self.kube.readyz():
+                raise LabError(f"--on {self.kubeconfig}: the cluster's API server does not answer")
+            self.kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                             "metadata": {"name": self.namespace, "labels": {RUN_LABEL: self.run_id}}})
+            for u in self.units:
+                for obj in objects(u, self.namespace, self.run_id, self.image, self.cpu, self.memory):
+                    self.kube.apply(obj)
+            self.say(f"{len(self.units)} units as Jobs in namespace {self.namespace} (image {self.image})")
+            started = time.monotonic()
+            while any(r.state in ("pending", "running") for r in self.results.values()):
+                for u in self.units:
+                    if self.results[u.name].state in ("pending", "running"):
+                        self._poll(u, started)
+                time.sleep(POLL_S)
+        finally:  # Ctrl-C and errors too: nothing of the run stays on the cluster
+            self._delete_namespace()
+            self.kube.close()
+            self._write_record()
+        return list(self.results.values())
+
+    # ------------------------------------------------------------------ one unit
+    def _pod(self, u: Unit) -> dict | None:
+        pods = self.kube.list("v1", "Pod", self.namespace, label_selector=f"kailab.io/unit={u.name}")
+        return pods[0] if pods else None
+
+    def _poll(self, u: Unit, started: float) -> None:
+        r = self.results[u.name]
+        r.seconds = round(time.monotonic() - started, 1)
+        pod = self._pod(u)
+        if pod is None:
+            if r.state == "running":
+                self._fail(u, r, f"its pod {r.pod} is gone (deleted before its unit was done)")
+            elif r.seconds > UNIT_TIMEOUT_S:
+                self._fail(u, r, f"no pod in {UNIT_TIMEOUT_S} s (kubectl -n {self.namespace} describe job {u.name})")
+            return
+        r.pod, r.node = pod["metadata"]["name"], pod["spec"].get("nodeName") or ""
+        status = pod.get("status") or {}
+        if status.get("phase") == "Pending":
+            if r.seconds > UNIT_TIMEOUT_S:
+                why = "; ".join(c.get("message", "") for c in status.get("conditions") or [] if c.get("status") == "False")
+                self._fail(u, r, f"pod {r.pod} still Pending after {UNIT_TIMEOUT_S} s: {why or 'no reason given'}")
+            return
+        if r.state == "pending":
+            r.state = "running"
+            self.say(f"{u.exercise_file}: running in pod {r.pod} on node {r.node}")
+        log = self._logs(r.pod)
+        r.log = log or r.log  # the last log seen stays, should the pod go
+        done = [line for line in log.splitlines() if line.startswith(DONE)]
+        if done:
+            r.exit_status = int(done[-1].split()[-1])
+            self._collect(u, r)
+            return
+        ended = _terminated(status)
+        if ended or pod["metadata"].get("deletionTimestamp"):
+            self._fail(u, r, f"pod {r.pod} on node {r.node} ended before its unit was done: {ended or 'deleted'}")
+        elif r.seconds > UNIT_TIMEOUT_S:
+            self._fail(u, r, f"not done after {UNIT_TIMEOUT_S} s")
+
+    def _logs(self, pod: str) -> str:
+        out = subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, "-n", self.namespace, "logs", pod],
+                             capture_output=True, text=True, timeout=60)
+        return out.stdout
+
+    def _collect(self, u: Unit, r: UnitResult) -> None:
+        """The pod's /evidence into the local evidence folder; the run's verdict read from it."""
+        out = subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, "-n", self.namespace, "exec", r.pod,
+                              "-c", "lab", "--", "tar", "-C", "/evidence", "-cf", "-", "."],
+                             capture_output=True, timeout=300)
+        if out.returncode != 0:
+            self._fail(u, r, f"could not copy its evidence out of pod {r.pod}: {out.stderr.decode(errors='replace').strip()}")
+            return
+        self.evidence_root.mkdir(parents=True, exist_ok=True)
+        runs = _extract(out.stdout, self.evidence_root)
+        verdicts = [self.evidence_root / d / "verdict.json" for d in runs if (self.evidence_root / d / "verdict.json").is_file()]
+        if verdicts:
+            r.evidence = str(verdicts[-1].parent)
+            r.verdict = json.loads(verdicts[-1].read_text()).get("verdict", "")
+        r.state = "collected" if verdicts else "failed"
+        if not verdicts:
+            r.error = f"its unit ended with status {r.exit_status} and no run's evidence (its log: {self._log_path(u)})"
+        self.kube.delete("batch/v1", "Job", u.name, self.namespace, grace=0)
+        self.say(f"{u.exercise_file}: {r.verdict or r.state} ({r.seconds:.0f} s, pod {r.pod}, node {r.node})"
+                 + (f" evidence: {r.evidence}" if r.evidence else f": {r.error}"))
+
+    def _fail(self, u: Unit, r: UnitResult, why: str) -> None:
+        r.state, r.error = "failed", f"{why} (its log: {self._log_path(u)})"
+        self.kube.delete("batch/v1", "Job", u.name, self.namespace, grace=0)
+        self.say(f"{u.exercise_file}: error: {r.error}")
+
+    # ------------------------------------------------------------------ the run
+    def _log_path(self, u: Unit) -> Path:
+        return self.record_dir / f"{u.name}.log"
+
+    def _delete_namespace(self) -> None:
+        try:
+            self.kube.delete("v1", "Namespace", self.namespace)
+            deadline = time.monotonic() + 180
+            while self.kube.get("v1", "Namespace", self.namespace) is not None and time.monotonic() < deadline:
+                time.sleep(1)
+        except Exception as e:  # noqa: BLE001 - said, with what to delete by hand
+            self.say(f"could not delete namespace {self.namespace}: {e} (kubectl delete namespace -l {RUN_LABEL}={self.run_id})")
+
+    def _write_record(self) -> None:
+        self.record_dir.mkdir(parents=True, exist_ok=True)
+        for u in self.units:
+            r = self.results[u.name]
+            if r.log:
+                self._log_path(u).write_text(r.log)
+        record = {"run": self.run_id, "cluster": os.path.abspath(self.kubeconfig), "namespace": self.namespace,
+                  "image": self.image, "requests": {"cpu": self.cpu, "memory": self.memory},
+                  "units": [{k: v for k, v in asdict(r).items() if k != "log"} for r in self.results.values()]}
+        (self.record_dir / "fanout.json").write_text(json.dumps(record, indent=2))
+
+
+def _terminated(status: dict) -> str:
+    for c in status.get("containerStatuses") or []:
+        t = (c.get("state") or {}).get("terminated")
+        if t:
+            return f"{t.get('reason') or 'terminated'}, exit code {t.get('exitCode')}"
+    return ""
+
+
+def _extract(data: bytes, root: Path) -> list[str]:
+    """The run folders of a unit's /evidence tar, extracted under `root`; nothing outside it."""
+    names = []
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = [m for m in tar.getmembers() if (m.isfile() or m.isdir())
+                   and not m.name.startswith(("/", "..")) and ".." not in Path(m.name).parts]
+        tar.extractall(root, members=members, filter="data")
+        for m in members:
+            top = Path(m.name).parts[:1]  # ("./x/…" is ("x", …) to pathlib)
+            if top and top[0] not in names and (root / top[0]).is_dir():
+                names.append(top[0])
+    return names
+
+
+def load_image_into_kind(kubeconfig: str, image: str, say) -> bool:
+    """When the cluster is a kailab kind lab, `kind load` the lab image into it (nothing is pulled
+    from a registry there); False for another cluster, which pulls the image itself."""
+    target = os.path.realpath(kubeconfig)
+    for lab_json in state_dir().glob("*/lab.json"):
+        rec = LabRecord.load(lab_json.parent.name)
+        if rec and rec.runtime == "kind" and os.path.realpath(rec.kubeconfig) == target:
+            if not docker.has(image):
+                raise KailabError(f"{image} is not in the local Docker: build it with `kailab tools lab-image`")
+            say(f"loading {image} into kind lab {rec.name!r}")
+            out = subprocess.run([find_tool("kind"), "load", "docker-image", image, "--name", f"kailab-{rec.name}"],
+                                 capture_output=True, text=True, timeout=900)
+            if out.returncode != 0:
+                raise LabError(f"kind load docker-image {image} failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
+            return True
+    return False

@@ -1,0 +1,98 @@
+"""One unit of a fanned-out run and the objects that run it on a cluster: a ConfigMap with its input
+files and a Job whose pod brings a binary lab up inside itself, runs the unit, says it is done in its
+log and waits to be collected (run.py copies /evidence out, then deletes the Job)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from ..exercise.load import load_exercise
+from ..fleet import fleet_path
+from ..images.lab import EVIDENCE
+
+RUN_LABEL = "kailab.io/fanout"  # every object of a run carries it: its namespace too
+DONE = "kailab-unit: done"  # the pod's log line: the unit's exit status follows
+# how long a pod waits to be collected after its unit is done before it ends by itself (a harness
+# that died leaves no pod running for ever; its namespace it still leaves, named by RUN_LABEL)
+COLLECT_WINDOW_S = 900
+# A binary lab in a pod: KAI's podgroupcontroller runs in a network namespace of its own (it listens
+# on :8080 on every interface), which needs unshare (CAP_SYS_ADMIN) and bringing its loopback up
+# (CAP_NET_ADMIN); nothing else beyond a plain container. Not privileged: a kind node on a host
+# without CAP_SYS_RESOURCE cannot grant a privileged pod every capability.
+CAPABILITIES = ["SYS_ADMIN", "NET_ADMIN"]
+
+SCRIPT = f"""set -u
+python3 -m kailab.cli up --fleet "$KAILAB_UNIT_FLEET" --kai-version "$KAILAB_UNIT_KAI" --name unit
+rc=$?
+if [ "$rc" -eq 0 ]; then python3 -m kailab.cli run "/unit/$KAILAB_UNIT_FILE" --name unit; rc=$?; fi
+echo "{DONE} $rc"
+sleep {COLLECT_WINDOW_S}
+"""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """An exercise to run on a lab of its own in a pod."""
+
+    name: str           # a DNS label: the Job's and ConfigMap's name
+    exercise_file: str  # the file's name in the pod's /unit
+    exercise: str       # the file's text
+    fleet: str          # its fleet's name
+    fleet_text: str     # the fleet file's text
+    kai_version: str
+
+
+def _label(text: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:40] or "unit"
+
+
+def exercise_unit(path: Path, index: int, kai_version: str) -> Unit:
+    """The unit that runs the exercise at `path`; a fleet given as a path is refused in one line (the
+    pod has the fleets this project names, and the one shipped beside the exercise)."""
+    ex = load_exercise(path)  # validated here: bad input never reaches a cluster
+    if "/" in ex.fleet or ex.fleet.endswith((".yaml", ".yml")):
+        raise InputError(path, "fleet", f"{ex.fleet!r} is a path", "name a fleet of fleets/ to run it with --on")
+    return Unit(name=f"u{index:02d}-{_label(path.stem)}", exercise_file=path.name, exercise=path.read_text(),
+                fleet=ex.fleet, fleet_text=fleet_path(ex.fleet).read_text(), kai_version=kai_version)
+
+
+def objects(unit: Unit, namespace: str, run_id: str, image: str, cpu: str, memory: str) -> list[dict]:
+    """The ConfigMap holding the unit's files and the Job running it (pure)."""
+    labels = {RUN_LABEL: run_id, "kailab.io/unit": unit.name}
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": unit.name, "namespace": namespace,
+                                                                     "labels": labels},
+              "data": {"exercise": unit.exercise, "fleet": unit.fleet_text}}
+    container = {
+        "name": "lab", "image": image, "imagePullPolicy": "IfNotPresent",
+        "command": ["sh", "-c", SCRIPT],
+        "env": [{"name": "KAILAB_UNIT_FLEET", "value": unit.fleet}, {"name": "KAILAB_UNIT_KAI", "value": unit.kai_version},
+                {"name": "KAILAB_UNIT_FILE", "value": unit.exercise_file},
+                {"name": "KAILAB_FLEETS", "value": "/unit/fleets"}],
+        "securityContext": {"capabilities": {"add": CAPABILITIES}},
+        "resources": {"requests": {"cpu": cpu, "memory": memory}},
+        "volumeMounts": [{"name": "unit", "mountPath": "/unit"}, {"name": "evidence", "mountPath": EVIDENCE}],
+    }
+    pod = {
+        "metadata": {"labels": labels},
+        "spec": {
+            "restartPolicy": "Never",
+            # its evidence is out or the run is over: nothing in the pod needs a clean stop (a shell
+            # waiting in `sleep` ignores SIGTERM, and each deletion waited out the default 30 s)
+            "terminationGracePeriodSeconds": 2,
+            "containers": [container],
+            # never on a fleet's KWOK nodes (a kailab lab as the host): nothing runs there
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "type", "operator": "NotIn", "values": ["kwok"]}]}]}}},
+            "volumes": [{"name": "unit", "configMap": {"name": unit.name, "items": [
+                {"key": "exercise", "path": unit.exercise_file},
+                {"key": "fleet", "path": f"fleets/{unit.fleet}.yaml"}]}},
+                {"name": "evidence", "emptyDir": {}}],
+        },
+    }
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": unit.name, "namespace": namespace, "labels": labels},
+           "spec": {"backoffLimit": 0, "template": pod,
+                    "activeDeadlineSeconds": 3600 + COLLECT_WINDOW_S}}  # a unit that hangs ends by itself
+    return [config, job]

@@ -1,0 +1,109 @@
+"""Fan-out on a cluster, for real: `kailab run --on KUBECONFIG` runs each exercise as a Job on the
+session's kind lab of the small fleet (the vCluster trial's host, in the `alone` phase), each pod a
+binary lab with KAI of its own from the lab image; the evidence comes back here as if run here; a pod
+deleted mid-unit is named with its log kept; Ctrl-C leaves nothing of the run on the cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kailab.fanout.unit import RUN_LABEL
+from kailab.kube import Kube
+from kailab.runtimes.waits import wait_until
+from kailab.testing.labs import kind_docker
+
+# alone: on the kind lab the vCluster trial and the kind lab's tests share (tests/conftest.py orders them)
+pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.alone]
+# the host is a 2-core machine whose kind node already has ~80 % of its CPU requested by the lab's own
+# components: each pod asks for little, as a user's cluster would be asked for more (the default: 1 CPU)
+SMALL = ["--unit-cpu", "100m", "--unit-memory", "512Mi"]
+
+
+@pytest.fixture(scope="module")
+def host(kailab_labs):
+    return kailab_labs.get_kind("small")
+
+
+def _cli(*args: str, **kw) -> subprocess.Popen:
+    with kind_docker():  # kind load reaches the lab's Docker engine
+        return subprocess.Popen([sys.executable, "-m", "kailab.cli", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, env={**os.environ}, **kw)
+
+
+def _runs_left(kube: Kube) -> list[str]:
+    return [n["metadata"]["name"] for n in kube.list("v1", "Namespace", label_selector=RUN_LABEL)]
+
+
+def _record(root: Path) -> dict:
+    records = sorted(root.glob("*-fanout/fanout.json"))
+    assert len(records) == 1, records
+    return json.loads(records[0].read_text())
+
+
+def test_exercises_as_jobs_pass_in_labs_of_their_own_and_their_evidence_comes_back(host, tmp_path):
+    p = _cli("run", "borrow", "gang", "--on", host.kubeconfig, *SMALL, "--evidence", str(tmp_path))
+    out, _ = p.communicate(timeout=900)
+    assert p.returncode == 0, out
+    record = _record(tmp_path)
+    assert [(u["exercise"], u["state"], u["verdict"]) for u in record["units"]] == \
+        [("borrow.yaml", "collected", "passed"), ("gang.yaml", "collected", "passed")], record
+    for u in record["units"]:  # each ran in a binary lab inside its own pod, on the host's real node
+        run = json.loads((Path(u["evidence"]) / "run.json").read_text())
+        assert run["runtime"] == "binary" and run["kai_version"] == "v0.17.0", run
+        assert u["pod"].startswith(u["unit"]) and u["node"] == f"kailab-{host.name}-control-plane"
+        assert Path(u["evidence"]).parent == tmp_path
+    assert len({u["pod"] for u in record["units"]}) == 2
+    kube = Kube(host.kubeconfig)
+    try:
+        assert _runs_left(kube) == []
+    finally:
+        kube.close()
+
+
+def _wait_for_pod(kube: Kube, what: str) -> dict:
+    def running():
+        pods = [p for ns in _runs_left(kube) for p in kube.list("v1", "Pod", ns)]
+        return next((p for p in pods if (p.get("status") or {}).get("phase") == "Running"), None)
+
+    return wait_until(what, running, timeout=300)
+
+
+def test_a_pod_deleted_mid_unit_is_named_with_its_log_and_nothing_is_left(host, tmp_path):
+    kube = Kube(host.kubeconfig)
+    try:
+        p = _cli("run", "borrow", "--on", host.kubeconfig, *SMALL, "--evidence", str(tmp_path))
+        pod = _wait_for_pod(kube, "the unit's pod to run")
+        name, ns = pod["metadata"]["name"], pod["metadata"]["namespace"]
+        time.sleep(5)  # its lab on its way up: there is a log to keep
+        kube.delete("v1", "Pod", name, ns, grace=0)
+        out, _ = p.communicate(timeout=300)
+        assert p.returncode == 1, out
+        unit = _record(tmp_path)["units"][0]
+        assert unit["state"] == "failed" and unit["pod"] == name and name in unit["error"], unit
+        assert "before its unit was done" in unit["error"] or "is gone" in unit["error"], unit
+        assert f"borrow: error  {unit['error']}" in out
+        assert _runs_left(kube) == []
+    finally:
+        kube.close()
+
+
+def test_ctrl_c_leaves_nothing_of_the_run_on_the_cluster(host, tmp_path):
+    kube = Kube(host.kubeconfig)
+    try:
+        p = _cli("run", "gang", "--on", host.kubeconfig, *SMALL, "--evidence", str(tmp_path))
+        _wait_for_pod(kube, "the unit's pod to run")
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=300)
+        assert p.returncode != 0, out
+        assert _runs_left(kube) == [], out
+        assert _record(tmp_path)["units"][0]["state"] in ("pending", "running")  # recorded as it was left
+    finally:
+        kube.close()

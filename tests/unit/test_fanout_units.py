@@ -1,0 +1,69 @@
+"""Fan-out's pure parts: a unit's objects (what a pod is given and asks for), bad input refused before
+anything reaches a cluster, and a unit's evidence brought back without writing outside the evidence
+folder. The Jobs themselves run on a kind lab in tests/live/test_fanout_live.py."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+
+from kailab.errors import InputError
+from kailab.exercise.runner import resolve_exercise
+from kailab.fanout.run import _extract
+from kailab.fanout.unit import CAPABILITIES, DONE, RUN_LABEL, SCRIPT, exercise_unit, objects
+
+
+def test_an_exercise_unit_ships_its_file_and_its_fleet_and_asks_for_what_a_lab_in_a_pod_needs():
+    u = exercise_unit(resolve_exercise("borrow"), 3, "v0.17.0")
+    assert u.name == "u03-borrow" and u.fleet == "small" and u.exercise_file == "borrow.yaml"
+    config, job = objects(u, "kailab-fanout-x", "x", "kailab/lab:kai-v0.17.0", "250m", "1Gi")
+    assert config["kind"] == "ConfigMap" and "fleet: small" in config["data"]["exercise"]
+    assert job["kind"] == "Job" and job["spec"]["backoffLimit"] == 0
+    for obj in (config, job):
+        assert obj["metadata"]["namespace"] == "kailab-fanout-x" and obj["metadata"]["labels"][RUN_LABEL] == "x"
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and pod["terminationGracePeriodSeconds"] == 2
+    c = pod["containers"][0]
+    assert c["image"] == "kailab/lab:kai-v0.17.0" and c["imagePullPolicy"] == "IfNotPresent"
+    assert c["resources"]["requests"] == {"cpu": "250m", "memory": "1Gi"}
+    # the capabilities a lab's network namespace needs, stated; never a privileged pod
+    assert c["securityContext"] == {"capabilities": {"add": CAPABILITIES}} and set(CAPABILITIES) == {"SYS_ADMIN", "NET_ADMIN"}
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["KAILAB_UNIT_FLEET"] == "small" and env["KAILAB_UNIT_KAI"] == "v0.17.0" and env["KAILAB_FLEETS"] == "/unit/fleets"
+    items = pod["volumes"][0]["configMap"]["items"]
+    assert {i["path"] for i in items} == {"borrow.yaml", "fleets/small.yaml"}
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "type", "operator": "NotIn", "values": ["kwok"]}]}]
+    assert f'echo "{DONE} $rc"' in SCRIPT and "--name unit" in SCRIPT
+
+
+def test_an_exercise_whose_fleet_is_a_path_is_refused_in_one_line(tmp_path):
+    text = resolve_exercise("borrow").read_text().replace("fleet: small", f"fleet: {tmp_path}/small.yaml")
+    (tmp_path / "small.yaml").write_text((resolve_exercise("borrow").parent.parent / "fleets" / "small.yaml").read_text())
+    path = tmp_path / "borrow.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as e:
+        exercise_unit(path, 0, "v0.17.0")
+    assert str(e.value).startswith(f"{path}: fleet: ") and "name a fleet of fleets/" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def _tar(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_a_units_evidence_comes_back_under_the_evidence_folder_and_nowhere_else(tmp_path):
+    root = tmp_path / "evidence"
+    data = _tar({"./20261128T000000Z-borrow/verdict.json": b"{}", "../outside.txt": b"no",
+                 "./20261128T000000Z-borrow/../../escape.txt": b"no"})
+    assert _extract(data, root) == ["20261128T000000Z-borrow"]
+    assert (root / "20261128T000000Z-borrow" / "verdict.json").is_file()
+    assert not (tmp_path / "outside.txt").exists() and not (tmp_path / "escape.txt").exists()
