@@ -27,15 +27,19 @@ from .base import cli, console, name_option, out
               show_default=versions.DEFAULT_KAI, help="With --on: the KAI version each pod's lab runs.")
 @click.option("--unit-cpu", default="1", show_default=True, help="With --on: each pod's CPU request.")
 @click.option("--unit-memory", default="2Gi", show_default=True, help="With --on: each pod's memory request.")
+@click.option("--namespace-label", "namespace_labels", multiple=True, metavar="KEY=VALUE",
+              help="With --on: a label for the run's namespace, e.g. the Pod Security level the cluster asks "
+                   "for pods with two added capabilities; repeatable.")
 @name_option
-def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, name) -> None:
+def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, namespace_labels, name) -> None:
     """Run exercises (names from exercises/ or paths) against a running lab, or with --on as Jobs on a
     cluster, one lab per pod."""
     from ..exercise.runner import resolve_exercise, run_exercise
     from ..exercise.load import load_exercise
 
     if on:
-        sys.exit(_run_on(on, exercises, evidence_root, versions.normalise(kai_version), unit_cpu, unit_memory))
+        labels = _labels(namespace_labels)
+        sys.exit(_run_on(on, exercises, evidence_root, versions.normalise(kai_version), unit_cpu, unit_memory, labels))
     rec = require_kai_lab(name, "exercises", any_stack=True)  # each exercise's fleet size is checked by its preflight
     paths = [resolve_exercise(e) for e in exercises]
     for p in paths:  # every file is validated before anything is applied
@@ -60,7 +64,18 @@ def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, 
     sys.exit(0 if all(o.verdict == "passed" for o in outcomes) else 1)
 
 
-def _run_on(kubeconfig, exercises, evidence_root, kai_version, cpu, memory) -> int:
+def _labels(pairs) -> dict:
+    """--namespace-label KEY=VALUE pairs; a malformed one is one line naming it."""
+    labels = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r}: write it KEY=VALUE", param_hint="--namespace-label")
+        labels[key] = value
+    return labels
+
+
+def _run_on(kubeconfig, exercises, evidence_root, kai_version, cpu, memory, labels) -> int:
     """`kailab run --on`: each exercise a Job on the cluster (kailab/fanout), the evidence back here."""
     from ..exercise.runner import resolve_exercise
     from ..fanout.run import FanOut, load_image_into_kind
@@ -77,7 +92,7 @@ def _run_on(kubeconfig, exercises, evidence_root, kai_version, cpu, memory) -> i
     if not load_image_into_kind(kubeconfig, image, say):
         say(f"{kubeconfig} is not a kailab kind lab: its nodes pull {image} (push it to a registry they reach)")
     results = FanOut(units, kubeconfig, image, Path(evidence_root) if evidence_root else evidence_dir(),
-                     cpu=cpu, memory=memory, say=say).run()
+                     cpu=cpu, memory=memory, namespace_labels=labels, say=say).run()
     for r in results:
         out.print(f"{Path(r.exercise).stem}: {r.verdict or 'error'}  " + (f"evidence: {r.evidence}" if r.evidence else r.error),
                   markup=False, highlight=False)

@@ -56,6 +56,7 @@ class FanOut:
     evidence_root: Path
     cpu: str = "1"
     memory: str = "2Gi"
+    namespace_labels: dict = field(default_factory=dict)  # e.g. the Pod Security level the cluster asks for
     say: Callable[[str], None] = print
     run_id: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y%m%dt%H%M%Sz"))
 
@@ -75,7 +76,8 @@ class FanOut:
             if not self.kube.readyz():
                 raise LabError(f"--on {self.kubeconfig}: the cluster's API server does not answer")
             self.kube.apply({"apiVersion": "v1", "kind": "Namespace",
-                             "metadata": {"name": self.namespace, "labels": {RUN_LABEL: self.run_id}}})
+                             "metadata": {"name": self.namespace,
+                                          "labels": {**self.namespace_labels, RUN_LABEL: self.run_id}}})
             for u in self.units:
                 for obj in objects(u, self.namespace, self.run_id, self.image, self.cpu, self.memory):
                     self.kube.apply(obj)
@@ -102,8 +104,11 @@ class FanOut:
         r.seconds = round(time.monotonic() - started, 1)
         pod = self._pod(u)
         if pod is None:
+            refused = self._refused(u) if r.state == "pending" else ""
             if r.state == "running":
                 self._fail(u, r, f"its pod {r.pod} is gone (deleted before its unit was done)")
+            elif refused:
+                self._fail(u, r, f"the cluster refused its pod: {refused}")
             elif r.seconds > UNIT_TIMEOUT_S:
                 self._fail(u, r, f"no pod in {UNIT_TIMEOUT_S} s (kubectl -n {self.namespace} describe job {u.name})")
             return
@@ -129,6 +134,15 @@ class FanOut:
             self._fail(u, r, f"pod {r.pod} on node {r.node} ended before its unit was done: {ended or 'deleted'}")
         elif r.seconds > UNIT_TIMEOUT_S:
             self._fail(u, r, f"not done after {UNIT_TIMEOUT_S} s")
+
+    def _refused(self, u: Unit) -> str:
+        """Why the Job controller could not make the unit's pod (its FailedCreate event: a policy
+        refusing the pod's capabilities, a quota), or ''."""
+        for e in self.kube.list("v1", "Event", self.namespace):
+            obj = e.get("involvedObject") or e.get("involved_object") or {}
+            if obj.get("kind") == "Job" and obj.get("name") == u.name and e.get("reason") == "FailedCreate":
+                return (e.get("message") or "").strip()
+        return ""
 
     def _logs(self, pod: str) -> str:
         out = subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, "-n", self.namespace, "logs", pod],
@@ -157,7 +171,7 @@ class FanOut:
                  + (f" evidence: {r.evidence}" if r.evidence else f": {r.error}"))
 
     def _fail(self, u: Unit, r: UnitResult, why: str) -> None:
-        r.state, r.error = "failed", f"{why} (its log: {self._log_path(u)})"
+        r.state, r.error = "failed", why + (f" (its log: {self._log_path(u)})" if r.log else "")
         self.kube.delete("batch/v1", "Job", u.name, self.namespace, grace=0)
         self.say(f"{u.exercise_file}: error: {r.error}")
 

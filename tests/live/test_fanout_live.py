@@ -107,3 +107,21 @@ def test_ctrl_c_leaves_nothing_of_the_run_on_the_cluster(host, tmp_path):
         assert _record(tmp_path)["units"][0]["state"] in ("pending", "running")  # recorded as it was left
     finally:
         kube.close()
+
+
+def test_a_cluster_that_refuses_the_pods_capabilities_is_named_at_once(host, tmp_path):
+    """Pod Security `baseline` on the run's namespace forbids SYS_ADMIN: the Job controller cannot make
+    the pod, and the run says so in its unit's error at once, not after the unit's hour."""
+    kube = Kube(host.kubeconfig)
+    try:
+        p = _cli("run", "borrow", "--on", host.kubeconfig, *SMALL, "--evidence", str(tmp_path),
+                 "--namespace-label", "pod-security.kubernetes.io/enforce=baseline")
+        out, _ = p.communicate(timeout=300)
+        assert p.returncode == 1, out
+        unit = _record(tmp_path)["units"][0]
+        assert unit["state"] == "failed" and unit["pod"] == "", unit
+        assert unit["error"].startswith("the cluster refused its pod: ") and "SYS_ADMIN" in unit["error"], unit
+        assert unit["seconds"] < 120, unit
+        assert _runs_left(kube) == []
+    finally:
+        kube.close()
