@@ -25,9 +25,8 @@ from ..kube import Kube
 from ..paths import state_dir
 from ..runtimes.base import LabRecord
 from ..runtimes.kind_host import find_tool
-from .unit import DONE, RUN_LABEL, Unit, objects
+from .unit import DONE, RUN_LABEL, UNIT_TIMEOUT_S, Unit, objects
 
-UNIT_TIMEOUT_S = 3600
 POLL_S = 2.0
 
 

@@ -18,6 +18,7 @@ DONE = "kailab-unit: done"  # the pod's log line: the unit's exit status follows
 # how long a pod waits to be collected after its unit is done before it ends by itself (a harness
 # that died leaves no pod running for ever; its namespace it still leaves, named by RUN_LABEL)
 COLLECT_WINDOW_S = 900
+UNIT_TIMEOUT_S = 3600  # the most a unit may take before the run calls it failed (run.py), and its Job ends
 # A binary lab in a pod: KAI's podgroupcontroller runs in a network namespace of its own (it listens
 # on :8080 on every interface), which needs unshare (CAP_SYS_ADMIN) and bringing its loopback up
 # (CAP_NET_ADMIN); nothing else beyond a plain container. Not privileged: a kind node on a host
@@ -94,5 +95,5 @@ def objects(unit: Unit, namespace: str, run_id: str, image: str, cpu: str, memor
     }
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": unit.name, "namespace": namespace, "labels": labels},
            "spec": {"backoffLimit": 0, "template": pod,
-                    "activeDeadlineSeconds": 3600 + COLLECT_WINDOW_S}}  # a unit that hangs ends by itself
+                    "activeDeadlineSeconds": UNIT_TIMEOUT_S + COLLECT_WINDOW_S}}  # a unit that hangs ends by itself
     return [config, job]
