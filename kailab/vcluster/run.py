@@ -243,6 +243,7 @@ class Trial:
             breaker.start()
         except Exception as err:  # noqa: BLE001 - could not break it: nothing was shown, the promise is not kept
             out.update({"verdicts": {}, "errors": [str(err)], "verdict": "broken"})
+            progress(f"[blast] KAI {broken.version} could not be broken: {err}")
             self.promises["blast_radius"] = out
             return
         progress(f"[blast] KAI {broken.version}'s scheduler crash-looping; KAI {other.version}'s exercises again")

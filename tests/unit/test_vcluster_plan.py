@@ -271,3 +271,17 @@ def test_a_scheduler_is_up_only_once_it_ran_a_while():
     assert _up_for(running(UP_S + 20), UP_S)
     assert not _up_for(running(1), UP_S)
     assert not _up_for({"ready": False, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}, UP_S)
+
+
+def test_a_broken_scheduler_counts_as_broken_from_its_first_exit():
+    """The blast radius waits for the flagged scheduler to exit once, not for the kubelet's back-off to
+    restart it: the first exit shows as terminated or waiting to restart, before any restart count."""
+    from kailab.vcluster.state import _exited_once
+
+    pod = lambda *sts: {"status": {"containerStatuses": list(sts)}}  # noqa: E731
+    assert _exited_once(pod({"restartCount": 0, "state": {"terminated": {"exitCode": 1}}}))
+    assert _exited_once(pod({"restartCount": 0, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}))
+    assert _exited_once(pod({"restartCount": 2, "state": {"running": {}}}))
+    assert not _exited_once(pod({"restartCount": 0, "state": {"running": {}}}))
+    assert not _exited_once(pod({"restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}))
+    assert not _exited_once({"status": {}})
