@@ -12,6 +12,7 @@ import click
 from .. import versions
 from ..lab import require_kai_lab
 from .base import cli, console, name_option, out
+from .fanout import fan_out, on_options
 
 
 @cli.command()
@@ -20,16 +21,9 @@ from .base import cli, console, name_option, out
               help="Where run directories go (default: evidence/).")
 @click.option("--labs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Labs side by side: the named lab and N-1 of its runtime and KAI version, brought down at the end.")
-@click.option("--on", "on", type=click.Path(exists=True, dir_okay=False), default=None, metavar="KUBECONFIG",
-              help="Run each exercise as a Job on this cluster instead, in a lab of its own inside its pod (the lab "
-                   "image: `kailab tools lab-image`); the evidence comes back here.")
+@on_options
 @click.option("--kai-version", default=lambda: os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI,
               show_default=versions.DEFAULT_KAI, help="With --on: the KAI version each pod's lab runs.")
-@click.option("--unit-cpu", default="1", show_default=True, help="With --on: each pod's CPU request.")
-@click.option("--unit-memory", default="2Gi", show_default=True, help="With --on: each pod's memory request.")
-@click.option("--namespace-label", "namespace_labels", multiple=True, metavar="KEY=VALUE",
-              help="With --on: a label for the run's namespace, e.g. the Pod Security level the cluster asks "
-                   "for pods with two added capabilities; repeatable.")
 @name_option
 def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, namespace_labels, name) -> None:
     """Run exercises (names from exercises/ or paths) against a running lab, or with --on as Jobs on a
@@ -38,8 +32,8 @@ def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, 
     from ..exercise.load import load_exercise
 
     if on:
-        labels = _labels(namespace_labels)
-        sys.exit(_run_on(on, exercises, evidence_root, versions.normalise(kai_version), unit_cpu, unit_memory, labels))
+        sys.exit(_run_on(on, exercises, evidence_root, versions.normalise(kai_version), unit_cpu, unit_memory,
+                         namespace_labels))
     rec = require_kai_lab(name, "exercises", any_stack=True)  # each exercise's fleet size is checked by its preflight
     paths = [resolve_exercise(e) for e in exercises]
     for p in paths:  # every file is validated before anything is applied
@@ -64,37 +58,17 @@ def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, 
     sys.exit(0 if all(o.verdict == "passed" for o in outcomes) else 1)
 
 
-def _labels(pairs) -> dict:
-    """--namespace-label KEY=VALUE pairs; a malformed one is one line naming it."""
-    labels = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{pair!r}: write it KEY=VALUE", param_hint="--namespace-label")
-        labels[key] = value
-    return labels
-
-
-def _run_on(kubeconfig, exercises, evidence_root, kai_version, cpu, memory, labels) -> int:
+def _run_on(kubeconfig, exercises, evidence_root, kai_version, cpu, memory, pairs) -> int:
     """`kailab run --on`: each exercise a Job on the cluster (kailab/fanout), the evidence back here."""
     from ..exercise.runner import resolve_exercise
-    from ..fanout.run import FanOut, load_image_into_kind
     from ..fanout.unit import exercise_unit
-    from ..images.lab import LabImage
     from ..paths import evidence_dir
 
     units = [exercise_unit(resolve_exercise(e), i, kai_version) for i, e in enumerate(exercises)]  # all checked first
-    image = LabImage(kai_version).ref
-
-    def say(text: str) -> None:
-        console.print(f"[kailab fan-out] {text}", markup=False, highlight=False)
-
-    if not load_image_into_kind(kubeconfig, image, say):
-        say(f"{kubeconfig} is not a kailab kind lab: its nodes pull {image} (push it to a registry they reach)")
-    results = FanOut(units, kubeconfig, image, Path(evidence_root) if evidence_root else evidence_dir(),
-                     cpu=cpu, memory=memory, namespace_labels=labels, say=say).run()
+    _, results = fan_out(units, kubeconfig, kai_version, Path(evidence_root) if evidence_root else evidence_dir(),
+                         cpu, memory, pairs)
     for r in results:
-        out.print(f"{Path(r.exercise).stem}: {r.verdict or 'error'}  " + (f"evidence: {r.evidence}" if r.evidence else r.error),
+        out.print(f"{Path(r.title).stem}: {r.verdict or 'error'}  " + (f"evidence: {r.evidence}" if r.evidence else r.error),
                   markup=False, highlight=False)
     return 0 if all(r.verdict == "passed" for r in results) else 1
 

@@ -12,6 +12,7 @@ from .. import versions
 from ..errors import KailabError
 from ..runtimes import RUNTIMES
 from .base import cli, console, out
+from .fanout import fan_out, on_options
 
 
 @cli.command()
@@ -226,10 +227,12 @@ def trace_generate(output, jobs, hours, queue_text, fleet, load, burst, seed) ->
               help="[design/]arrived-<P>.<figure> OP value|figure, e.g. 'binpack/arrived-100.allocated_pct >= 85' "
                    "(figures: allocated_pct, fragmented_pct, unplaced_gpu_pct at P = 80, 90, 100, 110, 130; the "
                    "median over the seeds); exit 1 when one fails.")
+@on_options
 def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_version, labs, with_metrics,
-         expectations) -> None:
+         expectations, on, unit_cpu, unit_memory, namespace_labels) -> None:
     """Fill a fleet with a trace's tasks, no departures, and measure how much GPU KAI allocates against
-    what arrived, per placement design (the "Beware of Fragmentation" procedure, on real KAI)."""
+    what arrived, per placement design (the "Beware of Fragmentation" procedure, on real KAI). With
+    --on, each design and seed is a Job on that cluster, merged here into one fill."""
     from ..replay.design import load_designs
     from ..replay.fill import FillPlan, run_fill
     from ..replay.trace import load_trace
@@ -241,11 +244,31 @@ def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_vers
     plan = FillPlan(trace=load_trace(trace_file), designs=load_designs(design_text), fleet=fleet, seeds=seed_list,
                     target=target, step=step, settle_s=settle_s, labs=labs, metrics=with_metrics,
                     kai_version=kai_version or versions.DEFAULT_KAI, expectations=list(expectations))
-    out_dir = run_fill(plan, echo=lambda text: out.print(text, markup=False))
+    if on:
+        out_dir = _fill_on(plan, on, unit_cpu, unit_memory, namespace_labels)
+    else:
+        out_dir = run_fill(plan, echo=lambda text: out.print(text, markup=False))
     out.print((out_dir / "fill.md").read_text(), markup=False)
     summary = json.loads((out_dir / "fill.json").read_text())
     if not summary["ok"]:
         raise SystemExit(1)
+
+
+def _fill_on(plan, kubeconfig, cpu, memory, pairs) -> Path:
+    """`kailab fill --on`: a Job per design and seed (kailab/fanout/fill.py), merged here into one fill."""
+    from ..fanout.fill import fill_units, merge_units
+    from ..paths import evidence_dir
+
+    units = fill_units(plan)  # checked as a local fill is, before anything reaches the cluster
+    run, results = fan_out(units, kubeconfig, versions.normalise(plan.kai_version), evidence_dir(), cpu, memory, pairs)
+    merged = merge_units(plan, units, results, run.record_dir)
+    for r in results:
+        out.print(f"{r.title}: {r.verdict or 'error'}  " + (f"evidence: {r.evidence}" if r.evidence else r.error),
+                  markup=False, highlight=False)
+    if merged is None:
+        raise KailabError(f"no unit brought a fill back (the run's record: {run.record_dir})")
+    out.print(f"merged: {merged}", markup=False)
+    return merged
 
 
 @cli.command("fill-merge")

@@ -33,7 +33,7 @@ POLL_S = 2.0
 @dataclass
 class UnitResult:
     unit: str
-    exercise: str
+    title: str                  # what ran: an exercise's file, "fill binpack seed 1"
     state: str = "pending"      # pending | running | collected | failed
     pod: str = ""
     node: str = ""
@@ -68,7 +68,7 @@ class FanOut:
         return self.evidence_root / f"{self.run_id.upper()}-fanout"
 
     def run(self) -> list[UnitResult]:
-        self.results = {u.name: UnitResult(u.name, u.exercise_file) for u in self.units}
+        self.results = {u.name: UnitResult(u.name, u.title) for u in self.units}
         self.kube = Kube(self.kubeconfig)
         self.kubectl = find_tool("kubectl")
         try:
@@ -120,7 +120,7 @@ class FanOut:
             return
         if r.state == "pending":
             r.state = "running"
-            self.say(f"{u.exercise_file}: running in pod {r.pod} on node {r.node}")
+            self.say(f"{u.title}: running in pod {r.pod} on node {r.node}")
         log = self._logs(r.pod)
         r.log = log or r.log  # the last log seen stays, should the pod go
         done = [line for line in log.splitlines() if line.startswith(DONE)]
@@ -156,23 +156,26 @@ class FanOut:
         if out.returncode != 0:
             self._fail(u, r, f"could not copy its evidence out of pod {r.pod}: {out.stderr.decode(errors='replace').strip()}")
             return
-        self.evidence_root.mkdir(parents=True, exist_ok=True)
-        runs = _extract(out.stdout, self.evidence_root)
-        verdicts = [self.evidence_root / d / "verdict.json" for d in runs if (self.evidence_root / d / "verdict.json").is_file()]
-        if verdicts:
-            r.evidence = str(verdicts[-1].parent)
-            r.verdict = json.loads(verdicts[-1].read_text()).get("verdict", "")
-        r.state = "collected" if verdicts else "failed"
-        if not verdicts:
-            r.error = f"its unit ended with status {r.exit_status} and no run's evidence (its log: {self._log_path(u)})"
+        kind = KINDS[u.kind]
+        # a fill's folder is named by its second, and the units start together: each in the run's
+        # record under its unit's name (merged into one fill there); an exercise's run folder as if run here
+        root = self.record_dir / u.name if kind.own_folder else self.evidence_root
+        root.mkdir(parents=True, exist_ok=True)
+        found = kind.read(root, _extract(out.stdout, root))
+        if found:
+            r.evidence, r.verdict = str(found[0]), found[1]
+            r.state = "collected"
+        else:
+            r.state = "failed"
+            r.error = f"its unit ended with status {r.exit_status} and no evidence of its run (its log: {self._log_path(u)})"
         self.kube.delete("batch/v1", "Job", u.name, self.namespace, grace=0)
-        self.say(f"{u.exercise_file}: {r.verdict or r.state} ({r.seconds:.0f} s, pod {r.pod}, node {r.node})"
+        self.say(f"{u.title}: {r.verdict or r.state} ({r.seconds:.0f} s, pod {r.pod}, node {r.node})"
                  + (f" evidence: {r.evidence}" if r.evidence else f": {r.error}"))
 
     def _fail(self, u: Unit, r: UnitResult, why: str) -> None:
         r.state, r.error = "failed", why + (f" (its log: {self._log_path(u)})" if r.log else "")
         self.kube.delete("batch/v1", "Job", u.name, self.namespace, grace=0)
-        self.say(f"{u.exercise_file}: error: {r.error}")
+        self.say(f"{u.title}: error: {r.error}")
 
     # ------------------------------------------------------------------ the run
     def _log_path(self, u: Unit) -> Path:
@@ -197,6 +200,31 @@ class FanOut:
                   "image": self.image, "requests": {"cpu": self.cpu, "memory": self.memory},
                   "units": [{k: v for k, v in asdict(r).items() if k != "log"} for r in self.results.values()]}
         (self.record_dir / "fanout.json").write_text(json.dumps(record, indent=2))
+
+
+def _exercise_outcome(root: Path, dirs: list[str]) -> tuple[Path, str] | None:
+    """An exercise unit's run folder and verdict (its verdict.json)."""
+    found = [root / d for d in dirs if (root / d / "verdict.json").is_file()]
+    return (found[-1], json.loads((found[-1] / "verdict.json").read_text()).get("verdict", "")) if found else None
+
+
+def _fill_outcome(root: Path, dirs: list[str]) -> tuple[Path, str] | None:
+    """A fill unit's folder (fill-<time>) and whether its fill finished: `passed` when fill.json says
+    ok (the expectations are checked on the merged fill, not per unit)."""
+    found = [root / d for d in dirs if (root / d / "fill.json").is_file()]
+    return (found[-1], "passed" if json.loads((found[-1] / "fill.json").read_text()).get("ok") else "failed") \
+        if found else None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How a unit's evidence is read back: where it goes here, and its folder and verdict from it."""
+
+    read: Callable[[Path, list[str]], tuple[Path, str] | None]
+    own_folder: bool = False  # under the run's record, in a folder of the unit's name
+
+
+KINDS = {"exercise": Kind(_exercise_outcome), "fill": Kind(_fill_outcome, own_folder=True)}
 
 
 def _terminated(status: dict) -> str:

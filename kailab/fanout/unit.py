@@ -5,6 +5,7 @@ log and waits to be collected (run.py copies /evidence out, then deletes the Job
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,29 +26,36 @@ UNIT_TIMEOUT_S = 3600  # the most a unit may take before the run calls it failed
 # without CAP_SYS_RESOURCE cannot grant a privileged pod every capability.
 CAPABILITIES = ["SYS_ADMIN", "NET_ADMIN"]
 
+# the unit's command (its files are in /unit); its status is said in the log, then the pod waits
 SCRIPT = f"""set -u
-python3 -m kailab.cli up --fleet "$KAILAB_UNIT_FLEET" --kai-version "$KAILAB_UNIT_KAI" --name unit
+eval "$KAILAB_UNIT_COMMAND"
 rc=$?
-if [ "$rc" -eq 0 ]; then python3 -m kailab.cli run "/unit/$KAILAB_UNIT_FILE" --name unit; rc=$?; fi
 echo "{DONE} $rc"
 sleep {COLLECT_WINDOW_S}
 """
+LAB = "unit"  # the lab's name inside an exercise unit's pod
 
 
 @dataclass(frozen=True)
 class Unit:
-    """An exercise to run on a lab of its own in a pod."""
+    """One independent piece of a run, run in a lab (or labs) of its own in one pod."""
 
-    name: str           # a DNS label: the Job's and ConfigMap's name
-    exercise_file: str  # the file's name in the pod's /unit
-    exercise: str       # the file's text
-    fleet: str          # its fleet's name
-    fleet_text: str     # the fleet file's text
+    name: str        # a DNS label: the Job's and ConfigMap's name
+    title: str       # what the user reads: the exercise's file, "fill binpack seed 1"
+    kind: str        # how its evidence is read back: "exercise" (verdict.json) or "fill" (fill.json)
+    files: tuple[tuple[str, str], ...]  # (path under /unit, text): its input files, shipped in a ConfigMap
+    command: str     # the shell command the pod runs in /unit; its exit status is the unit's
     kai_version: str
+    env: tuple[tuple[str, str], ...] = ()
+    part: tuple[str, ...] = ()  # which part of the whole it is (a fill's design and seed), for the merge
 
 
-def _label(text: str) -> str:
+def dns_label(text: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:40] or "unit"
+
+
+def cli_command(*argv: object) -> str:
+    return " ".join(["python3", "-m", "kailab.cli", *(shlex.quote(str(a)) for a in argv)])
 
 
 def exercise_unit(path: Path, index: int, kai_version: str) -> Unit:
@@ -56,22 +64,25 @@ def exercise_unit(path: Path, index: int, kai_version: str) -> Unit:
     ex = load_exercise(path)  # validated here: bad input never reaches a cluster
     if "/" in ex.fleet or ex.fleet.endswith((".yaml", ".yml")):
         raise InputError(path, "fleet", f"{ex.fleet!r} is a path", "name a fleet of fleets/ to run it with --on")
-    return Unit(name=f"u{index:02d}-{_label(path.stem)}", exercise_file=path.name, exercise=path.read_text(),
-                fleet=ex.fleet, fleet_text=fleet_path(ex.fleet).read_text(), kai_version=kai_version)
+    command = (cli_command("up", "--fleet", ex.fleet, "--kai-version", kai_version, "--name", LAB) + " && "
+               + cli_command("run", f"/unit/{path.name}", "--name", LAB))
+    return Unit(name=f"u{index:02d}-{dns_label(path.stem)}", title=path.name, kind="exercise",
+                files=((path.name, path.read_text()), (f"fleets/{ex.fleet}.yaml", fleet_path(ex.fleet).read_text())),
+                command=command, kai_version=kai_version, env=(("KAILAB_FLEETS", "/unit/fleets"),))
 
 
 def objects(unit: Unit, namespace: str, run_id: str, image: str, cpu: str, memory: str) -> list[dict]:
     """The ConfigMap holding the unit's files and the Job running it (pure)."""
     labels = {RUN_LABEL: run_id, "kailab.io/unit": unit.name}
+    keys = [f"f{i}" for i in range(len(unit.files))]  # a ConfigMap key holds no '/': the item gives the path
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": unit.name, "namespace": namespace,
                                                                      "labels": labels},
-              "data": {"exercise": unit.exercise, "fleet": unit.fleet_text}}
+              "data": {k: text for k, (_, text) in zip(keys, unit.files)}}
     container = {
         "name": "lab", "image": image, "imagePullPolicy": "IfNotPresent",
         "command": ["sh", "-c", SCRIPT],
-        "env": [{"name": "KAILAB_UNIT_FLEET", "value": unit.fleet}, {"name": "KAILAB_UNIT_KAI", "value": unit.kai_version},
-                {"name": "KAILAB_UNIT_FILE", "value": unit.exercise_file},
-                {"name": "KAILAB_FLEETS", "value": "/unit/fleets"}],
+        "env": [{"name": "KAILAB_UNIT_COMMAND", "value": unit.command}, {"name": "KAILAB_UNIT_KAI", "value": unit.kai_version},
+                *({"name": k, "value": v} for k, v in unit.env)],
         "securityContext": {"capabilities": {"add": CAPABILITIES}},
         "resources": {"requests": {"cpu": cpu, "memory": memory}},
         "volumeMounts": [{"name": "unit", "mountPath": "/unit"}, {"name": "evidence", "mountPath": EVIDENCE}],
@@ -88,8 +99,7 @@ def objects(unit: Unit, namespace: str, run_id: str, image: str, cpu: str, memor
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": "type", "operator": "NotIn", "values": ["kwok"]}]}]}}},
             "volumes": [{"name": "unit", "configMap": {"name": unit.name, "items": [
-                {"key": "exercise", "path": unit.exercise_file},
-                {"key": "fleet", "path": f"fleets/{unit.fleet}.yaml"}]}},
+                {"key": k, "path": path} for k, (path, _) in zip(keys, unit.files)]}},
                 {"name": "evidence", "emptyDir": {}}],
         },
     }

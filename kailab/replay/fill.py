@@ -275,7 +275,8 @@ def _settle(state: FleetState, kube: Kube, ns: str, step: int, count: int, quiet
     return {n for n, p in state.step_pods(step) if not p["node"]}
 
 
-def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
+def check_plan(plan: FillPlan) -> None:
+    """Everything about a fill that can be wrong before a lab exists: refused in one line."""
     fleet = load_fleet(plan.fleet)
     if not 0 < plan.step <= 0.5 or not 0 < plan.target <= 5:
         raise KailabError(f"--step {plan.step:g} / --target {plan.target:g}: a step in (0, 0.5], a target in (0, 5]")
@@ -289,6 +290,11 @@ def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
         if len(d.leaf_queues()) != 1:
             raise KailabError(f"{d.path}: a fill design has one leaf queue (every task goes to it), not "
                               f"{len(d.leaf_queues())}")
+
+
+def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
+    check_plan(plan)
+    fleet = load_fleet(plan.fleet)
     toolchain.build_all(toolchain.recipes_for(versions.normalise(plan.kai_version)), None)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = (root or evidence_dir()) / f"fill-{stamp}"

@@ -109,10 +109,10 @@ def _open(d: Path) -> _Folder | _Record:
     return _Record(d) if d.is_file() else _Folder(d)
 
 
-def collect(sources: list[str]) -> tuple[dict, list[tuple[_Folder | _Record, str, int]]]:
+def collect(sources: list[str], least: int = 2) -> tuple[dict, list[tuple[_Folder | _Record, str, int]]]:
     """Check the sources before anything is written: the merged plan and (source, design, seed) for
     every seed a fill has steps for."""
-    if len(sources) < 2:
+    if len(sources) < least:
         raise KailabError("kailab fill-merge: give two fills or more (evidence/fill-<time>[:DESIGN,...])")
     opened: dict[Path, _Folder | _Record] = {}
     take: list[tuple[_Folder | _Record, str, int]] = []
@@ -157,9 +157,13 @@ def collect(sources: list[str]) -> tuple[dict, list[tuple[_Folder | _Record, str
     return plan, take
 
 
-def merge(sources: list[str], root: Path | None = None) -> Path:
-    """Write evidence/fill-merged-<time>/ from the sources; its path."""
-    plan, take = collect(sources)
+def merge(sources: list[str], root: Path | None = None, plan_changes=None, least: int = 2) -> Path:
+    """Write evidence/fill-merged-<time>/ from the sources; its path. `plan_changes(plan)` gives what
+    replaces the merged plan's (a fan-out's: its expectations, checked on the whole fill, and the local
+    files where the units had theirs in their pods)."""
+    plan, take = collect(sources, least)
+    if plan_changes is not None:
+        plan.update(plan_changes(plan))
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = (root or evidence_dir()) / f"fill-merged-{stamp}"
     out.mkdir(parents=True)

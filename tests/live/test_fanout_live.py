@@ -19,6 +19,7 @@ from kailab.fanout.unit import RUN_LABEL
 from kailab.kube import Kube
 from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import kind_docker
+from kailab.testing.tiny_trace import write_clusterdata
 
 # alone: on the kind lab the vCluster trial and the kind lab's tests share (tests/conftest.py orders them)
 pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.alone]
@@ -32,10 +33,10 @@ def host(kailab_labs):
     return kailab_labs.get_kind("small")
 
 
-def _cli(*args: str, **kw) -> subprocess.Popen:
+def _cli(*args: str, env: dict | None = None) -> subprocess.Popen:
     with kind_docker():  # kind load reaches the lab's Docker engine
         return subprocess.Popen([sys.executable, "-m", "kailab.cli", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, env={**os.environ}, **kw)
+                                stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})})
 
 
 def _runs_left(kube: Kube) -> list[str]:
@@ -53,7 +54,7 @@ def test_exercises_as_jobs_pass_in_labs_of_their_own_and_their_evidence_comes_ba
     out, _ = p.communicate(timeout=900)
     assert p.returncode == 0, out
     record = _record(tmp_path)
-    assert [(u["exercise"], u["state"], u["verdict"]) for u in record["units"]] == \
+    assert [(u["title"], u["state"], u["verdict"]) for u in record["units"]] == \
         [("borrow.yaml", "collected", "passed"), ("gang.yaml", "collected", "passed")], record
     for u in record["units"]:  # each ran in a binary lab inside its own pod, on the host's real node
         run = json.loads((Path(u["evidence"]) / "run.json").read_text())
@@ -122,6 +123,45 @@ def test_a_cluster_that_refuses_the_pods_capabilities_is_named_at_once(host, tmp
         assert unit["state"] == "failed" and unit["pod"] == "", unit
         assert unit["error"].startswith("the cluster refused its pod: ") and "SYS_ADMIN" in unit["error"], unit
         assert unit["seconds"] < 120, unit
+        assert _runs_left(kube) == []
+    finally:
+        kube.close()
+
+
+def test_a_fill_fanned_out_is_one_job_per_design_merged_here_into_one_fill(host, tmp_path):
+    """`kailab fill --on`: binpack and spread of a small fleet in the Alibaba trace's format, each a Job
+    whose pod runs `kailab fill` of its design on a lab of its own; their folders come back into the
+    run's record and merge into one fill here, read as a local fill is (its invariants, its page)."""
+    imported = tmp_path / "imported"
+    imp = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "import", "alibaba-gpu-2023",
+                          str(write_clusterdata(tmp_path)), "--out", str(imported)], capture_output=True, text=True)
+    assert imp.returncode == 0, imp.stderr
+    evidence = tmp_path / "evidence"
+    p = _cli("fill", str(imported / "trace.csv"), "--fleet", str(imported / "fleet.yaml"), "--designs",
+             f"{imported}/design-binpack.yaml,{imported}/design-spread.yaml", "--seeds", "1", "--step", "0.1",
+             "--expect", "binpack/arrived-130.allocated_pct > 50", "--on", host.kubeconfig, *SMALL,
+             env={"KAILAB_EVIDENCE": str(evidence)})
+    out, _ = p.communicate(timeout=1200)
+    assert p.returncode == 0, out
+    record = _record(evidence)
+    assert [(u["title"], u["state"], u["verdict"]) for u in record["units"]] == \
+        [("fill binpack seed 1", "collected", "passed"), ("fill spread seed 1", "collected", "passed")], record
+    [merged] = evidence.glob("fill-merged-*")
+    s = json.loads((merged / "fill.json").read_text())
+    assert s["ok"] and [e["held"] for e in s["expectations"]] == [True], s["expectations"]
+    assert s["plan"]["trace"] == str(imported / "trace.csv") and Path(s["plan"]["fanout"]).name.endswith("-fanout")
+    for m in s["plan"]["merged_from"]:  # each design's seed from its unit's folder, in the run's record
+        assert Path(m["evidence"]).parent.parent == Path(s["plan"]["fanout"]), m
+    for name, seeds in s["curves"].items():
+        rows = seeds["1"]
+        assert rows[-1]["arrived_pct"] >= 130, rows[-1]
+        for r in rows:  # placed GPU never exceeds what arrived, nor the fleet
+            assert r["allocated_pct"] <= r["arrived_pct"] + 1e-6 and r["allocated_pct"] <= 100, (name, r)
+        run = json.loads((merged / name / "seed-1" / "run.json").read_text())
+        assert run["steps"] == len(rows)
+    assert "| binpack |" in (merged / "fill.md").read_text() and (merged / "report.html").is_file()
+    kube = Kube(host.kubeconfig)
+    try:
         assert _runs_left(kube) == []
     finally:
         kube.close()

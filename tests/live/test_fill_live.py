@@ -14,26 +14,17 @@ import sys
 import pytest
 
 from kailab.paths import state_dir
+from kailab.testing.tiny_trace import write_clusterdata
 
 pytestmark = [pytest.mark.lab, pytest.mark.kai, pytest.mark.xdist_group("own_labs")]
 
-NODES = ("sn,cpu_milli,memory_mib,gpu,model\n"
-         + "".join(f"openb-node-{i:04d},32000,131072,8,G2\n" for i in range(3))
-         + "".join(f"openb-node-{i:04d},16000,65536,2,T4\n" for i in range(3, 7)))
-HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
-SHAPES = [(1, 1000), (1, 500), (1, 300), (2, 1000), (1, 1000), (1, 700), (4, 1000), (0, 0)]
-
 
 def test_a_fill_records_every_step_and_stays_within_what_arrived(tmp_path):
-    csv = tmp_path / "clusterdata" / "cluster-trace-gpu-v2023" / "csv"
-    csv.mkdir(parents=True)
-    (csv / "openb_node_list_gpu_node.csv").write_text(NODES)
-    (csv / "openb_pod_list_default.csv").write_text(HEADER + "".join(
-        f"openb-pod-{i:04d},2000,4096,{g},{m},,BE,Running,{i},{i + 100},{i}\n" for i, (g, m) in enumerate(SHAPES)))
+    clusterdata = write_clusterdata(tmp_path)
     env = {**os.environ, "KAILAB_EVIDENCE": str(tmp_path / "evidence"), "NO_COLOR": "1"}
     out = tmp_path / "imported"
     imp = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "import", "alibaba-gpu-2023",
-                          str(tmp_path / "clusterdata"), "--out", str(out)], capture_output=True, text=True, env=env)
+                          str(clusterdata), "--out", str(out)], capture_output=True, text=True, env=env)
     assert imp.returncode == 0, imp.stderr
     run = subprocess.run([sys.executable, "-m", "kailab.cli", "fill", str(out / "trace.csv"), "--fleet",
                           str(out / "fleet.yaml"), "--designs", f"{out}/design-binpack.yaml,{out}/design-spread.yaml",

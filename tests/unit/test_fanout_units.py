@@ -5,6 +5,8 @@ folder. The Jobs themselves run on a kind lab in tests/live/test_fanout_live.py.
 from __future__ import annotations
 
 import io
+import shlex
+import subprocess
 import tarfile
 
 import pytest
@@ -17,9 +19,15 @@ from kailab.fanout.unit import CAPABILITIES, DONE, RUN_LABEL, SCRIPT, exercise_u
 
 def test_an_exercise_unit_ships_its_file_and_its_fleet_and_asks_for_what_a_lab_in_a_pod_needs():
     u = exercise_unit(resolve_exercise("borrow"), 3, "v0.17.0")
-    assert u.name == "u03-borrow" and u.fleet == "small" and u.exercise_file == "borrow.yaml"
+    assert u.name == "u03-borrow" and u.title == "borrow.yaml" and u.kind == "exercise"
+    files = dict(u.files)
+    assert set(files) == {"borrow.yaml", "fleets/small.yaml"} and "fleet: small" in files["borrow.yaml"]
+    # a lab of the exercise's fleet and the version asked, then the exercise on it
+    up, run = (shlex.split(part) for part in u.command.split(" && "))
+    assert up[3:] == ["up", "--fleet", "small", "--kai-version", "v0.17.0", "--name", "unit"]
+    assert run[3:] == ["run", "/unit/borrow.yaml", "--name", "unit"]
     config, job = objects(u, "kailab-fanout-x", "x", "kailab/lab:kai-v0.17.0", "250m", "1Gi")
-    assert config["kind"] == "ConfigMap" and "fleet: small" in config["data"]["exercise"]
+    assert config["kind"] == "ConfigMap" and set(config["data"].values()) == set(files.values())
     assert job["kind"] == "Job" and job["spec"]["backoffLimit"] == 0
     for obj in (config, job):
         assert obj["metadata"]["namespace"] == "kailab-fanout-x" and obj["metadata"]["labels"][RUN_LABEL] == "x"
@@ -31,12 +39,25 @@ def test_an_exercise_unit_ships_its_file_and_its_fleet_and_asks_for_what_a_lab_i
     # the capabilities a lab's network namespace needs, stated; never a privileged pod
     assert c["securityContext"] == {"capabilities": {"add": CAPABILITIES}} and set(CAPABILITIES) == {"SYS_ADMIN", "NET_ADMIN"}
     env = {e["name"]: e["value"] for e in c["env"]}
-    assert env["KAILAB_UNIT_FLEET"] == "small" and env["KAILAB_UNIT_KAI"] == "v0.17.0" and env["KAILAB_FLEETS"] == "/unit/fleets"
+    assert env["KAILAB_UNIT_COMMAND"] == u.command and env["KAILAB_UNIT_KAI"] == "v0.17.0"
+    assert env["KAILAB_FLEETS"] == "/unit/fleets"
     items = pod["volumes"][0]["configMap"]["items"]
     assert {i["path"] for i in items} == {"borrow.yaml", "fleets/small.yaml"}
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "type", "operator": "NotIn", "values": ["kwok"]}]}]
-    assert f'echo "{DONE} $rc"' in SCRIPT and "--name unit" in SCRIPT
+    assert 'eval "$KAILAB_UNIT_COMMAND"' in SCRIPT and f'echo "{DONE} $rc"' in SCRIPT
+
+
+def test_a_units_command_runs_as_written_and_its_status_is_said(tmp_path):
+    """The pod's script in a real shell: the command's quoting kept, its exit status the one said."""
+    u = exercise_unit(resolve_exercise("borrow"), 0, "v0.17.0")
+    script = SCRIPT.replace("sleep ", "true ")
+    for command, rc in ((f"printf '%s|' {shlex.quote('a b')} c > {tmp_path}/out", 0), ("false && true", 1)):
+        out = subprocess.run(["sh", "-c", script], env={"KAILAB_UNIT_COMMAND": command, "PATH": "/usr/bin:/bin"},
+                             capture_output=True, text=True)
+        assert out.stdout.strip().endswith(f"{DONE} {rc}"), out
+    assert (tmp_path / "out").read_text() == "a b|c|"
+    assert "&&" in u.command  # the exercise's own command chains its two steps the same way
 
 
 def test_an_exercise_whose_fleet_is_a_path_is_refused_in_one_line(tmp_path):
