@@ -65,8 +65,7 @@ def _run_on(kubeconfig, exercises, evidence_root, kai_version, cpu, memory, pair
     from ..paths import evidence_dir
 
     units = [exercise_unit(resolve_exercise(e), i, kai_version) for i, e in enumerate(exercises)]  # all checked first
-    _, results = fan_out(units, kubeconfig, kai_version, Path(evidence_root) if evidence_root else evidence_dir(),
-                         cpu, memory, pairs)
+    _, results = fan_out(units, kubeconfig, Path(evidence_root) if evidence_root else evidence_dir(), cpu, memory, pairs)
     for r in results:
         out.print(f"{Path(r.title).stem}: {r.verdict or 'error'}  " + (f"evidence: {r.evidence}" if r.evidence else r.error),
                   markup=False, highlight=False)

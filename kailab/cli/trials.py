@@ -116,10 +116,12 @@ def compare(stack_text, exercises, fleet, kai_version, repeat, parallel) -> None
 @click.option("--window", "window_text", default="",
               help="Play only the jobs arriving in FROM:TO of trace time (e.g. 148d:149d; units s m h d), each cut "
                    "at TO; what runs at FROM is left out and counted.")
+@on_options
 def replay(trace_file, design_text, version_text, fleet, compress, repeat, expectations, timeout, runtime,
-           labs_at_once, stack_text, whole_gpus, window_text) -> None:
+           labs_at_once, stack_text, whole_gpus, window_text, on, unit_cpu, unit_memory, namespace_labels) -> None:
     """Replay a workload trace against queue designs (or KAI versions) side by side and compare
-    waits, completions, GPU-hours, utilisation and evictions. Exit 1 when an expectation fails."""
+    waits, completions, GPU-hours, utilisation and evictions. Exit 1 when an expectation fails. With
+    --on, each variant is a Job on that cluster, brought together here into one replay."""
     from ..replay import session
     from ..replay.design import load_designs
     from ..replay.trace import load_trace, parse_window, whole_gpus as as_whole_gpus, window as trace_window
@@ -153,7 +155,10 @@ def replay(trace_file, design_text, version_text, fleet, compress, repeat, expec
         session.check(plan)
     except ValueError as err:
         raise KailabError(str(err)) from None
-    out_dir = session.run_replay(plan, echo=lambda text: console.print(text, markup=False, highlight=False))
+    if on:
+        out_dir = _replay_on(plan, Path(trace_file), window_text, on, unit_cpu, unit_memory, namespace_labels)
+    else:
+        out_dir = session.run_replay(plan, echo=lambda text: console.print(text, markup=False, highlight=False))
     comparison = json.loads((out_dir / session.COMPARISON).read_text())
     out.print(session.markdown(comparison), markup=False, highlight=False)
     out.print(f"replay evidence: {out_dir} (report: {out_dir / 'report.html'})")
@@ -254,17 +259,32 @@ def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_vers
         raise SystemExit(1)
 
 
+def _replay_on(plan, trace_file: Path, window_text, kubeconfig, cpu, memory, pairs) -> Path:
+    """`kailab replay --on`: a Job per variant (kailab/fanout/replay.py), brought together here."""
+    from ..fanout.replay import merge_units, replay_units
+    from ..paths import evidence_dir
+
+    units = replay_units(plan, trace_file, window_text)  # checked as a local replay is, before the cluster
+    run, results = fan_out(units, kubeconfig, evidence_dir(), cpu, memory, pairs)
+    _said(results)
+    return merge_units(plan, units, results, run.record_dir)
+
+
+def _said(results) -> None:
+    for r in results:
+        out.print(f"{r.title}: {r.verdict or 'error'}  " + (f"evidence: {r.evidence}" if r.evidence else r.error),
+                  markup=False, highlight=False)
+
+
 def _fill_on(plan, kubeconfig, cpu, memory, pairs) -> Path:
     """`kailab fill --on`: a Job per design and seed (kailab/fanout/fill.py), merged here into one fill."""
     from ..fanout.fill import fill_units, merge_units
     from ..paths import evidence_dir
 
     units = fill_units(plan)  # checked as a local fill is, before anything reaches the cluster
-    run, results = fan_out(units, kubeconfig, versions.normalise(plan.kai_version), evidence_dir(), cpu, memory, pairs)
+    run, results = fan_out(units, kubeconfig, evidence_dir(), cpu, memory, pairs)
     merged = merge_units(plan, units, results, run.record_dir)
-    for r in results:
-        out.print(f"{r.title}: {r.verdict or 'error'}  " + (f"evidence: {r.evidence}" if r.evidence else r.error),
-                  markup=False, highlight=False)
+    _said(results)
     if merged is None:
         raise KailabError(f"no unit brought a fill back (the run's record: {run.record_dir})")
     out.print(f"merged: {merged}", markup=False)

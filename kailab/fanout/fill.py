@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from .. import versions
 from ..fleet import fleet_path
 from ..replay.fill import FillPlan, check_plan, write_outputs
 from ..replay.fill_merge import merge
@@ -21,6 +22,7 @@ def fill_units(plan: FillPlan) -> list[Unit]:
     as `kailab fill` checks them (bad input never reaches a cluster). Expectations are left out: a
     unit holds one design and one seed, and they are read on the merged fill."""
     check_plan(plan)
+    kai = versions.normalise(plan.kai_version)
     trace_name = f"{TRACE}{plan.trace.path.suffix}"
     shared = ((trace_name, plan.trace.path.read_text()), (FLEET, Path(fleet_path(plan.fleet)).read_text()))
     units = []
@@ -28,11 +30,11 @@ def fill_units(plan: FillPlan) -> list[Unit]:
         for seed in plan.seeds:
             command = cli_command("fill", f"/unit/{trace_name}", "--designs", f"/unit/{DESIGN}", "--fleet", f"/unit/{FLEET}",
                            "--seeds", seed, "--target", plan.target, "--step", plan.step, "--settle", plan.settle_s,
-                           "--kai-version", plan.kai_version, "--labs", 1,
+                           "--kai-version", kai, "--labs", 1,
                            *(["--with-metrics"] if plan.metrics else []))
             units.append(Unit(name=f"u{len(units):02d}-{dns_label(d.name)[:30]}-s{seed}", title=f"fill {d.name} seed {seed}",
                               kind="fill", files=(*shared, (DESIGN, d.path.read_text())), command=command,
-                              kai_version=plan.kai_version, part=(d.name, str(seed))))
+                              kai_version=kai, part=(d.name, str(seed))))
     return units
 
 

@@ -51,7 +51,7 @@ class FanOut:
 
     units: list[Unit]
     kubeconfig: str
-    image: str
+    images: dict[str, str]  # KAI version -> the lab image with its binaries (a unit's lab runs its unit's version)
     evidence_root: Path
     cpu: str = "1"
     memory: str = "2Gi"
@@ -78,9 +78,9 @@ class FanOut:
                              "metadata": {"name": self.namespace,
                                           "labels": {**self.namespace_labels, RUN_LABEL: self.run_id}}})
             for u in self.units:
-                for obj in objects(u, self.namespace, self.run_id, self.image, self.cpu, self.memory):
+                for obj in objects(u, self.namespace, self.run_id, self.images[u.kai_version], self.cpu, self.memory):
                     self.kube.apply(obj)
-            self.say(f"{len(self.units)} units as Jobs in namespace {self.namespace} (image {self.image})")
+            self.say(f"{len(self.units)} units as Jobs in namespace {self.namespace} (image {', '.join(sorted(set(self.images.values())))})")
             started = time.monotonic()
             while any(r.state in ("pending", "running") for r in self.results.values()):
                 for u in self.units:
@@ -197,7 +197,7 @@ class FanOut:
             if r.log:
                 self._log_path(u).write_text(r.log)
         record = {"run": self.run_id, "cluster": os.path.abspath(self.kubeconfig), "namespace": self.namespace,
-                  "image": self.image, "requests": {"cpu": self.cpu, "memory": self.memory},
+                  "images": self.images, "requests": {"cpu": self.cpu, "memory": self.memory},
                   "units": [{k: v for k, v in asdict(r).items() if k != "log"} for r in self.results.values()]}
         (self.record_dir / "fanout.json").write_text(json.dumps(record, indent=2))
 
@@ -208,12 +208,15 @@ def _exercise_outcome(root: Path, dirs: list[str]) -> tuple[Path, str] | None:
     return (found[-1], json.loads((found[-1] / "verdict.json").read_text()).get("verdict", "")) if found else None
 
 
-def _fill_outcome(root: Path, dirs: list[str]) -> tuple[Path, str] | None:
-    """A fill unit's folder (fill-<time>) and whether its fill finished: `passed` when fill.json says
-    ok (the expectations are checked on the merged fill, not per unit)."""
-    found = [root / d for d in dirs if (root / d / "fill.json").is_file()]
-    return (found[-1], "passed" if json.loads((found[-1] / "fill.json").read_text()).get("ok") else "failed") \
-        if found else None
+def _summary_outcome(summary: str) -> Callable[[Path, list[str]], tuple[Path, str] | None]:
+    """A fill's or replay's unit: its folder (fill-<time>, replay-<time>) and `passed` when its summary
+    says ok — the unit's part finished; the user's expectations are checked on the whole, not per unit."""
+    def read(root: Path, dirs: list[str]) -> tuple[Path, str] | None:
+        found = [root / d for d in dirs if (root / d / summary).is_file()]
+        if not found:
+            return None
+        return found[-1], "passed" if json.loads((found[-1] / summary).read_text()).get("ok") else "failed"
+    return read
 
 
 @dataclass(frozen=True)
@@ -224,7 +227,16 @@ class Kind:
     own_folder: bool = False  # under the run's record, in a folder of the unit's name
 
 
-KINDS = {"exercise": Kind(_exercise_outcome), "fill": Kind(_fill_outcome, own_folder=True)}
+def _replay_outcome(root: Path, dirs: list[str]) -> tuple[Path, str] | None:
+    """A replay unit's folder (replay-<time>): `passed` when its variant's runs all finished (the
+    expectations are checked on the whole replay)."""
+    found = [root / d for d in dirs if (root / d / "comparison.json").is_file()]
+    return (found[-1], "passed" if json.loads((found[-1] / "comparison.json").read_text()).get("ok") else "failed") \
+        if found else None
+
+
+KINDS = {"exercise": Kind(_exercise_outcome), "fill": Kind(_summary_outcome("fill.json"), own_folder=True),
+         "replay": Kind(_summary_outcome("comparison.json"), own_folder=True)}
 
 
 def _terminated(status: dict) -> str:

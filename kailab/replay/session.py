@@ -140,13 +140,8 @@ def run_replay(plan: Plan, root: Path | None = None, echo=print) -> Path:
     check(plan)
     for version in dict.fromkeys(v.kai_version for v in plan.variants):  # builds first, one at a time
         toolchain.build_all(toolchain.recipes_for(versions.normalise(version)), None)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = (root or evidence_dir()) / f"replay-{stamp}"
-    (out / "designs").mkdir(parents=True)
-    (out / "plan.json").write_text(json.dumps(plan.as_json(), indent=2))
-    shutil.copyfile(plan.trace.path, out / f"trace{plan.trace.path.suffix.lower()}")
-    for v in plan.variants:
-        shutil.copyfile(v.design.path, out / "designs" / f"{v.design.name}.yaml")
+    out = begin(plan, root)
+    stamp = out.name.removeprefix("replay-")
     echo(f"replay: {len(plan.trace.jobs)} jobs, {plan.trace.span_s / 3600:.2f} h of trace compressed "
          f"{plan.compress:g}x (at most {plan.deadline_s() / 60:.1f} min per run), {plan.repeat} run(s) on each of "
          f"{', '.join(v.label for v in plan.variants)}; evidence: {out}")
@@ -158,13 +153,30 @@ def run_replay(plan: Plan, root: Path | None = None, echo=print) -> Path:
 
     with ThreadPoolExecutor(max_workers=min(plan.labs or len(plan.variants), len(plan.variants))) as pool:
         list(pool.map(lambda v: _variant(plan, v, out, stamp, say), plan.variants))
+    write_outputs(out)
+    return out
+
+
+def begin(plan: Plan, root: Path | None = None) -> Path:
+    """evidence/replay-<stamp>/ with the plan, the trace and the designs as given; its path."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = (root or evidence_dir()) / f"replay-{stamp}"
+    (out / "designs").mkdir(parents=True)
+    (out / "plan.json").write_text(json.dumps(plan.as_json(), indent=2))
+    shutil.copyfile(plan.trace.path, out / f"trace{plan.trace.path.suffix.lower()}")
+    for v in plan.variants:
+        shutil.copyfile(v.design.path, out / "designs" / f"{v.design.name}.yaml")
+    return out
+
+
+def write_outputs(out: Path) -> dict:
+    """comparison.json and .md, replay.svg and report.html from what `out` holds; the comparison."""
     comparison = compare(out)
     (out / COMPARISON).write_text(json.dumps(comparison, indent=2))
     (out / "comparison.md").write_text(markdown(comparison))
-
     (out / "replay.svg").write_text(picture_svg(comparison))
     write_report([out])
-    return out
+    return comparison
 
 
 def _variant(plan: Plan, v: Variant, out: Path, stamp: str, say) -> None:
