@@ -28,15 +28,16 @@ from .vcluster.dry import dry_run_text
 BINARY = "binary"  # a vCluster trial's binary-lab runs of the same versions and exercises
 
 
-def parse_versions(text: str) -> list[str]:
-    """Normalised, de-duplicated versions; any unknown or unsupported one fails here."""
+def parse_versions(text: str, least: int = 2) -> list[str]:
+    """Normalised, de-duplicated versions; any unknown or unsupported one fails here. A fanned-out
+    trial's part (one pod's) runs one version: `least` 1."""
     out: list[str] = []
     for raw in [v for v in text.split(",") if v.strip()]:
         v = versions.kai_release(raw).version
         if v in out:
             raise KailabError(f"--versions lists {v} twice")
         out.append(v)
-    if len(out) < 2:
+    if len(out) < least:
         raise KailabError("a trial compares at least two KAI versions: --versions vA,vB")
     if os.environ.get("KAILAB_KAI_SOURCE"):
         # one work tree is one version: it would build every version from the same code
@@ -94,12 +95,23 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
         trial_dir.mkdir(parents=True)
         (trial_dir / "plan.json").write_text(json.dumps(the_plan, indent=2))
         _run_binary(trial_dir, stamp, the_plan, parallel)
+    write_outputs(trial_dir)
+    return trial_dir
+
+
+def write_outputs(trial_dir: Path) -> dict:
+    """matrix.json, matrix.md and report.html (with every run's evidence) from what the folder holds."""
     matrix = build_matrix(trial_dir)
     (trial_dir / evidence.MATRIX).write_text(json.dumps(matrix, indent=2))
     (trial_dir / "matrix.md").write_text(matrix_markdown(matrix))
+    write_report([trial_dir])
+    return matrix
 
-    write_report([trial_dir])  # report.html beside the matrix, with every run's evidence
-    return trial_dir
+
+def all_passed(matrix: dict) -> bool:
+    """Every run of every exercise on every version passed, and no promise of a vCluster trial broke."""
+    return all(c["runs"] and c["passed"] == c["runs"] for row in matrix["exercises"].values() for c in row.values()) \
+        and not promises_broken(matrix)
 
 
 def _run_binary(trial_dir: Path, stamp: str, the_plan: dict, parallel: int | None) -> None:

@@ -34,13 +34,26 @@ from .fanout import fan_out, on_options
 @click.option("--dry-run", is_flag=True, help="With --runtime kind|existing: print every command and file, run nothing.")
 @click.option("--repeat", type=click.IntRange(1, 20), default=2, show_default=True,
               help="Runs of each exercise per version: a difference must hold over repeats, not be a flake.")
+@click.option("--part", is_flag=True, hidden=True,
+              help="One version of a trial fanned out with --on: what each pod runs (one version is allowed).")
+@on_options
 def trial(version_text, exercises, fleet, parallel, runtime, kubeconfig, blast, against_binary, dry_run,
-          repeat) -> None:
-    """Run the same exercises against several KAI versions side by side; write a matrix."""
+          repeat, part, on, unit_cpu, unit_memory, namespace_labels) -> None:
+    """Run the same exercises against several KAI versions side by side; write a matrix. With --on,
+    each version is a Job on that cluster (a binary lab in its pod), brought together here."""
     from .. import trial as trial_mod
 
-    version_list = trial_mod.parse_versions(version_text)  # fails before any lab starts
+    version_list = trial_mod.parse_versions(version_text, least=1 if part else 2)  # fails before any lab starts
     names = [e.strip() for e in exercises.split(",") if e.strip()]
+    if on:
+        if runtime != "binary" or kubeconfig or dry_run:
+            raise KailabError("--on runs each version on a binary lab in a pod of that cluster: leave out "
+                              "--runtime, --kubeconfig and --dry-run")
+        trial_dir = _trial_on(version_list, names, fleet, repeat, on, unit_cpu, unit_memory, namespace_labels)
+        matrix = json.loads((trial_dir / "matrix.json").read_text())
+        out.print(trial_mod.matrix_markdown(matrix), markup=False, highlight=False)
+        out.print(f"trial evidence: {trial_dir}")
+        sys.exit(0 if trial_mod.all_passed(matrix) else 1)
     if kubeconfig and runtime != "existing":
         raise KailabError("--kubeconfig names the host of --runtime existing: add --runtime existing")
     if runtime == "existing" and not kubeconfig:
@@ -59,9 +72,7 @@ def trial(version_text, exercises, fleet, parallel, runtime, kubeconfig, blast, 
     matrix = json.loads((trial_dir / evidence.MATRIX).read_text())
     out.print(trial_mod.matrix_markdown(matrix), markup=False, highlight=False)
     out.print(f"trial evidence: {trial_dir}")
-    ok = all(c["runs"] and c["passed"] == c["runs"] for row in matrix["exercises"].values() for c in row.values()) \
-        and not trial_mod.promises_broken(matrix)
-    sys.exit(0 if ok else 1)
+    sys.exit(0 if trial_mod.all_passed(matrix) else 1)
 
 
 @cli.command()
@@ -257,6 +268,17 @@ def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_vers
     summary = json.loads((out_dir / "fill.json").read_text())
     if not summary["ok"]:
         raise SystemExit(1)
+
+
+def _trial_on(version_list, names, fleet, repeat, kubeconfig, cpu, memory, pairs) -> Path:
+    """`kailab trial --on`: a Job per version (kailab/fanout/trial.py), brought together here."""
+    from ..fanout.trial import merge_units, trial_units
+    from ..paths import evidence_dir
+
+    units = trial_units(version_list, names, fleet, repeat)  # checked as a local trial is, before the cluster
+    run, results = fan_out(units, kubeconfig, evidence_dir(), cpu, memory, pairs)
+    _said(results)
+    return merge_units(version_list, names, fleet, repeat, units, results, run.record_dir)
 
 
 def _replay_on(plan, trace_file: Path, window_text, kubeconfig, cpu, memory, pairs) -> Path:

@@ -11,10 +11,10 @@ from .. import versions
 from ..fleet import fleet_path
 from ..replay.fill import FillPlan, check_plan, write_outputs
 from ..replay.fill_merge import merge
-from .run import UnitResult
-from .unit import Unit, cli_command, dns_label
+from .unit import Kind, Unit, UnitResult, cli_command, dns_label, summary_outcome
 
 TRACE, FLEET, DESIGN = "trace", "fleet.yaml", "design.yaml"  # the unit's files, in /unit
+KIND = Kind("fill", summary_outcome("fill.json"), own_folder=True)
 
 
 def fill_units(plan: FillPlan) -> list[Unit]:
@@ -33,7 +33,7 @@ def fill_units(plan: FillPlan) -> list[Unit]:
                            "--kai-version", kai, "--labs", 1,
                            *(["--with-metrics"] if plan.metrics else []))
             units.append(Unit(name=f"u{len(units):02d}-{dns_label(d.name)[:30]}-s{seed}", title=f"fill {d.name} seed {seed}",
-                              kind="fill", files=(*shared, (DESIGN, d.path.read_text())), command=command,
+                              kind=KIND, files=(*shared, (DESIGN, d.path.read_text())), command=command,
                               kai_version=kai, part=(d.name, str(seed))))
     return units
 

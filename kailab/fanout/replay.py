@@ -12,10 +12,10 @@ from pathlib import Path
 from ..errors import KailabError
 from ..fleet import fleet_path
 from ..replay import session
-from .run import UnitResult
-from .unit import Unit, cli_command, dns_label
+from .unit import Kind, Unit, UnitResult, cli_command, dns_label, summary_outcome
 
 FLEET, DESIGN = "fleet.yaml", "design.yaml"  # the unit's files, in /unit
+KIND = Kind("replay", summary_outcome("comparison.json"), own_folder=True)
 
 
 def replay_units(plan: session.Plan, trace_file: Path, window_text: str = "") -> list[Unit]:
@@ -36,7 +36,7 @@ def replay_units(plan: session.Plan, trace_file: Path, window_text: str = "") ->
         argv += ["--timeout", plan.timeout_s] if plan.timeout_s else []
         argv += ["--whole-gpus"] if plan.whole_gpus else []
         argv += ["--window", window_text] if window_text else []
-        units.append(Unit(name=f"u{i:02d}-{dns_label(v.label)[:40]}", title=f"replay {v.label}", kind="replay",
+        units.append(Unit(name=f"u{i:02d}-{dns_label(v.label)[:40]}", title=f"replay {v.label}", kind=KIND,
                           files=(*shared, (DESIGN, v.design.path.read_text())), command=cli_command(*argv),
                           kai_version=v.kai_version, part=(v.label, v.design.name)))
     return units

@@ -25,24 +25,9 @@ from ..kube import Kube
 from ..paths import state_dir
 from ..runtimes.base import LabRecord
 from ..runtimes.kind_host import find_tool
-from .unit import DONE, RUN_LABEL, UNIT_TIMEOUT_S, Unit, objects
+from .unit import DONE, RUN_LABEL, UNIT_TIMEOUT_S, Unit, UnitResult, objects
 
 POLL_S = 2.0
-
-
-@dataclass
-class UnitResult:
-    unit: str
-    title: str                  # what ran: an exercise's file, "fill binpack seed 1"
-    state: str = "pending"      # pending | running | collected | failed
-    pod: str = ""
-    node: str = ""
-    exit_status: int | None = None
-    verdict: str = ""
-    evidence: str = ""          # the run's folder, copied back here
-    error: str = ""
-    seconds: float = 0.0        # from the Job's creation to its collection
-    log: str = ""               # the pod's whole log, kept in the run's record
 
 
 @dataclass
@@ -156,7 +141,7 @@ class FanOut:
         if out.returncode != 0:
             self._fail(u, r, f"could not copy its evidence out of pod {r.pod}: {out.stderr.decode(errors='replace').strip()}")
             return
-        kind = KINDS[u.kind]
+        kind = u.kind
         # a fill's folder is named by its second, and the units start together: each in the run's
         # record under its unit's name (merged into one fill there); an exercise's run folder as if run here
         root = self.record_dir / u.name if kind.own_folder else self.evidence_root
@@ -200,43 +185,6 @@ class FanOut:
                   "images": self.images, "requests": {"cpu": self.cpu, "memory": self.memory},
                   "units": [{k: v for k, v in asdict(r).items() if k != "log"} for r in self.results.values()]}
         (self.record_dir / "fanout.json").write_text(json.dumps(record, indent=2))
-
-
-def _exercise_outcome(root: Path, dirs: list[str]) -> tuple[Path, str] | None:
-    """An exercise unit's run folder and verdict (its verdict.json)."""
-    found = [root / d for d in dirs if (root / d / "verdict.json").is_file()]
-    return (found[-1], json.loads((found[-1] / "verdict.json").read_text()).get("verdict", "")) if found else None
-
-
-def _summary_outcome(summary: str) -> Callable[[Path, list[str]], tuple[Path, str] | None]:
-    """A fill's or replay's unit: its folder (fill-<time>, replay-<time>) and `passed` when its summary
-    says ok — the unit's part finished; the user's expectations are checked on the whole, not per unit."""
-    def read(root: Path, dirs: list[str]) -> tuple[Path, str] | None:
-        found = [root / d for d in dirs if (root / d / summary).is_file()]
-        if not found:
-            return None
-        return found[-1], "passed" if json.loads((found[-1] / summary).read_text()).get("ok") else "failed"
-    return read
-
-
-@dataclass(frozen=True)
-class Kind:
-    """How a unit's evidence is read back: where it goes here, and its folder and verdict from it."""
-
-    read: Callable[[Path, list[str]], tuple[Path, str] | None]
-    own_folder: bool = False  # under the run's record, in a folder of the unit's name
-
-
-def _replay_outcome(root: Path, dirs: list[str]) -> tuple[Path, str] | None:
-    """A replay unit's folder (replay-<time>): `passed` when its variant's runs all finished (the
-    expectations are checked on the whole replay)."""
-    found = [root / d for d in dirs if (root / d / "comparison.json").is_file()]
-    return (found[-1], "passed" if json.loads((found[-1] / "comparison.json").read_text()).get("ok") else "failed") \
-        if found else None
-
-
-KINDS = {"exercise": Kind(_exercise_outcome), "fill": Kind(_summary_outcome("fill.json"), own_folder=True),
-         "replay": Kind(_summary_outcome("comparison.json"), own_folder=True)}
 
 
 def _terminated(status: dict) -> str:

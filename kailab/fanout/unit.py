@@ -4,10 +4,12 @@ log and waits to be collected (run.py copies /evidence out, then deletes the Job
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..errors import InputError
 from ..exercise.load import load_exercise
@@ -36,18 +38,64 @@ sleep {COLLECT_WINDOW_S}
 LAB = "unit"  # the lab's name inside an exercise unit's pod
 
 
+def _exercise_outcome(root: Path, dirs: list[str]) -> tuple[Path, str] | None:
+    """An exercise unit's run folder and verdict (its verdict.json)."""
+    found = [root / d for d in dirs if (root / d / "verdict.json").is_file()]
+    return (found[-1], json.loads((found[-1] / "verdict.json").read_text()).get("verdict", "")) if found else None
+
+
+def summary_outcome(summary: str, ok: Callable[[dict], bool] = lambda s: bool(s.get("ok"))):
+    """A fill's, replay's or trial's unit: its folder (fill-<time>, …) and `passed` when its summary
+    says its part finished; the user's expectations are checked on the whole, not per unit."""
+    def read(root: Path, dirs: list[str]) -> tuple[Path, str] | None:
+        found = [root / d for d in dirs if (root / d / summary).is_file()]
+        if not found:
+            return None
+        return found[-1], "passed" if ok(json.loads((found[-1] / summary).read_text())) else "failed"
+    return read
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How a unit's evidence is read back: its folder and verdict from what its pod wrote, and where it
+    goes here: as if run here, or (a folder named by its second, units starting together) under the
+    run's record in a folder of the unit's name."""
+
+    name: str
+    read: Callable[[Path, list[str]], tuple[Path, str] | None]
+    own_folder: bool = False
+
+
+EXERCISE = Kind("exercise", _exercise_outcome)
+
+
 @dataclass(frozen=True)
 class Unit:
     """One independent piece of a run, run in a lab (or labs) of its own in one pod."""
 
     name: str        # a DNS label: the Job's and ConfigMap's name
     title: str       # what the user reads: the exercise's file, "fill binpack seed 1"
-    kind: str        # how its evidence is read back: "exercise" (verdict.json) or "fill" (fill.json)
+    kind: Kind       # how its evidence is read back
     files: tuple[tuple[str, str], ...]  # (path under /unit, text): its input files, shipped in a ConfigMap
     command: str     # the shell command the pod runs in /unit; its exit status is the unit's
     kai_version: str
     env: tuple[tuple[str, str], ...] = ()
     part: tuple[str, ...] = ()  # which part of the whole it is (a fill's design and seed), for the merge
+
+
+@dataclass
+class UnitResult:
+    unit: str
+    title: str                  # what ran: an exercise's file, "fill binpack seed 1"
+    state: str = "pending"      # pending | running | collected | failed
+    pod: str = ""
+    node: str = ""
+    exit_status: int | None = None
+    verdict: str = ""
+    evidence: str = ""          # the run's folder, copied back here
+    error: str = ""
+    seconds: float = 0.0        # from the Job's creation to its collection
+    log: str = ""               # the pod's whole log, kept in the run's record
 
 
 def dns_label(text: str) -> str:
@@ -66,7 +114,7 @@ def exercise_unit(path: Path, index: int, kai_version: str) -> Unit:
         raise InputError(path, "fleet", f"{ex.fleet!r} is a path", "name a fleet of fleets/ to run it with --on")
     command = (cli_command("up", "--fleet", ex.fleet, "--kai-version", kai_version, "--name", LAB) + " && "
                + cli_command("run", f"/unit/{path.name}", "--name", LAB))
-    return Unit(name=f"u{index:02d}-{dns_label(path.stem)}", title=path.name, kind="exercise",
+    return Unit(name=f"u{index:02d}-{dns_label(path.stem)}", title=path.name, kind=EXERCISE,
                 files=((path.name, path.read_text()), (f"fleets/{ex.fleet}.yaml", fleet_path(ex.fleet).read_text())),
                 command=command, kai_version=kai_version, env=(("KAILAB_FLEETS", "/unit/fleets"),))
 

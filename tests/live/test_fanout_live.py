@@ -165,3 +165,75 @@ def test_a_fill_fanned_out_is_one_job_per_design_merged_here_into_one_fill(host,
         assert _runs_left(kube) == []
     finally:
         kube.close()
+
+
+EVEN = """design: even
+queues:
+  org:
+    gpu: {quota: 8}
+    children:
+      team-a: {gpu: {quota: 4}}
+      team-b: {gpu: {quota: 4}}
+"""
+
+
+def test_a_replay_fanned_out_is_one_job_per_design_brought_together_here(host, tmp_path):
+    """`kailab replay --on`: two designs of a generated trace, each a Job replaying its design alone on
+    a lab of its own; one replay here, compared from disk against the expectation given."""
+    trace = tmp_path / "t.csv"
+    for name, a in (("even", 4), ("a-first", 6)):
+        (tmp_path / f"{name}.yaml").write_text(EVEN.replace("design: even", f"design: {name}")
+                                               .replace("team-a: {gpu: {quota: 4}}", f"team-a: {{gpu: {{quota: {a}}}}}")
+                                               .replace("team-b: {gpu: {quota: 4}}", f"team-b: {{gpu: {{quota: {8 - a}}}}}"))
+    gen = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "generate", str(trace), "--jobs", "12", "--hours",
+                          "0.15", "--fleet", "tiny", "--load", "1.5", "--seed", "5"], capture_output=True, text=True)
+    assert gen.returncode == 0, gen.stderr
+    evidence = tmp_path / "evidence"
+    p = _cli("replay", str(trace), "--designs", f"{tmp_path}/even.yaml,{tmp_path}/a-first.yaml", "--fleet", "tiny",
+             "--compress", "40", "--repeat", "1", "--expect", "all.completed >= 1", "--on", host.kubeconfig, *SMALL,
+             env={"KAILAB_EVIDENCE": str(evidence)})
+    out, _ = p.communicate(timeout=1200)
+    assert p.returncode == 0, out
+    record = _record(evidence)
+    assert [(u["title"], u["state"], u["verdict"]) for u in record["units"]] == \
+        [("replay even", "collected", "passed"), ("replay a-first", "collected", "passed")], record
+    [replay] = evidence.glob("replay-*")
+    c = json.loads((replay / "comparison.json").read_text())
+    assert c["ok"] and c["runs"] == {"even": 1, "a-first": 1} and c["plan"]["fanout"] == str(Path(record["units"][0]["evidence"]).parent.parent)
+    assert {e["expect"]: e["held"] for e in c["expectations"]} == {"all.completed >= 1": True}
+    for label in ("even", "a-first"):  # every job of the trace recorded in each variant's run, on a binary lab in its pod
+        rec = json.loads((replay / label / "run-1" / "records.json").read_text())
+        assert len(rec["jobs"]) == 12 and not rec["timed_out"], label
+        assert json.loads((replay / label / "lab.json").read_text())["runtime"] == "binary"
+    kube = Kube(host.kubeconfig)
+    try:
+        assert _runs_left(kube) == []
+    finally:
+        kube.close()
+
+
+def test_a_two_version_trial_fanned_out_is_one_job_per_version_brought_together_here(host, tmp_path):
+    """`kailab trial --on`: each KAI version a Job on its own version's lab image, a part of the trial
+    in its pod; one trial here whose matrix is read from the runs' verdicts."""
+    evidence = tmp_path / "evidence"
+    p = _cli("trial", "--versions", "v0.16.8,v0.17.0", "--exercises", "borrow", "--repeat", "1", "--on", host.kubeconfig,
+             *SMALL, env={"KAILAB_EVIDENCE": str(evidence)})
+    out, _ = p.communicate(timeout=1200)
+    assert p.returncode == 0, out
+    record = _record(evidence)
+    assert [(u["title"], u["state"], u["verdict"]) for u in record["units"]] == \
+        [("trial v0.16.8", "collected", "passed"), ("trial v0.17.0", "collected", "passed")], record
+    assert set(record["images"]) == {"v0.16.8", "v0.17.0"}
+    [trial] = evidence.glob("trial-*")
+    m = json.loads((trial / "matrix.json").read_text())
+    assert {v: c["verdict"] for v, c in m["exercises"]["borrow"].items()} == {"v0.16.8": "passed", "v0.17.0": "passed"}
+    for v in ("v0.16.8", "v0.17.0"):  # each version's lab ran that version's KAI, built here
+        kai = json.loads((trial / v / "kai.json").read_text())
+        assert kai["lab_kai_version"] == v and kai["manifest_version"] == v, kai
+        run = json.loads(next((trial / v / "run-1").glob("*-borrow/run.json")).read_text())
+        assert run["runtime"] == "binary" and run["kai_version"] == v
+    kube = Kube(host.kubeconfig)
+    try:
+        assert _runs_left(kube) == []
+    finally:
+        kube.close()

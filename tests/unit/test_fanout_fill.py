@@ -15,7 +15,7 @@ import pytest
 
 from kailab.errors import KailabError
 from kailab.fanout.fill import fill_units, merge_units
-from kailab.fanout.run import UnitResult
+from kailab.fanout.unit import UnitResult
 from kailab.fanout.unit import objects
 from kailab.replay.design import load_designs
 from kailab.replay.fill import FillPlan
@@ -42,7 +42,7 @@ def test_a_fill_is_one_unit_per_design_and_seed_with_its_files_shipped(imported)
     p = plan(imported, expectations=["binpack/arrived-100.allocated_pct >= 50"])
     units = fill_units(p)
     assert [u.part for u in units] == [("binpack", "1"), ("binpack", "2"), ("spread", "1"), ("spread", "2")]
-    assert len({u.name for u in units}) == 4 and all(u.kind == "fill" for u in units)
+    assert len({u.name for u in units}) == 4 and all(u.kind.name == "fill" and u.kind.own_folder for u in units)
     for u in units:
         files = dict(u.files)
         assert files["trace.csv"] == (imported / "trace.csv").read_text()

@@ -13,7 +13,7 @@ import pytest
 
 from kailab.errors import KailabError
 from kailab.fanout.replay import merge_units, replay_units
-from kailab.fanout.run import UnitResult
+from kailab.fanout.unit import UnitResult
 from kailab.paths import PROJECT_ROOT
 from kailab.replay import figures as figs
 from kailab.replay import session
@@ -38,7 +38,7 @@ def test_a_replay_is_one_unit_per_variant_each_replaying_it_alone():
     assert [u.part for u in units] == [("team-a-first", "team-a-first"), ("team-b-first", "team-b-first")]
     for u in units:
         argv = shlex.split(u.command)
-        assert argv[3] == "replay" and argv[4] == "/unit/trace.csv" and u.kind == "replay"
+        assert argv[3] == "replay" and argv[4] == "/unit/trace.csv" and u.kind.name == "replay" and u.kind.own_folder
         opts = dict(zip(argv[5::2], argv[6::2]))
         assert opts["--designs"] == "/unit/design.yaml" and opts["--fleet"] == "/unit/fleet.yaml"
         assert opts["--kai-versions"] == u.kai_version == "v0.17.0" and opts["--stacks"] == "kai"

@@ -19,7 +19,7 @@ from kailab.fanout.unit import CAPABILITIES, DONE, RUN_LABEL, SCRIPT, exercise_u
 
 def test_an_exercise_unit_ships_its_file_and_its_fleet_and_asks_for_what_a_lab_in_a_pod_needs():
     u = exercise_unit(resolve_exercise("borrow"), 3, "v0.17.0")
-    assert u.name == "u03-borrow" and u.title == "borrow.yaml" and u.kind == "exercise"
+    assert u.name == "u03-borrow" and u.title == "borrow.yaml" and u.kind.name == "exercise" and not u.kind.own_folder
     files = dict(u.files)
     assert set(files) == {"borrow.yaml", "fleets/small.yaml"} and "fleet: small" in files["borrow.yaml"]
     # a lab of the exercise's fleet and the version asked, then the exercise on it
