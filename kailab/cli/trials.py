@@ -272,13 +272,13 @@ def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_vers
 
 def _trial_on(version_list, names, fleet, repeat, kubeconfig, cpu, memory, pairs) -> Path:
     """`kailab trial --on`: a Job per version (kailab/fanout/trial.py), brought together here."""
-    from ..fanout.trial import merge_units, trial_units
+    from .. import trial as trial_mod
     from ..paths import evidence_dir
 
-    units = trial_units(version_list, names, fleet, repeat)  # checked as a local trial is, before the cluster
+    units = trial_mod.trial_units(version_list, names, fleet, repeat)  # checked as a local trial is, before the cluster
     run, results = fan_out(units, kubeconfig, evidence_dir(), cpu, memory, pairs)
     _said(results)
-    return merge_units(version_list, names, fleet, repeat, units, results, run.record_dir)
+    return trial_mod.merge_fanned_out(version_list, names, fleet, repeat, units, results, run.record_dir)
 
 
 def _replay_on(plan, trace_file: Path, window_text, kubeconfig, cpu, memory, pairs) -> Path:

@@ -15,9 +15,8 @@ import pytest
 
 from kailab.errors import InputError
 from kailab.exercise.runner import resolve_exercise
-from kailab.fanout.trial import merge_units, trial_units
 from kailab.fanout.unit import UnitResult
-from kailab.trial import all_passed
+from kailab.trial import all_passed, merge_fanned_out as merge_units, trial_units
 
 VERSIONS = ["v0.16.8", "v0.17.0"]
 
