@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import secrets
 import subprocess
 import tarfile
 import time
@@ -42,7 +43,9 @@ class FanOut:
     memory: str = "2Gi"
     namespace_labels: dict = field(default_factory=dict)  # e.g. the Pod Security level the cluster asks for
     say: Callable[[str], None] = print
-    run_id: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y%m%dt%H%M%Sz"))
+    # its second and a few random letters: runs started in one second (pytest's workers, each item a
+    # run of its own) get namespaces of their own
+    run_id: str = field(default_factory=lambda: f"{datetime.now(timezone.utc).strftime('%Y%m%dt%H%M%Sz')}-{secrets.token_hex(2)}")
 
     @property
     def namespace(self) -> str:
@@ -54,6 +57,7 @@ class FanOut:
 
     def run(self) -> list[UnitResult]:
         self.results = {u.name: UnitResult(u.name, u.title) for u in self.units}
+        self._pull_since: dict[str, float] = {}
         self.kube = Kube(self.kubeconfig)
         self.kubectl = find_tool("kubectl")
         try:
@@ -99,7 +103,13 @@ class FanOut:
         r.pod, r.node = pod["metadata"]["name"], pod["spec"].get("nodeName") or ""
         status = pod.get("status") or {}
         if status.get("phase") == "Pending":
-            if r.seconds > UNIT_TIMEOUT_S:
+            pull = _image_refused(status)
+            since = self._pull_since.setdefault(u.name, time.monotonic()) if pull else self._pull_since.pop(u.name, None)
+            if pull and time.monotonic() - since >= PULL_GRACE_S:  # else it would wait out the unit's hour
+                self._fail(u, r, f"pod {r.pod} cannot get its image: {pull} (a kailab kind lab is given it by "
+                                 f"`kailab tools lab-image --kai-version {u.kai_version}` and the run's `kind load`; "
+                                 "another cluster pulls it from a registry its nodes reach)")
+            elif r.seconds > UNIT_TIMEOUT_S:
                 why = "; ".join(c.get("message", "") for c in status.get("conditions") or [] if c.get("status") == "False")
                 self._fail(u, r, f"pod {r.pod} still Pending after {UNIT_TIMEOUT_S} s: {why or 'no reason given'}")
             return
@@ -185,6 +195,19 @@ class FanOut:
                   "images": self.images, "requests": {"cpu": self.cpu, "memory": self.memory},
                   "units": [{k: v for k, v in asdict(r).items() if k != "log"} for r in self.results.values()]}
         (self.record_dir / "fanout.json").write_text(json.dumps(record, indent=2))
+
+
+PULL_REFUSED = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName")
+PULL_GRACE_S = 60.0  # a registry's passing refusal is retried by the kubelet; one that lasts is named
+
+
+def _image_refused(status: dict) -> str:
+    """Why a pending pod's container cannot get its image, or ''."""
+    for c in status.get("containerStatuses") or []:
+        w = (c.get("state") or {}).get("waiting") or {}
+        if w.get("reason") in PULL_REFUSED:
+            return f"{w['reason']}: {(w.get('message') or c.get('image') or '').strip()}"
+    return ""
 
 
 def _terminated(status: dict) -> str:

@@ -16,6 +16,7 @@ from ..exercise.runner import ExerciseRun, Outcome
 from ..exercise.load import load_exercise
 from ..lab import runtime_of
 from ..report.figure_names import text as figure_text
+from . import on_cluster
 from .labs import lab_pool
 from ..replay import session
 from ..replay.fill import markdown, run_fill
@@ -50,13 +51,17 @@ class ExerciseItem(pytest.Item):
 
     def runtest(self) -> None:
         ex = load_exercise(self.path)  # a bad file fails here, before any lab work
-        pool = lab_pool(self.config)
-        lab = pool.get(ex.fleet, with_kai=True)
-        if lab.fleet != ex.fleet and runtime_of(lab).makes_labs:
-            # --kailab-lab's lab is of another fleet: one of this fleet beside it, same runtime and KAI
-            lab = pool.get(ex.fleet, with_kai=True, own=True, runtime=lab.runtime, kai_version=lab.kai_version)
         root = self.config.getoption("--kailab-evidence")
-        self.outcome = ExerciseRun(ex, self.path, lab, Path(root) if root else None).run()
+        cluster = on_cluster.cluster_of(self.config)
+        if cluster is not None:  # a Job on that cluster, a lab of its own in its pod
+            self.outcome = on_cluster.exercise(cluster, self.path, Path(root) if root else None)
+        else:
+            pool = lab_pool(self.config)
+            lab = pool.get(ex.fleet, with_kai=True)
+            if lab.fleet != ex.fleet and runtime_of(lab).makes_labs:
+                # --kailab-lab's lab is of another fleet: one of this fleet beside it, same runtime and KAI
+                lab = pool.get(ex.fleet, with_kai=True, own=True, runtime=lab.runtime, kai_version=lab.kai_version)
+            self.outcome = ExerciseRun(ex, self.path, lab, Path(root) if root else None).run()
         # the outcome travels in the test report: with labs side by side (pytest -n) the summary and
         # report.html are written by the controlling process, which ran no exercise itself
         self.user_properties.append((OUTCOME_PROPERTY, json.dumps(asdict(self.outcome))))
@@ -133,7 +138,9 @@ class ReplayItem(OwnLabsItem):
 
     def runtest(self) -> None:
         _, plan = load_replay(self.path)  # a bad file fails here, before any lab starts
-        out = session.run_replay(plan, self.evidence_root(), echo=lambda text: None)
+        cluster = on_cluster.cluster_of(self.config)
+        out = (on_cluster.replay(cluster, plan, self.evidence_root()) if cluster is not None
+               else session.run_replay(plan, self.evidence_root(), echo=lambda text: None))
         comparison = json.loads((out / session.COMPARISON).read_text())
         self.user_properties.append(("replay_evidence", str(out)))
         if not comparison["ok"]:
@@ -149,7 +156,9 @@ class FillItem(OwnLabsItem):
         spec = load_fill(self.path)  # a bad file fails here, before any lab starts
         with tempfile.TemporaryDirectory(prefix="kailab-fill-import-") as tmp:
             # no trace registered: a KailabError naming the command that registers it (a failure, never a skip)
-            out = run_fill(fill_plan(spec, Path(tmp)), self.evidence_root(), echo=lambda text: None)
+            plan, cluster = fill_plan(spec, Path(tmp)), on_cluster.cluster_of(self.config)
+            out = (on_cluster.fill(cluster, plan, self.evidence_root()) if cluster is not None
+                   else run_fill(plan, self.evidence_root(), echo=lambda text: None))
         summary = json.loads((out / "fill.json").read_text())
         self.user_properties.append(("fill_evidence", str(out)))
         if not summary["ok"]:

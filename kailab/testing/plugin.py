@@ -6,6 +6,7 @@
   exercises/replays/ and every fill file in exercises/fills/ (see kailab.testing.items). Replays and
   fills run minutes on labs of their own: found by walking a folder they are left out unless
   `--kailab-all` (`make exercises-all`) asks for them; named on the command line they always run.
+- `--kailab-on KUBECONFIG` runs every item as Jobs on that cluster instead (kailab.testing.on_cluster).
 - Tests marked `kai` need KAI's components. When KAI cannot be built here and the run sets
   KAILAB_ALLOW_NO_KAI=1, they are *deselected* (never counted as passed) and the summary says
   why; otherwise they fail with the build error.
@@ -26,6 +27,7 @@ from ..toolchain import kai_unavailable_reason
 from ..replay import alibaba
 from .deal import deal, last_durations
 from .items import ExerciseFile, ExerciseItem, FillFile, FillItem, OwnLabsItem, ReplayFile, outcome_of
+from . import on_cluster
 from .labs import kind_unavailable_reason, lab_pool
 
 
@@ -36,6 +38,7 @@ def pytest_addoption(parser):
     group.addoption("--kailab-evidence", default=None, help="evidence directory for exercise runs")
     group.addoption("--kailab-all", action="store_true", default=False,
                     help="also run the replays and fills found in exercises/ (minutes each, labs of their own)")
+    on_cluster.add_options(group)
 
 
 def pytest_configure(config):
@@ -47,6 +50,7 @@ def pytest_configure(config):
     config._kailab_outcomes = []
     config._kailab_heavy_left_out = []
     _refuse_side_by_side_on_a_cluster_it_cannot_make(config)
+    on_cluster.configure(config)
     config.pluginmanager.register(_OutcomeCollector(config), "kailab-outcomes")
 
 
@@ -61,8 +65,8 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = _dealt(config, items)
     needs_kai = [i for i in items if i.get_closest_marker("kai")]
     config._kailab_kai_collected = len(needs_kai)
-    if not needs_kai or config.getoption("--kailab-lab"):
-        return
+    if not needs_kai or config.getoption("--kailab-lab") or on_cluster.cluster_of(config):
+        return  # KAI runs in that lab, or in the lab image's pods: nothing of it is built here
     reason = kai_unavailable_reason()
     if reason is None:
         return

@@ -17,6 +17,7 @@ import pytest
 
 from kailab.fanout.unit import RUN_LABEL
 from kailab.kube import Kube
+from kailab.paths import PROJECT_ROOT, state_dir
 from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import kind_docker
 from kailab.testing.tiny_trace import write_clusterdata
@@ -47,6 +48,32 @@ def _record(root: Path) -> dict:
     records = sorted(root.glob("*-fanout/fanout.json"))
     assert len(records) == 1, records
     return json.loads(records[0].read_text())
+
+
+def test_pytest_runs_exercise_items_as_jobs_with_two_workers_and_reads_them_as_local_runs(host, tmp_path):
+    """`pytest exercises/ --kailab-on KUBECONFIG -n 2`: each worker's item a Job of its own on the cluster,
+    no local lab; the summary and report.html read the runs the pods made."""
+    labs_before = {d.name for d in state_dir().iterdir()}
+    with kind_docker():
+        p = subprocess.Popen([sys.executable, "-m", "pytest", "exercises/borrow.yaml", "exercises/gang.yaml", "-n", "2",
+                              "--kailab-on", host.kubeconfig, "--kailab-unit-cpu", "100m", "--kailab-unit-memory", "512Mi",
+                              "--kailab-evidence", str(tmp_path), "-p", "no:cacheprovider", "-o", "addopts=", "-q"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=PROJECT_ROOT,
+                             env={**os.environ, "NO_COLOR": "1"})
+    out, _ = p.communicate(timeout=900)
+    assert p.returncode == 0, out
+    assert "2 passed" in out and "report: " in out, out[-3000:]
+    runs = sorted(tmp_path.glob("*-borrow/run.json")) + sorted(tmp_path.glob("*-gang/run.json"))
+    assert len(runs) == 2, runs
+    for r in runs:  # each in a binary lab inside a pod of its own run (its own namespace, its own record)
+        assert json.loads(r.read_text())["runtime"] == "binary"
+    assert len(list(tmp_path.glob("*-fanout/fanout.json"))) == 2
+    assert {d.name for d in state_dir().iterdir()} == labs_before  # no lab was made here
+    kube = Kube(host.kubeconfig)
+    try:
+        assert _runs_left(kube) == []
+    finally:
+        kube.close()
 
 
 def test_exercises_as_jobs_pass_in_labs_of_their_own_and_their_evidence_comes_back(host, tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import shlex
 import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -88,3 +89,41 @@ def test_a_units_evidence_comes_back_under_the_evidence_folder_and_nowhere_else(
     assert _extract(data, root) == ["20261128T000000Z-borrow"]
     assert (root / "20261128T000000Z-borrow" / "verdict.json").is_file()
     assert not (tmp_path / "outside.txt").exists() and not (tmp_path / "escape.txt").exists()
+
+
+def test_a_run_folder_made_in_a_pod_reads_back_as_the_outcome_a_local_run_gives(tmp_path):
+    """`pytest exercises/ --kailab-on`: an item's outcome is read from the verdict.json its pod wrote."""
+    import json
+
+    from kailab.exercise.runner import Outcome
+
+    run = tmp_path / "20261128T000000Z-borrow"
+    run.mkdir()
+    (run / "verdict.json").write_text(json.dumps({
+        "exercise": "borrow", "verdict": "failed", "error": "", "kai_version": "v0.17.0", "lab": "unit",
+        "runtime": "binary", "figures": {"bound": 3}, "wall_seconds": {"setup": 1.5}, "not_checked": ["x"],
+        "expectations": [{"step": "s1", "kind": "expect", "what": "bound", "expected": "4", "observed": "3",
+                          "passed": False, "offending": ["p1"], "at": 2.0}], "lab_start_retries": []}))
+    o = Outcome.from_evidence(run)
+    assert (o.exercise, o.verdict, o.evidence, o.lab, o.figures) == ("borrow", "failed", str(run), "unit", {"bound": 3})
+    assert [f.line() for f in o.failures] == ["[FAIL] s1: bound: expected 4, observed 3 (e.g. p1)"]
+    assert o.not_checked == ["x"] and o.wall == {"setup": 1.5}
+
+
+def test_pytest_on_a_cluster_refuses_a_local_lab_beside_it_in_one_line(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    out = subprocess.run([sys.executable, "-m", "pytest", str(resolve_exercise("borrow")), "--kailab-on", str(kubeconfig),
+                          "--kailab-lab", "default", "-p", "no:cacheprovider", "-q"], capture_output=True, text=True)
+    assert out.returncode != 0 and "--kailab-on runs every item on that cluster: drop --kailab-lab" in out.stderr
+
+
+def test_an_image_the_node_cannot_get_is_named():
+    from kailab.fanout.run import _image_refused
+
+    waiting = lambda reason: {"containerStatuses": [{"image": "kailab/lab:kai-v0.16.8",  # noqa: E731
+                                                     "state": {"waiting": {"reason": reason, "message": "not found"}}}]}
+    assert _image_refused(waiting("ErrImageNeverPull")) == "ErrImageNeverPull: not found"
+    assert _image_refused(waiting("ImagePullBackOff")).startswith("ImagePullBackOff")
+    assert _image_refused(waiting("ContainerCreating")) == ""
+    assert _image_refused({}) == ""
