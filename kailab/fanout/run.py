@@ -240,7 +240,9 @@ def load_image_into_kind(kubeconfig: str, image: str, say) -> bool:
         rec = LabRecord.load(lab_json.parent.name)
         if rec and rec.runtime == "kind" and os.path.realpath(rec.kubeconfig) == target:
             if not docker.has(image):
-                raise KailabError(f"{image} is not in the local Docker: build it with `kailab tools lab-image`")
+                version = image.rsplit(":kai-", 1)[-1]
+                raise KailabError(f"{image} is not in the local Docker: build it with "
+                                  f"`kailab tools lab-image --kai-version {version}`")
             say(f"loading {image} into kind lab {rec.name!r}")
             out = subprocess.run([find_tool("kind"), "load", "docker-image", image, "--name", f"kailab-{rec.name}"],
                                  capture_output=True, text=True, timeout=900)
