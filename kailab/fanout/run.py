@@ -72,9 +72,13 @@ class FanOut:
             self.say(f"{len(self.units)} units as Jobs in namespace {self.namespace} (image {', '.join(sorted(set(self.images.values())))})")
             started = time.monotonic()
             while any(r.state in ("pending", "running") for r in self.results.values()):
+                # one list of the run's pods a round, whatever the number of units
+                pods: dict[str, list[dict]] = {}
+                for pod in self.kube.list("v1", "Pod", self.namespace, label_selector=f"{RUN_LABEL}={self.run_id}"):
+                    pods.setdefault((pod["metadata"].get("labels") or {}).get("kailab.io/unit", ""), []).append(pod)
                 for u in self.units:
                     if self.results[u.name].state in ("pending", "running"):
-                        self._poll(u, started)
+                        self._poll(u, started, pods.get(u.name, []))
                 time.sleep(POLL_S)
         finally:  # Ctrl-C and errors too: nothing of the run stays on the cluster
             self._delete_namespace()
@@ -83,17 +87,14 @@ class FanOut:
         return list(self.results.values())
 
     # ------------------------------------------------------------------ one unit
-    def _pod(self, u: Unit) -> dict | None:
-        pods = self.kube.list("v1", "Pod", self.namespace, label_selector=f"kailab.io/unit={u.name}")
-        return pods[0] if pods else None
-
-    def _poll(self, u: Unit, started: float) -> None:
+    def _poll(self, u: Unit, started: float, pods: list[dict]) -> None:
         r = self.results[u.name]
         r.seconds = round(time.monotonic() - started, 1)
-        pod = self._pod(u)
+        # once a unit has a pod, that pod it is: a Job's replacement for it would start its unit over
+        pod = next((p for p in pods if p["metadata"]["name"] == r.pod), None) if r.pod else (pods[0] if pods else None)
         if pod is None:
-            refused = self._refused(u) if r.state == "pending" else ""
-            if r.state == "running":
+            refused = self._refused(u) if not r.pod else ""
+            if r.pod:
                 self._fail(u, r, f"its pod {r.pod} is gone (deleted before its unit was done)")
             elif refused:
                 self._fail(u, r, f"the cluster refused its pod: {refused}")
@@ -139,9 +140,11 @@ class FanOut:
         return ""
 
     def _logs(self, pod: str) -> str:
-        out = subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, "-n", self.namespace, "logs", pod],
-                             capture_output=True, text=True, timeout=60)
-        return out.stdout
+        """The pod's whole log through the API (no process a unit a round), '' until it has one."""
+        try:
+            return self.kube.core.read_namespaced_pod_log(pod, self.namespace, container="lab", _request_timeout=60)
+        except Exception:  # noqa: BLE001 - not started yet, or gone: the pod's status says which
+            return ""
 
     def _collect(self, u: Unit, r: UnitResult) -> None:
         """The pod's /evidence into the local evidence folder; the run's verdict read from it."""
