@@ -26,7 +26,7 @@ from ..kube import Kube
 from ..paths import state_dir
 from ..runtimes.base import LabRecord
 from ..runtimes.kind_host import find_tool
-from .unit import DONE, RUN_LABEL, UNIT_TIMEOUT_S, Unit, UnitResult, objects
+from .unit import CPU, DONE, RUN_LABEL, UNIT_TIMEOUT_S, Unit, UnitResult, objects
 
 POLL_S = 2.0
 
@@ -122,6 +122,7 @@ class FanOut:
         done = [line for line in log.splitlines() if line.startswith(DONE)]
         if done:
             r.exit_status = int(done[-1].split()[-1])
+            r.cpu_seconds = _cpu_seconds(log)
             self._collect(u, r)
             return
         ended = _terminated(status)
@@ -167,7 +168,8 @@ class FanOut:
             r.state = "failed"
             r.error = f"its unit ended with status {r.exit_status} and no evidence of its run (its log: {self._log_path(u)})"
         self.kube.delete("batch/v1", "Job", u.name, self.namespace, grace=0)
-        self.say(f"{u.title}: {r.verdict or r.state} ({r.seconds:.0f} s, pod {r.pod}, node {r.node})"
+        cpu = f", {r.cpu_seconds:.0f} CPU-s" if r.cpu_seconds is not None else ""
+        self.say(f"{u.title}: {r.verdict or r.state} ({r.seconds:.0f} s{cpu}, pod {r.pod}, node {r.node})"
                  + (f" evidence: {r.evidence}" if r.evidence else f": {r.error}"))
 
     def _fail(self, u: Unit, r: UnitResult, why: str) -> None:
@@ -198,6 +200,15 @@ class FanOut:
                   "images": self.images, "requests": {"cpu": self.cpu, "memory": self.memory},
                   "units": [{k: v for k, v in asdict(r).items() if k != "log"} for r in self.results.values()]}
         (self.record_dir / "fanout.json").write_text(json.dumps(record, indent=2))
+
+
+def _cpu_seconds(log: str) -> float | None:
+    """The CPU-seconds a unit's pod said its container spent, or None where it could not read them."""
+    said = [line.split()[-1] for line in log.splitlines() if line.startswith(CPU)]
+    try:
+        return float(said[-1]) if said else None
+    except ValueError:
+        return None
 
 
 PULL_REFUSED = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName")

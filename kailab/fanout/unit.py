@@ -18,6 +18,7 @@ from ..images.lab import EVIDENCE
 
 RUN_LABEL = "kailab.io/fanout"  # every object of a run carries it: its namespace too
 DONE = "kailab-unit: done"  # the pod's log line: the unit's exit status follows
+CPU = "kailab-unit: cpu-seconds"  # the pod's log line: its container's CPU-seconds follow
 # how long a pod waits to be collected after its unit is done before it ends by itself (a harness
 # that died leaves no pod running for ever; its namespace it still leaves, named by RUN_LABEL)
 COLLECT_WINDOW_S = 900
@@ -29,9 +30,16 @@ UNIT_TIMEOUT_S = 3600  # the most a unit may take before the run calls it failed
 CAPABILITIES = ["SYS_ADMIN", "NET_ADMIN"]
 
 # the unit's command (its files are in /unit); its status is said in the log, then the pod waits
+# Its container's CPU-seconds are said too (cgroup v2's cpu.stat, else v1's cpuacct): what a unit costs,
+# measured where it ran, for the cost model (docs/dev/fan-out-design.md)
 SCRIPT = f"""set -u
 eval "$KAILAB_UNIT_COMMAND"
 rc=$?
+cpu=$(awk '/^usage_usec/{{printf "%.1f", $2/1e6}}' /sys/fs/cgroup/cpu.stat 2>/dev/null)
+for f in /sys/fs/cgroup/cpuacct/cpuacct.usage /sys/fs/cgroup/cpu,cpuacct/cpuacct.usage; do
+  [ -n "$cpu" ] || cpu=$(awk '{{printf "%.1f", $1/1e9}}' "$f" 2>/dev/null)
+done
+echo "{CPU} ${{cpu:-unknown}}"
 echo "{DONE} $rc"
 sleep {COLLECT_WINDOW_S}
 """
@@ -95,6 +103,7 @@ class UnitResult:
     evidence: str = ""          # the run's folder, copied back here
     error: str = ""
     seconds: float = 0.0        # from the Job's creation to its collection
+    cpu_seconds: float | None = None  # its container's, as its pod said (every process of its lab)
     log: str = ""               # the pod's whole log, kept in the run's record
 
 

@@ -83,6 +83,8 @@ def test_exercises_as_jobs_pass_in_labs_of_their_own_and_their_evidence_comes_ba
     record = _record(tmp_path)
     assert [(u["title"], u["state"], u["verdict"]) for u in record["units"]] == [("gang.yaml", "collected", "passed")], record
     for u in record["units"]:  # each ran in a binary lab inside its own pod, on the host's real node
+        # its container's CPU, not the machine's (which is thousands of seconds by now)
+        assert 1 < u["cpu_seconds"] < u["seconds"] * (os.cpu_count() or 2), u
         run = json.loads((Path(u["evidence"]) / "run.json").read_text())
         assert run["runtime"] == "binary" and run["kai_version"] == "v0.17.0", run
         assert u["pod"].startswith(u["unit"]) and u["node"] == f"kailab-{host.name}-control-plane"

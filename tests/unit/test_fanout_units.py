@@ -127,3 +127,12 @@ def test_an_image_the_node_cannot_get_is_named():
     assert _image_refused(waiting("ImagePullBackOff")).startswith("ImagePullBackOff")
     assert _image_refused(waiting("ContainerCreating")) == ""
     assert _image_refused({}) == ""
+
+
+def test_a_units_cpu_seconds_are_read_from_what_its_pod_said():
+    from kailab.fanout.run import _cpu_seconds
+    from kailab.fanout.unit import CPU
+
+    assert _cpu_seconds(f"lab up\n{CPU} 41.5\n{DONE} 0\n") == 41.5
+    assert _cpu_seconds(f"{CPU} unknown\n{DONE} 0\n") is None and _cpu_seconds("no line") is None
+    assert f'echo "{CPU} ${{cpu:-unknown}}"' in SCRIPT and "cpuacct.usage" in SCRIPT and "cpu.stat" in SCRIPT
