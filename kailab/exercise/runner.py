@@ -55,16 +55,6 @@ class Outcome:
     lab: str = ""
     start_retries: list[dict] = field(default_factory=list)
 
-    @classmethod
-    def from_evidence(cls, run: Path) -> "Outcome":
-        """The outcome a run folder records (its verdict.json): a run made elsewhere, in a pod of a
-        fanned-out run, reads back as if it had run here."""
-        v = evidence.read_verdict(run)
-        return cls(exercise=v["exercise"], verdict=v["verdict"], results=[Result(**r) for r in v.get("expectations", [])],
-                   evidence=str(run), error=v.get("error", ""), figures=v.get("figures") or {},
-                   wall=v.get("wall_seconds") or {}, not_checked=v.get("not_checked") or [], lab=v.get("lab", ""),
-                   start_retries=v.get("lab_start_retries") or [])
-
     @property
     def failures(self) -> list[Result]:
         return [r for r in self.results if not r.passed]

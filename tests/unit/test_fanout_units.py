@@ -95,7 +95,7 @@ def test_a_run_folder_made_in_a_pod_reads_back_as_the_outcome_a_local_run_gives(
     """`pytest exercises/ --kailab-on`: an item's outcome is read from the verdict.json its pod wrote."""
     import json
 
-    from kailab.exercise.runner import Outcome
+    from kailab.testing.on_cluster import outcome_of_run
 
     run = tmp_path / "20261128T000000Z-borrow"
     run.mkdir()
@@ -104,7 +104,7 @@ def test_a_run_folder_made_in_a_pod_reads_back_as_the_outcome_a_local_run_gives(
         "runtime": "binary", "figures": {"bound": 3}, "wall_seconds": {"setup": 1.5}, "not_checked": ["x"],
         "expectations": [{"step": "s1", "kind": "expect", "what": "bound", "expected": "4", "observed": "3",
                           "passed": False, "offending": ["p1"], "at": 2.0}], "lab_start_retries": []}))
-    o = Outcome.from_evidence(run)
+    o = outcome_of_run(run)
     assert (o.exercise, o.verdict, o.evidence, o.lab, o.figures) == ("borrow", "failed", str(run), "unit", {"bound": 3})
     assert [f.line() for f in o.failures] == ["[FAIL] s1: bound: expected 4, observed 3 (e.g. p1)"]
     assert o.not_checked == ["x"] and o.wall == {"setup": 1.5}
