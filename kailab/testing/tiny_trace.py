@@ -1,6 +1,7 @@
-"""A small fleet and task list in the Alibaba GPU trace's format, written where a test asks (the real
-data stays in the user's clone): 3 G2 nodes of 8 GPUs and 4 T4 nodes of 2, eight tasks of the trace's
-shapes (fractions of a GPU, whole GPUs, four, none). `kailab trace import` reads it as it reads the trace."""
+"""Small inputs the fill and replay tests write where they run: a fleet and task list in the Alibaba
+GPU trace's format (the real data stays in the user's clone: 3 G2 nodes of 8 GPUs and 4 T4 nodes of 2,
+eight tasks of the trace's shapes — fractions of a GPU, whole GPUs, four, none — which `kailab trace
+import` reads as it reads the trace), and a two-team queue design for the tiny fleet's 8 GPUs."""
 
 from __future__ import annotations
 
@@ -21,3 +22,9 @@ def write_clusterdata(root: Path) -> Path:
     (csv / "openb_pod_list_default.csv").write_text(HEADER + "".join(
         f"openb-pod-{i:04d},2000,4096,{g},{m},,BE,Running,{i},{i + 100},{i}\n" for i, (g, m) in enumerate(SHAPES)))
     return root / "clusterdata"
+
+
+def two_teams(name: str = "even", team_a: int = 4) -> str:
+    """A replay design: an org of the tiny fleet's 8 GPUs, team-a's quota `team_a`, team-b's the rest."""
+    return (f"design: {name}\nqueues:\n  org:\n    gpu: {{quota: 8}}\n    children:\n"
+            f"      team-a: {{gpu: {{quota: {team_a}}}}}\n      team-b: {{gpu: {{quota: {8 - team_a}}}}}\n")

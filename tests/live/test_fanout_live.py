@@ -20,7 +20,7 @@ from kailab.kube import Kube
 from kailab.paths import PROJECT_ROOT, state_dir
 from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import kind_docker
-from kailab.testing.tiny_trace import write_clusterdata
+from kailab.testing.tiny_trace import two_teams, write_clusterdata
 
 # alone: on the kind lab the vCluster trial and the kind lab's tests share (tests/conftest.py orders them)
 pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.alone]
@@ -194,14 +194,6 @@ def test_a_fill_fanned_out_is_one_job_per_design_merged_here_into_one_fill(host,
         kube.close()
 
 
-EVEN = """design: even
-queues:
-  org:
-    gpu: {quota: 8}
-    children:
-      team-a: {gpu: {quota: 4}}
-      team-b: {gpu: {quota: 4}}
-"""
 
 
 @pytest.mark.full  # `make test-full`: the fill's fan-out above covers the merge path in `make test`
@@ -210,9 +202,7 @@ def test_a_replay_fanned_out_is_one_job_per_design_brought_together_here(host, t
     a lab of its own; one replay here, compared from disk against the expectation given."""
     trace = tmp_path / "t.csv"
     for name, a in (("even", 4), ("a-first", 6)):
-        (tmp_path / f"{name}.yaml").write_text(EVEN.replace("design: even", f"design: {name}")
-                                               .replace("team-a: {gpu: {quota: 4}}", f"team-a: {{gpu: {{quota: {a}}}}}")
-                                               .replace("team-b: {gpu: {quota: 4}}", f"team-b: {{gpu: {{quota: {8 - a}}}}}"))
+        (tmp_path / f"{name}.yaml").write_text(two_teams(name, a))
     gen = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "generate", str(trace), "--jobs", "12", "--hours",
                           "0.15", "--fleet", "tiny", "--load", "1.5", "--seed", "5"], capture_output=True, text=True)
     assert gen.returncode == 0, gen.stderr

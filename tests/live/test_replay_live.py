@@ -15,18 +15,12 @@ import pytest
 from kailab.paths import PROJECT_ROOT, state_dir
 from kailab.replay import session
 from kailab.replay.spec import load_replay
+from kailab.testing.tiny_trace import two_teams
 
 # labs of their own, two at a time: one such test at a time beside the rest (pytest -n)
 pytestmark = [pytest.mark.lab, pytest.mark.kai, pytest.mark.xdist_group("own_labs")]
 
-DESIGN = """design: even
-queues:
-  org:
-    gpu: {quota: 8}
-    children:
-      team-a: {gpu: {quota: 4}}
-      team-b: {gpu: {quota: 4}}
-"""
+DESIGN = two_teams()
 
 
 def _replay_dirs(root):
