@@ -32,7 +32,7 @@ def replay_units(plan: session.Plan, trace_file: Path, window_text: str = "") ->
     units = []
     for i, v in enumerate(plan.variants):
         argv = ["replay", f"/unit/{trace_name}", "--designs", f"/unit/{DESIGN}", "--fleet", f"/unit/{FLEET}",
-                "--kai-versions", v.kai_version, "--stacks", v.stack, "--compress", plan.compress, "--repeat", plan.repeat]
+                "--kai-versions", v.kai_version, "--compress", plan.compress, "--repeat", plan.repeat]  # KAI: the only stack
         argv += ["--timeout", plan.timeout_s] if plan.timeout_s else []
         argv += ["--whole-gpus"] if plan.whole_gpus else []
         argv += ["--window", window_text] if window_text else []
