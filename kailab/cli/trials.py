@@ -271,7 +271,7 @@ def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_vers
 
 
 def _trial_on(version_list, names, fleet, repeat, kubeconfig, cpu, memory, pairs) -> Path:
-    """`kailab trial --on`: a Job per version (kailab/fanout/trial.py), brought together here."""
+    """`kailab trial --on`: a Job per version (kailab/trial.py, its fanned-out part), brought together here."""
     from .. import trial as trial_mod
     from ..paths import evidence_dir
 
