@@ -53,6 +53,10 @@ class Lab:
     def makes_labs(self) -> bool:
         return self.runtime.makes_labs
 
+    @property
+    def adds_workers(self) -> bool:
+        return self.runtime.adds_workers
+
     def up(self, spec: LabSpec) -> LabRecord:
         return self.runtime.up(with_addon(spec))
 

@@ -43,9 +43,12 @@ from .base import cli, console, name_option, out
               help="The most a deleted pod's grace period lasts on the fleet's nodes before it ends Failed "
                    "(or Succeeded) and goes, as a kubelet ends it: a duration like 500ms, 1s, 30s "
                    "(binary and kind runtimes).")
+@click.option("--workers", type=click.IntRange(0, 8), default=0, show_default=True,
+              help="Real worker nodes beside the lab's own (kind runtime): where pods that need a kubelet run, "
+                   "e.g. `--on` fan-out units with this lab as their host. The lab's own pods stay off them.")
 @name_option
 def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metrics, kubeconfig, dry_run, images,
-       termination_grace, name) -> None:
+       termination_grace, workers, name) -> None:
     """Bring a lab up (a fast no-op when it is already up and healthy)."""
     from ..fleet import load_fleet
 
@@ -58,6 +61,11 @@ def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metric
     except ValueError as err:
         raise KailabError(f"--termination-grace: {err}") from None
     chosen = resolve_runtime(runtime)
+    rt = get_runtime(chosen)
+    if workers and not rt.adds_workers:
+        raise KailabError(f"--workers {workers}: the {chosen} runtime adds no worker nodes (its pods run on "
+                          f"{'the machine itself' if rt.controls_processes else 'the cluster it has'}); "
+                          f"drop --workers, or use {', '.join(n for n in RUNTIMES if get_runtime(n).adds_workers)}")
     stack = "none" if without_kai else stack
     without_kai = not get_stack(stack).kai_inside  # an unknown name: one line naming the choices
     if chosen != "existing":
@@ -66,8 +74,7 @@ def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metric
             versions.kai_release(kai_version)
     spec = LabSpec(name=name, runtime=chosen, fleet=fleet, kai_version=kai_version,
                    with_kai=not without_kai, stack=stack, metrics=not without_metrics, api_port=api_port,
-                   kubeconfig=kubeconfig, dry_run=dry_run, images=images, termination_grace=grace)
-    rt = get_runtime(chosen)
+                   kubeconfig=kubeconfig, dry_run=dry_run, images=images, termination_grace=grace, workers=workers)
     if dry_run:
         out.print(rt.plan(spec), markup=False, highlight=False)
         return

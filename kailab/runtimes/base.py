@@ -42,6 +42,9 @@ class LabSpec:
     fleet_prefix: str = ""
     control_plane: dict = field(default_factory=dict)
     termination_grace: float = TERMINATION_GRACE_S  # seconds
+    # real worker nodes beside the lab's own (a runtime that `adds_workers`): where pods that need a real
+    # kubelet run, e.g. a fan-out's units with this lab as their host; the lab's own pods stay off them
+    workers: int = 0
     # what schedules, handed in by the lab (kailab/lab.py) from the stack named by with_kai/stack;
     # a runtime calls its hooks and never asks what it is
     addon: Addon | None = None
@@ -76,6 +79,7 @@ class LabRecord:
     # the most a deleted pod's grace period lasts on the fleet's KWOK nodes (seconds); None where kailab
     # did not set KWOK's stages (an adopted cluster's own KWOK)
     termination_grace: float | None = None
+    workers: int = 0  # real worker nodes beside the lab's own (LabSpec.workers)
 
     @property
     def dir(self) -> Path:
@@ -122,6 +126,7 @@ class Runtime(ABC):
     controls_processes = False  # runs the lab's components as its own processes: can kill, restart, rerun them
     installs_charts = False  # installs components from their charts/operators into a cluster it made
     makes_labs = True  # can bring up a lab of any fleet (not so a runtime that adopts a cluster)
+    adds_workers = False  # can add real worker nodes beside the lab's own (LabSpec.workers)
     install_style = ""  # how components are installed, in words ("as local processes"), for the evidence
 
     def __init__(self) -> None:

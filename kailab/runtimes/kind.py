@@ -26,7 +26,7 @@ from ..images import ImageSet, image_set
 from ..fleet import FLEET_LABEL, Fleet, load_fleet
 from ..kube import Kube
 from ..paths import lab_dir
-from . import clusterinfo, kind_metrics, metrics
+from . import clusterinfo, kind_metrics, kind_workers, metrics
 from .base import LabRecord, LabSpec, Runtime, status_report, docker_answers
 from .labkit import lab_lock, refuse_other_lab
 from .processes import free_port
@@ -48,6 +48,7 @@ class KindRuntime(Runtime):
     name = "kind"
 
     installs_charts = True
+    adds_workers = True  # real worker nodes beside the control plane (kind_workers.py)
     install_style = "from its helm chart (operator, admission webhook) on a kind cluster"
 
     def prometheus_in_lab(self, record: LabRecord) -> str | None:
@@ -121,6 +122,7 @@ class KindRuntime(Runtime):
         rec = LabRecord(name=spec.name, runtime=self.name, kai_version=version if spec.with_kai else "none",
                         fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total,
                         with_kai=spec.with_kai, kubeconfig=plan.kubeconfig, termination_grace=spec.termination_grace,
+                        workers=spec.workers,
                         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), stack=charts_of(spec).record())
         rec.save()
         log = lab / "logs" / "kind-runtime.log"
@@ -200,8 +202,12 @@ class KindRuntime(Runtime):
         kube = Kube(record.kubeconfig)
         try:
             now = restart_counts(kube, _components(record))
-            return [(name, why_it_died(kube, pods)) for name, (count, pods) in now.items()
+            dead = [(name, why_it_died(kube, pods)) for name, (count, pods) in now.items()
                     if count > baseline.get(name, (0, []))[0] and name not in ignore]
+            # a worker is a node, not a Deployment: dead while it is not Ready
+            return dead + [(name, c["state"] + (f" ({c['reason']})" if c.get("reason") else ""))
+                           for name, c in _worker_states(kube, record).items()
+                           if c["state"] != "running" and name not in ignore]
         finally:
             kube.close()
 
@@ -223,6 +229,7 @@ class KindRuntime(Runtime):
                     for ns, names in _components(rec).items():
                         components.update(clusterinfo.deployment_states(kube, ns, names))
                     nodes, gpus = clusterinfo.ready_nodes_and_gpus(kube, f"{FLEET_LABEL}={rec.fleet}")
+                    components.update(_worker_states(kube, rec))
             finally:
                 kube.close()
         healthy = api_ok and all(c["state"] == "running" for c in components.values())
@@ -276,6 +283,14 @@ def _components(rec: LabRecord) -> dict[str, list[str]]:
     if rec.metrics:
         out[kind_metrics.NAMESPACE] = list(kind_metrics.DEPLOYMENTS)
     return out
+
+
+def _worker_states(kube: Kube, rec: LabRecord) -> dict[str, dict]:
+    """The lab's worker nodes as components (none without --workers)."""
+    if not rec.workers:
+        return {}
+    nodes = kube.list("v1", "Node", label_selector="type!=kwok")  # not the fleet's KWOK nodes
+    return kind_workers.states(nodes, cluster_name(rec.name), rec.workers)
 
 
 def _port(server: str) -> int | None:

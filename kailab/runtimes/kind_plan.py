@@ -18,7 +18,7 @@ from ..images import ImageSet
 from ..fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, Fleet
 from ..kube import FIELD_MANAGER
 from ..paths import lab_dir
-from . import kind_metrics
+from . import kind_metrics, kind_workers
 from .base import LabSpec
 from .labkit import kwok_config_text, kwok_stages_text
 from ..errors import LabError
@@ -74,8 +74,9 @@ def kind_config(spec: LabSpec, kubernetes: str, host: HostFacts | None = None,
     if metrics_port:  # the lab's Prometheus (a NodePort) on the host's loopback only
         node["extraPortMappings"] = [{"containerPort": kind_metrics.NODE_PORT, "hostPort": metrics_port,
                                       "listenAddress": "127.0.0.1", "protocol": "TCP"}]
+    workers = [{"role": "worker", "image": image} for _ in range(spec.workers)]
     cfg: dict = {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4",
-                 "name": cluster_name(spec.name), "nodes": [node]}
+                 "name": cluster_name(spec.name), "nodes": [node, *workers]}
     networking: dict = {}
     if local:  # no kindnetd image here: the local node image carries a static CNI config
         networking.update({"disableDefaultCNI": True, "apiServerAddress": "127.0.0.1"})
@@ -231,9 +232,11 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | 
     steps: list[tuple[str, list[str]]] = []
     add = lambda what, argv: steps.append((what, argv))  # noqa: E731
 
-    add(f"Create the kind cluster {cluster} (one control-plane node, {config['nodes'][0]['image']})",
+    nodes_said = "one control-plane node" + (f" and {spec.workers} worker(s)" if spec.workers else "")
+    add(f"Create the kind cluster {cluster} ({nodes_said}, {config['nodes'][0]['image']})",
         ["kind", "create", "cluster", "--name", cluster, "--config", path("kind-config.yaml"),
          "--kubeconfig", kubeconfig, "--wait", t["kind_create"]])
+    steps += kind_workers.steps(cluster, spec.workers, kubectl, local is not None, t["nodes_ready"])
 
     steps += _kwok_steps(kubectl, path, t, str(local.kwok_manifest) if local else None)
 

@@ -147,9 +147,10 @@ def refuse_other_lab(rec: LabRecord, spec: LabSpec, runtime: str, fleet: str, ka
     """A second `up` must ask for the lab that is there; otherwise one line naming the difference."""
     wanted = {"runtime": runtime, "fleet": fleet, "kai_version": kai_version if spec.with_kai else "none",
               "with_kai": spec.with_kai, "scheduler": spec.addon.name if spec.addon else (rec.stack or {}).get("name"),
-              "termination grace": spec.termination_grace}
+              "termination grace": spec.termination_grace, "workers": spec.workers}
     have = {"runtime": rec.runtime, "fleet": rec.fleet, "kai_version": rec.kai_version, "with_kai": rec.with_kai,
-            "scheduler": (rec.stack or {}).get("name"), "termination grace": rec.termination_grace}
+            "scheduler": (rec.stack or {}).get("name"), "termination grace": rec.termination_grace,
+            "workers": rec.workers}
     if wanted != have:
         diff = ", ".join(f"{k} {have[k]} (asked {wanted[k]})" for k in wanted if wanted[k] != have[k])
         raise LabError(f"lab {rec.name!r} is already up with {diff}: run `kailab down` first, "
