@@ -58,3 +58,18 @@ def as_zip(tmp_path, data, member: str = "snapshot.json"):
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr(member, json.dumps(data) if not isinstance(data, str) else data)
     return path
+
+
+def plant_secrets(src, dst, token: str) -> None:
+    """A real snapshot (a lab's scheduler-snapshot.zip) as a production one would carry secrets: env values,
+    pull secrets, a token annotation, private images."""
+    with zipfile.ZipFile(src) as zf:
+        data = json.loads(zf.read("snapshot.json"))
+    for p in data["rawObjects"]["pods"]:
+        p["metadata"].setdefault("annotations", {})["example.com/api-token"] = token
+        p["spec"]["imagePullSecrets"] = [{"name": f"regcred-{token}"}]
+        for c in p["spec"]["containers"]:
+            c["image"] = f"registry.example.com/{token}:1"
+            c["env"] = [{"name": "API_TOKEN", "value": token}]
+    with zipfile.ZipFile(dst, "w") as zf:
+        zf.writestr("snapshot.json", json.dumps(data))

@@ -63,8 +63,7 @@ def run_side_by_side(snapshot: str | Path, variants: list[TwinVariant], name: st
         twin_plan(snapshot, lab_name(name, v.label), anonymise, v.design)
     for version in dict.fromkeys(v.kai_version for v in variants):  # builds first, one at a time
         toolchain.build_all(toolchain.recipes_for(versions.normalise(version)), None)
-    out = evidence_dir() / f"twins-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-    out.mkdir(parents=True)
+    out = twins_folder()
     lock = threading.Lock()
 
     def one(v: TwinVariant) -> None:
@@ -82,7 +81,19 @@ def run_side_by_side(snapshot: str | Path, variants: list[TwinVariant], name: st
     echo(f"twins of {Path(snapshot).name} side by side: {', '.join(v.label for v in variants)}; evidence: {out}")
     with ThreadPoolExecutor(max_workers=len(variants)) as pool:
         list(pool.map(one, variants))
-    comparison = compare({v.label: _record(out / v.label) for v in variants})
+    return write_comparison(out, [v.label for v in variants], echo)
+
+
+def twins_folder(root: Path | None = None) -> Path:
+    out = (root or evidence_dir()) / f"twins-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    out.mkdir(parents=True)
+    return out
+
+
+def write_comparison(out: Path, labels: list[str], echo: Callable[[str], None] = print) -> Path:
+    """comparison.json, .md and the page, from each twin's folder under `out` (its record, or its
+    error.txt): the same whether the twins ran here or as fan-out units elsewhere."""
+    comparison = compare({label: _record(out / label) for label in labels})
     (out / "comparison.json").write_text(json.dumps(comparison, indent=2) + "\n")
     (out / "comparison.md").write_text(markdown(comparison))
     try:  # the comparison stands without its page; a page that cannot be written is said, not raised

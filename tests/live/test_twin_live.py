@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -23,23 +22,14 @@ from kailab.testing.labs import LAB_PREFIX
 from kailab.twin.plan import make_plan
 from kailab.twin.run import make_twin
 from kailab.twin.snapshot import load_snapshot
+from twin_sample import plant_secrets
 
 pytestmark = [pytest.mark.lab, pytest.mark.kai]
 TOKEN = "tw1n-s3cr3t-t0ken"
 
 
 def _plant_secrets(src: Path, dst: Path) -> None:
-    """The snapshot as a production one would carry them: env values, pull secrets, a token annotation."""
-    with zipfile.ZipFile(src) as zf:
-        data = json.loads(zf.read("snapshot.json"))
-    for pod in data["rawObjects"]["pods"]:
-        pod["metadata"].setdefault("annotations", {})["example.com/api-token"] = TOKEN
-        pod["spec"]["imagePullSecrets"] = [{"name": f"regcred-{TOKEN}"}]
-        for c in pod["spec"]["containers"]:
-            c["image"] = f"registry.example.com/{TOKEN}:1"
-            c["env"] = [{"name": "API_TOKEN", "value": TOKEN}]
-    with zipfile.ZipFile(dst, "w") as zf:
-        zf.writestr("snapshot.json", json.dumps(data))
+    plant_secrets(src, dst, TOKEN)
 
 
 @pytest.mark.parametrize("exercise, pending", [("borrow", True), ("reclaim", False)])
