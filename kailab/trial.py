@@ -11,13 +11,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import evidence, toolchain, versions
 from .errors import InputError, KailabError
-from .fanout.unit import Kind, Unit, UnitResult, cli_command, dns_label, summary_outcome
+from .fanout.costs import requests_for
+from .fanout.unit import Kind, Unit, UnitResult, bring_back, cli_command, dns_label, summary_outcome
 from .fleet import fleet_path, load_fleet
 from .exercise.runner import ExerciseRun, resolve_exercise
 from .exercise.load import load_exercise
@@ -332,7 +332,8 @@ def trial_units(version_list: list[str], exercises: list[str], fleet: str, repea
         command = cli_command("trial", "--part", "--versions", v, "--exercises", ",".join(f"/unit/{p.name}" for p in paths),
                               "--fleet", fleet, "--repeat", repeat, "--runtime", "binary")
         units.append(Unit(name=f"u{i:02d}-kai-{dns_label(v)}", title=f"trial {v}", kind=FANOUT_KIND, files=files,
-                          command=command, kai_version=v, env=(("KAILAB_FLEETS", "/unit/fleets"),), part=(v,)))
+                          command=command, kai_version=v, env=(("KAILAB_FLEETS", "/unit/fleets"),), part=(v,),
+                          requests=requests_for(FANOUT_KIND.name)))
     return units
 
 
@@ -349,11 +350,6 @@ def merge_fanned_out(version_list: list[str], exercises: list[str], fleet: str, 
     (out / "plan.json").write_text(json.dumps(plan, indent=2))
     for u, r in zip(units, results):
         (version,) = u.part
-        src = Path(r.evidence) / version if r.evidence else None
-        if src is not None and src.is_dir():
-            shutil.copytree(src, out / version)
-        else:
-            (out / version).mkdir()
-            (out / version / "lab-error.txt").write_text(f"{r.error or r.state} (fan-out unit {u.name})\n")
+        bring_back(u, r, version, out / version, "lab-error.txt")
     write_outputs(out)
     return out

@@ -16,8 +16,10 @@ def on_options(f):
         click.option("--on", "on", type=click.Path(exists=True, dir_okay=False), default=None, metavar="KUBECONFIG",
                      help="Run each unit as a Job on this cluster instead, in a lab of its own inside its pod (the lab "
                           "image: `kailab tools lab-image`); the evidence comes back here."),
-        click.option("--unit-cpu", default="1", show_default=True, help="With --on: each pod's CPU request."),
-        click.option("--unit-memory", default="2Gi", show_default=True, help="With --on: each pod's memory request."),
+        click.option("--unit-cpu", default=None, help="With --on: each pod's CPU request (default: the unit's, from "
+                     "what units of its kind cost where they ran, kailab/data/unit-costs.yaml)."),
+        click.option("--unit-memory", default=None, help="With --on: each pod's memory request (default: the unit's, "
+                     "as --unit-cpu)."),
         click.option("--namespace-label", "namespace_labels", multiple=True, metavar="KEY=VALUE",
                      help="With --on: a label for the run's namespace, e.g. the Pod Security level the cluster asks "
                           "for pods with two added capabilities; repeatable."),

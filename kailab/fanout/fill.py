@@ -8,9 +8,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import versions
-from ..fleet import fleet_path
+from ..fleet import fleet_path, load_fleet
 from ..replay.fill import FillPlan, check_plan, write_outputs
 from ..replay.fill_merge import merge
+from .costs import requests_for
 from .unit import Kind, Unit, UnitResult, cli_command, dns_label, summary_outcome
 
 TRACE, FLEET, DESIGN = "trace", "fleet.yaml", "design.yaml"  # the unit's files, in /unit
@@ -25,6 +26,7 @@ def fill_units(plan: FillPlan) -> list[Unit]:
     kai = versions.normalise(plan.kai_version)
     trace_name = f"{TRACE}{plan.trace.path.suffix}"
     shared = ((trace_name, plan.trace.path.read_text()), (FLEET, Path(fleet_path(plan.fleet)).read_text()))
+    requests = requests_for(KIND.name, load_fleet(plan.fleet).nodes_total)  # a bigger fleet, a busier lab
     units = []
     for d in plan.designs:
         for seed in plan.seeds:
@@ -34,7 +36,7 @@ def fill_units(plan: FillPlan) -> list[Unit]:
                            *(["--with-metrics"] if plan.metrics else []))
             units.append(Unit(name=f"u{len(units):02d}-{dns_label(d.name)[:30]}-s{seed}", title=f"fill {d.name} seed {seed}",
                               kind=KIND, files=(*shared, (DESIGN, d.path.read_text())), command=command,
-                              kai_version=kai, part=(d.name, str(seed))))
+                              kai_version=kai, part=(d.name, str(seed)), requests=requests))
     return units
 
 

@@ -6,13 +6,13 @@ expectations as if it had run here (replay/session.py reads it back from disk)."
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from ..errors import KailabError
 from ..fleet import fleet_path
 from ..replay import session
-from .unit import Kind, Unit, UnitResult, cli_command, dns_label, summary_outcome
+from .costs import requests_for
+from .unit import Kind, Unit, UnitResult, bring_back, cli_command, dns_label, summary_outcome
 
 FLEET, DESIGN = "fleet.yaml", "design.yaml"  # the unit's files, in /unit
 KIND = Kind("replay", summary_outcome("comparison.json"), own_folder=True)
@@ -38,7 +38,7 @@ def replay_units(plan: session.Plan, trace_file: Path, window_text: str = "") ->
         argv += ["--window", window_text] if window_text else []
         units.append(Unit(name=f"u{i:02d}-{dns_label(v.label)[:40]}", title=f"replay {v.label}", kind=KIND,
                           files=(*shared, (DESIGN, v.design.path.read_text())), command=cli_command(*argv),
-                          kai_version=v.kai_version, part=(v.label, v.design.name)))
+                          kai_version=v.kai_version, part=(v.label, v.design.name), requests=requests_for(KIND.name)))
     return units
 
 
@@ -52,11 +52,6 @@ def merge_units(plan: session.Plan, units: list[Unit], results: list[UnitResult]
     (out / "plan.json").write_text(json.dumps({**pj, "runtime": "binary", "fanout": str(record_dir)}, indent=2))
     for u, r in zip(units, results):
         label, design = u.part
-        src = Path(r.evidence) / design if r.evidence else None
-        if src is not None and src.is_dir():
-            shutil.copytree(src, out / label)
-        else:
-            (out / label).mkdir(exist_ok=True)
-            (out / label / "error.txt").write_text(f"{r.error or r.state} (fan-out unit {u.name})\n")
+        bring_back(u, r, design, out / label)
     session.write_outputs(out)
     return out

@@ -26,7 +26,7 @@ from ..kube import Kube
 from ..paths import state_dir
 from ..runtimes.base import LabRecord
 from ..runtimes.kind_host import find_tool
-from .unit import CPU, DONE, RUN_LABEL, UNIT_TIMEOUT_S, Unit, UnitResult, objects
+from .unit import CPU, DONE, MEMORY, RUN_LABEL, UNIT_TIMEOUT_S, Unit, UnitResult, objects
 
 POLL_S = 2.0
 
@@ -39,8 +39,9 @@ class FanOut:
     kubeconfig: str
     images: dict[str, str]  # KAI version -> the lab image with its binaries (a unit's lab runs its unit's version)
     evidence_root: Path
-    cpu: str = "1"
-    memory: str = "2Gi"
+    # every pod's requests, when given (--unit-cpu, --unit-memory); else each unit's own, from its kind's measured cost
+    cpu: str | None = None
+    memory: str | None = None
     namespace_labels: dict = field(default_factory=dict)  # e.g. the Pod Security level the cluster asks for
     say: Callable[[str], None] = print
     # its second and a few random letters: runs started in one second (pytest's workers, each item a
@@ -67,7 +68,9 @@ class FanOut:
                              "metadata": {"name": self.namespace,
                                           "labels": {**self.namespace_labels, RUN_LABEL: self.run_id}}})
             for u in self.units:
-                for obj in objects(u, self.namespace, self.run_id, self.images[u.kai_version], self.cpu, self.memory):
+                cpu, memory = self.cpu or u.requests[0], self.memory or u.requests[1]
+                self.results[u.name].requests = {"cpu": cpu, "memory": memory}
+                for obj in objects(u, self.namespace, self.run_id, self.images[u.kai_version], cpu, memory):
                     self.kube.apply(obj)
             self.say(f"{len(self.units)} units as Jobs in namespace {self.namespace} (image {', '.join(sorted(set(self.images.values())))})")
             started = time.monotonic()
@@ -122,7 +125,9 @@ class FanOut:
         done = [line for line in log.splitlines() if line.startswith(DONE)]
         if done:
             r.exit_status = int(done[-1].split()[-1])
-            r.cpu_seconds = _cpu_seconds(log)
+            r.cpu_seconds = _said(log, CPU)
+            peak = _said(log, MEMORY)
+            r.memory_peak_mib = round(peak / 2**20, 1) if peak is not None else None
             self._collect(u, r)
             return
         ended = _terminated(status)
@@ -169,6 +174,7 @@ class FanOut:
             r.error = f"its unit ended with status {r.exit_status} and no evidence of its run (its log: {self._log_path(u)})"
         self.kube.delete("batch/v1", "Job", u.name, self.namespace, grace=0)
         cpu = f", {r.cpu_seconds:.0f} CPU-s" if r.cpu_seconds is not None else ""
+        cpu += f", {r.memory_peak_mib:.0f} MiB peak" if r.memory_peak_mib is not None else ""
         self.say(f"{u.title}: {r.verdict or r.state} ({r.seconds:.0f} s{cpu}, pod {r.pod}, node {r.node})"
                  + (f" evidence: {r.evidence}" if r.evidence else f": {r.error}"))
 
@@ -197,14 +203,15 @@ class FanOut:
             if r.log:
                 self._log_path(u).write_text(r.log)
         record = {"run": self.run_id, "cluster": os.path.abspath(self.kubeconfig), "namespace": self.namespace,
-                  "images": self.images, "requests": {"cpu": self.cpu, "memory": self.memory},
+                  "images": self.images, "requests": {"cpu": self.cpu or "each unit's own", "memory": self.memory or "each unit's own"},
                   "units": [{k: v for k, v in asdict(r).items() if k != "log"} for r in self.results.values()]}
         (self.record_dir / "fanout.json").write_text(json.dumps(record, indent=2))
 
 
-def _cpu_seconds(log: str) -> float | None:
-    """The CPU-seconds a unit's pod said its container spent, or None where it could not read them."""
-    said = [line.split()[-1] for line in log.splitlines() if line.startswith(CPU)]
+def _said(log: str, what: str) -> float | None:
+    """A figure the unit's pod said of its container (CPU-seconds, memory peak), or None where it could
+    not read it."""
+    said = [line.split()[-1] for line in log.splitlines() if line.startswith(what)]
     try:
         return float(said[-1]) if said else None
     except ValueError:

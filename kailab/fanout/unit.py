@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -15,10 +16,12 @@ from ..errors import InputError
 from ..exercise.load import load_exercise
 from ..fleet import fleet_path
 from ..images.lab import EVIDENCE
+from .costs import FALLBACK, requests_for
 
 RUN_LABEL = "kailab.io/fanout"  # every object of a run carries it: its namespace too
 DONE = "kailab-unit: done"  # the pod's log line: the unit's exit status follows
 CPU = "kailab-unit: cpu-seconds"  # the pod's log line: its container's CPU-seconds follow
+MEMORY = "kailab-unit: memory-peak-bytes"  # the pod's log line: its container's memory peak follows
 # how long a pod waits to be collected after its unit is done before it ends by itself (a harness
 # that died leaves no pod running for ever; its namespace it still leaves, named by RUN_LABEL)
 COLLECT_WINDOW_S = 900
@@ -30,8 +33,8 @@ UNIT_TIMEOUT_S = 3600  # the most a unit may take before the run calls it failed
 CAPABILITIES = ["SYS_ADMIN", "NET_ADMIN"]
 
 # the unit's command (its files are in /unit); its status is said in the log, then the pod waits
-# Its container's CPU-seconds are said too (cgroup v2's cpu.stat, else v1's cpuacct): what a unit costs,
-# measured where it ran, for the cost model (docs/dev/fan-out-design.md)
+# Its container's CPU-seconds and memory peak are said too (cgroup v2, else v1): what a unit costs,
+# measured where it ran, for the cost model (docs/dev/fan-out-design.md) and units' requests (costs.py)
 SCRIPT = f"""set -u
 eval "$KAILAB_UNIT_COMMAND"
 rc=$?
@@ -40,6 +43,8 @@ for f in /sys/fs/cgroup/cpuacct/cpuacct.usage /sys/fs/cgroup/cpu,cpuacct/cpuacct
   [ -n "$cpu" ] || cpu=$(awk '{{printf "%.1f", $1/1e9}}' "$f" 2>/dev/null)
 done
 echo "{CPU} ${{cpu:-unknown}}"
+mem=$(cat /sys/fs/cgroup/memory.peak 2>/dev/null || cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes 2>/dev/null)
+echo "{MEMORY} ${{mem:-unknown}}"
 echo "{DONE} $rc"
 sleep {COLLECT_WINDOW_S}
 """
@@ -89,6 +94,7 @@ class Unit:
     kai_version: str
     env: tuple[tuple[str, str], ...] = ()
     part: tuple[str, ...] = ()  # which part of the whole it is (a fill's design and seed), for the merge
+    requests: tuple[str, str] = FALLBACK  # (cpu, memory) its pod asks for: from its kind's measured cost
 
 
 @dataclass
@@ -104,6 +110,8 @@ class UnitResult:
     error: str = ""
     seconds: float = 0.0        # from the Job's creation to its collection
     cpu_seconds: float | None = None  # its container's, as its pod said (every process of its lab)
+    memory_peak_mib: float | None = None  # its container's memory peak, as its pod said
+    requests: dict = field(default_factory=dict)  # what its pod asked for
     log: str = ""               # the pod's whole log, kept in the run's record
 
 
@@ -125,7 +133,8 @@ def exercise_unit(path: Path, index: int, kai_version: str) -> Unit:
                + cli_command("run", f"/unit/{path.name}", "--name", LAB))
     return Unit(name=f"u{index:02d}-{dns_label(path.stem)}", title=path.name, kind=EXERCISE,
                 files=((path.name, path.read_text()), (f"fleets/{ex.fleet}.yaml", fleet_path(ex.fleet).read_text())),
-                command=command, kai_version=kai_version, env=(("KAILAB_FLEETS", "/unit/fleets"),))
+                command=command, kai_version=kai_version, env=(("KAILAB_FLEETS", "/unit/fleets"),),
+                requests=requests_for(EXERCISE.name))
 
 
 def objects(unit: Unit, namespace: str, run_id: str, image: str, cpu: str, memory: str) -> list[dict]:
@@ -164,3 +173,14 @@ def objects(unit: Unit, namespace: str, run_id: str, image: str, cpu: str, memor
            "spec": {"backoffLimit": 0, "template": pod,
                     "activeDeadlineSeconds": UNIT_TIMEOUT_S + COLLECT_WINDOW_S}}  # a unit that hangs ends by itself
     return [config, job]
+
+
+def bring_back(unit: Unit, result: UnitResult, part: str, dest: Path, error_file: str = "error.txt") -> None:
+    """A unit's part (the folder `part` in what its pod brought back) at `dest`, as a local run writes it;
+    a unit that brought nothing back is that part's error file there."""
+    src = Path(result.evidence) / part if result.evidence else None
+    if src is not None and src.is_dir():
+        shutil.copytree(src, dest)
+    else:
+        dest.mkdir(exist_ok=True)
+        (dest / error_file).write_text(f"{result.error or result.state} (fan-out unit {unit.name})\n")

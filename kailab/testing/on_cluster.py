@@ -35,16 +35,18 @@ def add_options(group) -> None:
                          "`kailab tools lab-image`), instead of on local labs")
     group.addoption("--kailab-kai-version", default=os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI,
                     help="with --kailab-on: the KAI version the pods' labs run")
-    group.addoption("--kailab-unit-cpu", default="1", help="with --kailab-on: each pod's CPU request")
-    group.addoption("--kailab-unit-memory", default="2Gi", help="with --kailab-on: each pod's memory request")
+    group.addoption("--kailab-unit-cpu", default=None, help="with --kailab-on: each pod's CPU request (default: "
+                    "the unit's, from its kind's measured cost)")
+    group.addoption("--kailab-unit-memory", default=None, help="with --kailab-on: each pod's memory request "
+                    "(default: the unit's)")
 
 
 @dataclass(frozen=True)
 class Cluster:
     kubeconfig: str
     kai_version: str
-    cpu: str
-    memory: str
+    cpu: str | None
+    memory: str | None
 
     @property
     def image(self) -> str:

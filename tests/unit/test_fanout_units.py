@@ -9,6 +9,7 @@ import shlex
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -129,10 +130,25 @@ def test_an_image_the_node_cannot_get_is_named():
     assert _image_refused({}) == ""
 
 
-def test_a_units_cpu_seconds_are_read_from_what_its_pod_said():
-    from kailab.fanout.run import _cpu_seconds
-    from kailab.fanout.unit import CPU
+def test_a_units_cpu_seconds_and_memory_peak_are_read_from_what_its_pod_said():
+    from kailab.fanout.run import _said
+    from kailab.fanout.unit import CPU, MEMORY
 
-    assert _cpu_seconds(f"lab up\n{CPU} 41.5\n{DONE} 0\n") == 41.5
-    assert _cpu_seconds(f"{CPU} unknown\n{DONE} 0\n") is None and _cpu_seconds("no line") is None
+    assert _said(f"lab up\n{CPU} 41.5\n{MEMORY} 1073741824\n{DONE} 0\n", CPU) == 41.5
+    assert _said(f"lab up\n{CPU} 41.5\n{MEMORY} 1073741824\n{DONE} 0\n", MEMORY) == 2**30
+    assert _said(f"{CPU} unknown\n{DONE} 0\n", CPU) is None and _said("no line", CPU) is None
     assert f'echo "{CPU} ${{cpu:-unknown}}"' in SCRIPT and "cpuacct.usage" in SCRIPT and "cpu.stat" in SCRIPT
+    assert f'echo "{MEMORY} ${{mem:-unknown}}"' in SCRIPT and "memory.peak" in SCRIPT and "memory.max_usage_in_bytes" in SCRIPT
+
+
+def test_a_units_requests_come_from_what_units_of_its_kind_cost_where_they_ran(monkeypatch):
+    from kailab.fanout import costs
+
+    assert costs.requests_for("exercise") == ("700m", "2Gi")  # 24.8 CPU-s over 38 s; no memory figure yet
+    assert costs.requests_for("fill", 7)[0] == "350m" and costs.requests_for("fill", 100)[0] == "1000m"
+    assert costs.requests_for("fill", 5000)[0] == "1800m"  # beyond the biggest measured: the biggest
+    assert costs.requests_for("never-measured") == costs.FALLBACK
+    for kind, rows in costs.costs().items():  # every row names the record it comes from
+        assert all(r["record"] and (Path(__file__).parents[2] / r["record"]).is_file() for r in rows), kind
+    monkeypatch.setattr(costs, "costs", lambda: {"k": [{"cpu_seconds": 5, "seconds": 100, "memory_peak_mib": 900}]})
+    assert costs.requests_for("k") == ("250m", "1536Mi")  # at least 250m; 900 x 1.5 rounded up to 256Mi
