@@ -96,8 +96,9 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 # The `alone` phase's one kind lab (the small fleet's): the vCluster trial adopts it as its host first,
-# the fan-out runs its Jobs on it, then the kind lab's own tests run on it, their `down` last - one kind cluster's start for both
-SHARED_KIND_LAB = {"test_kind_host_vcluster_trial.py": 1, "test_fanout_live.py": 2, "test_kind_lab.py": 3}
+# then the kind lab's own tests run on it, their `down` last - one kind cluster's start for both; then the
+# fan-out on a kind host of three nodes of its own (not beside the small lab's idle KAI)
+SHARED_KIND_LAB = {"test_kind_host_vcluster_trial.py": 1, "test_kind_lab.py": 2, "test_fanout_live.py": 3}
 
 
 # ---- what each live test cost in CPU (tests/cpu_accounting.py): printed after the run, the costliest first

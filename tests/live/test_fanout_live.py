@@ -1,7 +1,8 @@
-"""Fan-out on a cluster, for real: `kailab run --on KUBECONFIG` runs each exercise as a Job on the
-session's kind lab of the small fleet (the vCluster trial's host, in the `alone` phase), each pod a
-binary lab with KAI of its own from the lab image; the evidence comes back here as if run here; a pod
-deleted mid-unit is named with its log kept; Ctrl-C leaves nothing of the run on the cluster."""
+"""Fan-out on a cluster, for real: `kailab run --on KUBECONFIG` runs each exercise as a Job on a kind
+host of three nodes (a control plane and two workers, `kailab up --runtime kind --workers 2`, nothing
+scheduling there but Kubernetes), each pod a binary lab with KAI of its own from the lab image; the
+evidence comes back here as if run here; a pod deleted mid-unit is named with its log kept; Ctrl-C
+leaves nothing of the run on the cluster."""
 
 from __future__ import annotations
 
@@ -15,23 +16,51 @@ from pathlib import Path
 
 import pytest
 
+from kailab.fanout.costs import requests_for
 from kailab.fanout.unit import RUN_LABEL
+from kailab.fleet import load_fleet
 from kailab.kube import Kube
+from kailab.lab import LabSpec, get_runtime
 from kailab.paths import PROJECT_ROOT, state_dir
 from kailab.runtimes.waits import wait_until
-from kailab.testing.labs import kind_docker
+from kailab.testing.labs import LAB_PREFIX, kind_docker
 from kailab.testing.tiny_trace import two_teams, write_clusterdata
+from kailab.twin.plan import make_plan
+from kailab.twin.snapshot import load_snapshot
+from twin_sample import plant_secrets
 
-# alone: on the kind lab the vCluster trial and the kind lab's tests share (tests/conftest.py orders them)
+# alone: beside the vCluster trial's kind lab, which is starved by other labs' work (tests/conftest.py orders them)
 pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.alone]
-# the host is a 2-core machine whose kind node already has ~80 % of its CPU requested by the lab's own
-# components: each pod asks for little, as a user's cluster would be asked for more (the default: 1 CPU)
+# the host is a 2-core machine whose three kind nodes share its cores with the labs inside the pods:
+# each pod asks for little, as a user's cluster would be asked for more (the default: 1 CPU)
 SMALL = ["--unit-cpu", "100m", "--unit-memory", "512Mi"]
+WORKERS = 2
+TOKEN = "f4n-0ut-s3cr3t"  # planted in a snapshot: no evidence may hold it (what is shipped: tests/unit/test_fanout_twin.py)
 
 
 @pytest.fixture(scope="module")
-def host(kailab_labs):
-    return kailab_labs.get_kind("small")
+def host():
+    """A kind lab of a control plane and two workers, no scheduler and no metrics: a plain cluster to
+    fan out on, down at the module's end (named for the session: a dead session's is reaped)."""
+    spec = LabSpec(name=f"{LAB_PREFIX}{os.getpid()}-kind-fanout", runtime="kind", fleet="tiny", with_kai=False,
+                   stack="none", metrics=False, workers=WORKERS)
+    runtime = get_runtime("kind")
+    try:
+        with kind_docker():
+            rec = runtime.up(spec)
+            info = runtime.status(rec)
+        assert [c["state"] for n, c in info["components"].items() if n.startswith("worker ")] == ["running"] * WORKERS, info
+        yield rec
+    finally:
+        with kind_docker():
+            runtime.down(spec.name)
+            left = subprocess.run(["docker", "ps", "-a", "--filter", f"label=io.x-k8s.kind.cluster=kailab-{spec.name}",
+                                   "--format", "{{.Names}}"], capture_output=True, text=True, check=True).stdout.split()
+        assert left == [], f"the host's nodes outlived its down: {left}"
+
+
+def _workers(host) -> list[str]:
+    return [f"kailab-{host.name}-worker{i if i > 1 else ''}" for i in range(1, WORKERS + 1)]
 
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.Popen:
@@ -82,12 +111,12 @@ def test_exercises_as_jobs_pass_in_labs_of_their_own_and_their_evidence_comes_ba
     assert p.returncode == 0, out
     record = _record(tmp_path)
     assert [(u["title"], u["state"], u["verdict"]) for u in record["units"]] == [("gang.yaml", "collected", "passed")], record
-    for u in record["units"]:  # each ran in a binary lab inside its own pod, on the host's real node
+    for u in record["units"]:  # each ran in a binary lab inside its own pod, on one of the host's workers
         # its container's CPU, not the machine's (which is thousands of seconds by now)
         assert 1 < u["cpu_seconds"] < u["seconds"] * (os.cpu_count() or 2), u
         run = json.loads((Path(u["evidence"]) / "run.json").read_text())
         assert run["runtime"] == "binary" and run["kai_version"] == "v0.17.0", run
-        assert u["pod"].startswith(u["unit"]) and u["node"] == f"kailab-{host.name}-control-plane"
+        assert u["pod"].startswith(u["unit"]) and u["node"] in _workers(host), u
         assert Path(u["evidence"]).parent == tmp_path
     kube = Kube(host.kubeconfig)
     try:
@@ -166,13 +195,17 @@ def test_a_fill_fanned_out_is_one_job_per_design_merged_here_into_one_fill(host,
     evidence = tmp_path / "evidence"
     p = _cli("fill", str(imported / "trace.csv"), "--fleet", str(imported / "fleet.yaml"), "--designs",
              f"{imported}/design-binpack.yaml,{imported}/design-spread.yaml", "--seeds", "1", "--step", "0.1",
-             "--expect", "binpack/arrived-130.allocated_pct > 50", "--on", host.kubeconfig, *SMALL,
-             env={"KAILAB_EVIDENCE": str(evidence)})
+             "--expect", "binpack/arrived-130.allocated_pct > 50", "--on", host.kubeconfig,
+             env={"KAILAB_EVIDENCE": str(evidence)})  # each pod's requests its own: from what fill units cost
     out, _ = p.communicate(timeout=1200)
     assert p.returncode == 0, out
     record = _record(evidence)
     assert [(u["title"], u["state"], u["verdict"]) for u in record["units"]] == \
         [("fill binpack seed 1", "collected", "passed"), ("fill spread seed 1", "collected", "passed")], record
+    # the default scheduler spreads them: the control plane holds the host's own pods' requests
+    assert {u["node"] for u in record["units"]} <= set(_workers(host)), record
+    cpu, memory = requests_for("fill", load_fleet(str(imported / "fleet.yaml")).nodes_total)
+    assert all(u["requests"] == {"cpu": cpu, "memory": memory} and u["memory_peak_mib"] > 100 for u in record["units"]), record
     [merged] = evidence.glob("fill-merged-*")
     s = json.loads((merged / "fill.json").read_text())
     assert s["ok"] and [e["held"] for e in s["expectations"]] == [True], s["expectations"]
@@ -194,6 +227,47 @@ def test_a_fill_fanned_out_is_one_job_per_design_merged_here_into_one_fill(host,
         kube.close()
 
 
+
+
+def test_twins_fanned_out_are_one_job_per_twin_brought_together_into_one_comparison(host, tmp_path):
+    """`kailab twin … --designs … --on`: borrow's own scheduler snapshot (taken by KAI in a unit's lab and
+    brought back with its evidence; secrets planted in it) twinned as it was and with prod's limit raised,
+    each twin a Job on a lab of its own, only what a twin reads of the snapshot shipped; one comparison
+    here as a local side-by-side writes it: the 4 pods left pending OverLimit as it was, placed by the design."""
+    runs = tmp_path / "runs"
+    p = _cli("run", "borrow", "--on", host.kubeconfig, *SMALL, "--evidence", str(runs))
+    out, _ = p.communicate(timeout=900)
+    assert p.returncode == 0, out
+    [taken] = runs.glob("*-borrow/scheduler-snapshot.zip")
+    snap = tmp_path / "snapshot.zip"
+    plant_secrets(taken, snap, TOKEN)
+    [prod] = [q for q in make_plan(load_snapshot(snap), "x").queue_names() if q.endswith("-prod")]
+    design = tmp_path / "prod-32.yaml"
+    design.write_text(f"design: prod-32\nqueues:\n  {prod}: {{gpu: {{limit: 32}}}}\n")
+    evidence = tmp_path / "evidence"
+    p = _cli("twin", str(snap), "--designs", str(design), "--settle", "10", "--timeout", "300", "--on", host.kubeconfig,
+             env={"KAILAB_EVIDENCE": str(evidence)})  # each pod's requests its own
+    out, _ = p.communicate(timeout=1200)
+    assert p.returncode == 0, out
+    record = _record(evidence)
+    assert [(u["title"], u["state"], u["verdict"]) for u in record["units"]] == \
+        [("twin as-is", "collected", "passed"), ("twin prod-32", "collected", "passed")], record
+    cpu, memory = requests_for("twin")
+    assert all(u["requests"] == {"cpu": cpu, "memory": memory} and u["node"] in _workers(host) for u in record["units"]), record
+    [twins] = evidence.glob("twins-*")
+    c = json.loads((twins / "comparison.json").read_text())
+    assert c["ok"], c["variants"]
+    assert {k: (v["placed"], v["still_pending"], v["evicted"]) for k, v in c["variants"].items()} == \
+        {"as-is": (0, 4, 0), "prod-32": (4, 0, 0)}, c["variants"]
+    assert c["decided_differently"] == 4 and c["queues_gpus"][prod] == {"before": 28, "as-is": 28, "prod-32": 32}
+    assert json.loads((twins / "plan.json").read_text())["fanout"] == str(Path(record["units"][0]["evidence"]).parent.parent)
+    for f in evidence.rglob("*"):  # neither the twins' evidence nor the run's record holds a secret
+        assert not f.is_file() or TOKEN.encode() not in f.read_bytes(), f
+    kube = Kube(host.kubeconfig)
+    try:
+        assert _runs_left(kube) == []
+    finally:
+        kube.close()
 
 
 @pytest.mark.full  # `make test-full`: the fill's fan-out above covers the merge path in `make test`
