@@ -26,6 +26,8 @@ from .lab import LabSpec, get_runtime, lab, with_addon
 from .paths import evidence_dir
 from .runtimes.addon import RunsAsProcesses, need
 from .exercise.spec import SchedulerSetting
+from .fanout.costs import requests_for
+from .fanout.unit import Kind, Unit, UnitResult, cli_command, dns_label, summary_outcome
 from .report import write_report
 from .stacks import STACKS, get_stack
 from .stacks.base import configurable
@@ -56,7 +58,7 @@ def parse_stacks(text: str) -> list[str]:
     return out
 
 
-def parse_columns(text: str) -> list[str]:
+def parse_columns(text: str, least: int = 2) -> list[str]:
     """`--stacks` of compare: stacks, each optionally with its scheduler's configuration as a design
     input, `STACK:WORD[:WORD]` - `binpack` or `spread` (placement), any other word a configuration
     the stack ships (volcano: capacity, proportion), e.g. volcano,volcano:proportion,volcano:spread."""
@@ -67,7 +69,7 @@ def parse_columns(text: str) -> list[str]:
             raise KailabError(f"--stacks lists {column} twice")
         setting_of(column, f"--stacks {column}")  # what the stack refuses, before any lab
         out.append(column)
-    if len(out) < 2:
+    if len(out) < least:
         raise KailabError("a comparison needs at least two stacks: --stacks kai,kueue (or volcano,volcano:proportion)")
     return out
 
@@ -142,12 +144,49 @@ def run_compare(stacks: list[str], exercises: list[str], fleet: str = "small", r
 
     with ThreadPoolExecutor(max_workers=parallel or max(1, min(len(stacks), (os.cpu_count() or 2) // 2))) as pool:
         list(pool.map(one, stacks))
+    write_outputs(out)
+    return out
+
+
+def write_outputs(out: Path) -> dict:
+    """matrix.json, matrix.md and the page from what the folder holds (its columns ran here or as units)."""
     matrix = build(out)
     (out / evidence.MATRIX).write_text(json.dumps(matrix, indent=2))
     (out / "matrix.md").write_text(markdown(matrix))
-
     write_report([out])
-    return out
+    return matrix
+
+
+# ---- `kailab compare --on`: a unit per column, each a `kailab compare --part` of that column in its pod
+# a column's lab runs exercises one after another, as a trial's version does: its measured cost
+FANOUT_KIND = Kind("compare", summary_outcome(evidence.MATRIX, ok=trial.all_passed), own_folder=True)
+
+
+def compare_units(columns: list[str], exercises: list[str], fleet: str, repeat: int, kai_version: str = "") -> list[Unit]:
+    """One unit per column, checked first as `kailab compare` checks them; a column of another stack than
+    KAI is refused in one line (the lab image holds KAI's binaries only)."""
+    others = sorted({c.split(":")[0] for c in columns} - {"kai"})
+    if others:
+        raise KailabError(f"--stacks {','.join(others)} with --on: the lab image runs KAI only; compare those "
+                          "stacks without --on (on this machine's labs), or KAI's configurations (kai,kai:spread) with it")
+    kai_version = versions.kai_release(kai_version or versions.DEFAULT_KAI).version
+    files, shipped = trial.exercise_files(trial.checked_plan(columns, exercises, fleet))
+    return [Unit(name=f"u{i:02d}-{dns_label(c)}", title=f"compare {c}", kind=FANOUT_KIND, files=files,
+                 command=cli_command("compare", "--part", "--stacks", c, "--exercises", shipped, "--fleet", fleet,
+                                     "--repeat", repeat, "--kai-version", kai_version),
+                 kai_version=kai_version, env=(("KAILAB_FLEETS", "/unit/fleets"),), part=(c,),
+                 requests=requests_for("trial")) for i, c in enumerate(columns)]
+
+
+def merge_fanned_out(columns: list[str], exercises: list[str], fleet: str, repeat: int, kai_version: str,
+                     units: list[Unit], results: list[UnitResult], record_dir: Path, root: Path | None = None) -> Path:
+    """evidence/compare-<time>/ as a local compare writes it: the plan (the fan-out's record named), each
+    column's folder from its unit, a unit that brought nothing back its column's lab error; the matrix and
+    the page read from the runs' verdicts."""
+    kai_version = versions.kai_release(kai_version or versions.DEFAULT_KAI).version
+    plan = {**trial.checked_plan(columns, exercises, fleet), "repeat": repeat, "runtime": "binary", "axis": AXIS,
+            "kai_version": kai_version, "fanout": str(record_dir)}
+    return trial.bring_together("compare", plan, units, results, root, write_outputs)
 
 
 def build(compare_dir: Path) -> dict:

@@ -13,6 +13,7 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 from . import evidence, toolchain, versions
 from .errors import InputError, KailabError
@@ -316,20 +317,27 @@ def matrix_markdown(matrix: dict) -> str:
 FANOUT_KIND = Kind("trial", summary_outcome("matrix.json", ok=all_passed), own_folder=True)
 
 
-def trial_units(version_list: list[str], exercises: list[str], fleet: str, repeat: int) -> list[Unit]:
-    """One unit per version, the exercise files and the fleet shipped; checked first as `kailab trial`
-    checks them. A fleet given as a path is refused (the pod has fleets/ and the one shipped)."""
-    plan = checked_plan(version_list, exercises, fleet)
-    paths = [Path(p) for p in plan["exercises"]]
+def exercise_files(plan: dict) -> tuple[tuple[tuple[str, str], ...], str]:
+    """A checked plan's exercise files and its fleet as a unit's files, and the exercises as the pod names
+    them (/unit/NAME.yaml,…). A fleet given as a path is refused (the pod has fleets/ and the one shipped)."""
+    paths, fleet = [Path(p) for p in plan["exercises"]], plan["fleet"]
     for p in paths:
         if "/" in load_exercise(p).fleet:
             raise InputError(p, "fleet", f"{load_exercise(p).fleet!r} is a path", "name a fleet of fleets/ to run it with --on")
     if len({p.name for p in paths}) < len(paths):
         raise InputError(paths[0], "", "two exercises of one file name", "give each exercise file its own name")
     files = (*((p.name, p.read_text()) for p in paths), (f"fleets/{fleet}.yaml", Path(fleet_path(fleet)).read_text()))
+    return files, ",".join(f"/unit/{p.name}" for p in paths)
+
+
+def trial_units(version_list: list[str], exercises: list[str], fleet: str, repeat: int) -> list[Unit]:
+    """One unit per version, the exercise files and the fleet shipped; checked first as `kailab trial`
+    checks them."""
+    plan = checked_plan(version_list, exercises, fleet)
+    files, shipped = exercise_files(plan)
     units = []
     for i, v in enumerate(version_list):
-        command = cli_command("trial", "--part", "--versions", v, "--exercises", ",".join(f"/unit/{p.name}" for p in paths),
+        command = cli_command("trial", "--part", "--versions", v, "--exercises", shipped,
                               "--fleet", fleet, "--repeat", repeat, "--runtime", "binary")
         units.append(Unit(name=f"u{i:02d}-kai-{dns_label(v)}", title=f"trial {v}", kind=FANOUT_KIND, files=files,
                           command=command, kai_version=v, env=(("KAILAB_FLEETS", "/unit/fleets"),), part=(v,),
@@ -344,12 +352,18 @@ def merge_fanned_out(version_list: list[str], exercises: list[str], fleet: str, 
     error; the matrix and the page read from the runs' verdicts."""
     plan = {**checked_plan(version_list, exercises, fleet), "repeat": repeat, "runtime": "binary",
             "fanout": str(record_dir)}
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = (root or evidence_dir()) / f"trial-{stamp}"
+    return bring_together("trial", plan, units, results, root, write_outputs)
+
+
+def bring_together(kind: str, plan: dict, units: list[Unit], results: list[UnitResult], root: Path | None,
+                   write: Callable[[Path], object]) -> Path:
+    """evidence/<kind>-<time>/ (a trial's, a comparison's): the plan, each column's folder from its unit
+    (a unit that brought nothing back: that column's lab error), then what `write` makes of them."""
+    out = (root or evidence_dir()) / f"{kind}-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     out.mkdir(parents=True)
     (out / "plan.json").write_text(json.dumps(plan, indent=2))
     for u, r in zip(units, results):
-        (version,) = u.part
-        bring_back(u, r, version, out / version, "lab-error.txt")
-    write_outputs(out)
+        (column,) = u.part
+        bring_back(u, r, column, out / column, "lab-error.txt")
+    write(out)
     return out

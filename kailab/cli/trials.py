@@ -10,6 +10,7 @@ import click
 
 from .. import versions
 from ..errors import KailabError
+from ..paths import evidence_dir
 from ..runtimes import RUNTIMES
 from .base import cli, console, out
 from .fanout import fan_out, on_options
@@ -87,14 +88,28 @@ def trial(version_text, exercises, fleet, parallel, runtime, kubeconfig, blast, 
 @click.option("--repeat", type=click.IntRange(1, 20), default=2, show_default=True,
               help="Runs of each exercise per stack: a difference must hold over repeats, not be a flake.")
 @click.option("--parallel", type=int, default=None, help="Labs at once (default: cores/2, at least 1).")
-def compare(stack_text, exercises, fleet, kai_version, repeat, parallel) -> None:
-    """Run the same exercises on several scheduler stacks side by side; write a matrix and report."""
+@click.option("--part", is_flag=True, hidden=True,
+              help="One column of a comparison fanned out with --on: what each pod runs (one column is allowed).")
+@on_options
+def compare(stack_text, exercises, fleet, kai_version, repeat, parallel, part, on, unit_cpu, unit_memory,
+            namespace_labels) -> None:
+    """Run the same exercises on several scheduler stacks side by side; write a matrix and report. With
+    --on, each column is a Job on that cluster (a binary lab in its pod: KAI's columns only), brought
+    together here."""
     from .. import compare as compare_mod
     from .. import evidence
 
-    stacks = compare_mod.parse_columns(stack_text)  # fails before any lab starts
+    stacks = compare_mod.parse_columns(stack_text, least=1 if part else 2)  # fails before any lab starts
     names = [e.strip() for e in exercises.split(",") if e.strip()]
-    out_dir = compare_mod.run_compare(stacks, names, fleet, repeat, kai_version, console=console, parallel=parallel)
+    if on:
+        if parallel:
+            raise KailabError("--on runs every column at once, each in a pod of its own: leave out --parallel")
+        units = compare_mod.compare_units(stacks, names, fleet, repeat, kai_version)  # checked before the cluster
+        run, results = fan_out(units, on, evidence_dir(), unit_cpu, unit_memory, namespace_labels)
+        _said(results)
+        out_dir = compare_mod.merge_fanned_out(stacks, names, fleet, repeat, kai_version, units, results, run.record_dir)
+    else:
+        out_dir = compare_mod.run_compare(stacks, names, fleet, repeat, kai_version, console=console, parallel=parallel)
     matrix = json.loads((out_dir / evidence.MATRIX).read_text())
     out.print(compare_mod.markdown(matrix), markup=False, highlight=False)
     out.print(f"compare evidence: {out_dir}")
@@ -273,7 +288,6 @@ def fill(trace_file, design_text, fleet, seeds, target, step, settle_s, kai_vers
 def _trial_on(version_list, names, fleet, repeat, kubeconfig, cpu, memory, pairs) -> Path:
     """`kailab trial --on`: a Job per version (kailab/trial.py, its fanned-out part), brought together here."""
     from .. import trial as trial_mod
-    from ..paths import evidence_dir
 
     units = trial_mod.trial_units(version_list, names, fleet, repeat)  # checked as a local trial is, before the cluster
     run, results = fan_out(units, kubeconfig, evidence_dir(), cpu, memory, pairs)
@@ -284,7 +298,6 @@ def _trial_on(version_list, names, fleet, repeat, kubeconfig, cpu, memory, pairs
 def _replay_on(plan, trace_file: Path, window_text, kubeconfig, cpu, memory, pairs) -> Path:
     """`kailab replay --on`: a Job per variant (kailab/fanout/replay.py), brought together here."""
     from ..fanout.replay import merge_units, replay_units
-    from ..paths import evidence_dir
 
     units = replay_units(plan, trace_file, window_text)  # checked as a local replay is, before the cluster
     run, results = fan_out(units, kubeconfig, evidence_dir(), cpu, memory, pairs)
@@ -301,7 +314,6 @@ def _said(results) -> None:
 def _fill_on(plan, kubeconfig, cpu, memory, pairs) -> Path:
     """`kailab fill --on`: a Job per design and seed (kailab/fanout/fill.py), merged here into one fill."""
     from ..fanout.fill import fill_units, merge_units
-    from ..paths import evidence_dir
 
     units = fill_units(plan)  # checked as a local fill is, before anything reaches the cluster
     run, results = fan_out(units, kubeconfig, evidence_dir(), cpu, memory, pairs)

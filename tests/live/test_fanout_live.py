@@ -73,6 +73,26 @@ def _runs_left(kube: Kube) -> list[str]:
     return [n["metadata"]["name"] for n in kube.list("v1", "Namespace", label_selector=RUN_LABEL)]
 
 
+def _ran(evidence: Path, titles: list[str], *args: str) -> dict:
+    """A fanned-out command run to its end, its evidence in `evidence`: exit 0 and each unit, in order,
+    collected and passed; its run's record."""
+    p = _cli(*args, env={"KAILAB_EVIDENCE": str(evidence)})
+    out, _ = p.communicate(timeout=1200)
+    assert p.returncode == 0, out
+    record = _record(evidence)
+    assert [(u["title"], u["state"], u["verdict"]) for u in record["units"]] == [(t, "collected", "passed") for t in titles], record
+    return record
+
+
+def _nothing_left(host) -> None:
+    """No namespace of any fan-out run is left on the host."""
+    kube = Kube(host.kubeconfig)
+    try:
+        assert _runs_left(kube) == []
+    finally:
+        kube.close()
+
+
 def _record(root: Path) -> dict:
     records = sorted(root.glob("*-fanout/fanout.json"))
     assert len(records) == 1, records
@@ -98,11 +118,7 @@ def test_pytest_runs_exercise_items_as_jobs_with_two_workers_and_reads_them_as_l
         assert json.loads(r.read_text())["runtime"] == "binary"
     assert len(list(tmp_path.glob("*-fanout/fanout.json"))) == 2
     assert {d.name for d in state_dir().iterdir()} == labs_before  # no lab was made here
-    kube = Kube(host.kubeconfig)
-    try:
-        assert _runs_left(kube) == []
-    finally:
-        kube.close()
+    _nothing_left(host)
 
 
 def test_exercises_as_jobs_pass_in_labs_of_their_own_and_their_evidence_comes_back(host, tmp_path):
@@ -118,11 +134,7 @@ def test_exercises_as_jobs_pass_in_labs_of_their_own_and_their_evidence_comes_ba
         assert run["runtime"] == "binary" and run["kai_version"] == "v0.17.0", run
         assert u["pod"].startswith(u["unit"]) and u["node"] in _workers(host), u
         assert Path(u["evidence"]).parent == tmp_path
-    kube = Kube(host.kubeconfig)
-    try:
-        assert _runs_left(kube) == []
-    finally:
-        kube.close()
+    _nothing_left(host)
 
 
 def _wait_for_pod(kube: Kube, what: str) -> dict:
@@ -193,15 +205,10 @@ def test_a_fill_fanned_out_is_one_job_per_design_merged_here_into_one_fill(host,
                           str(write_clusterdata(tmp_path)), "--out", str(imported)], capture_output=True, text=True)
     assert imp.returncode == 0, imp.stderr
     evidence = tmp_path / "evidence"
-    p = _cli("fill", str(imported / "trace.csv"), "--fleet", str(imported / "fleet.yaml"), "--designs",
-             f"{imported}/design-binpack.yaml,{imported}/design-spread.yaml", "--seeds", "1", "--step", "0.1",
-             "--expect", "binpack/arrived-130.allocated_pct > 50", "--on", host.kubeconfig,
-             env={"KAILAB_EVIDENCE": str(evidence)})  # each pod's requests its own: from what fill units cost
-    out, _ = p.communicate(timeout=1200)
-    assert p.returncode == 0, out
-    record = _record(evidence)
-    assert [(u["title"], u["state"], u["verdict"]) for u in record["units"]] == \
-        [("fill binpack seed 1", "collected", "passed"), ("fill spread seed 1", "collected", "passed")], record
+    # each pod's requests its own: from what fill units cost
+    record = _ran(evidence, ["fill binpack seed 1", "fill spread seed 1"], "fill", str(imported / "trace.csv"), "--fleet",
+                  str(imported / "fleet.yaml"), "--designs", f"{imported}/design-binpack.yaml,{imported}/design-spread.yaml",
+                  "--seeds", "1", "--step", "0.1", "--expect", "binpack/arrived-130.allocated_pct > 50", "--on", host.kubeconfig)
     # the default scheduler spreads them: the control plane holds the host's own pods' requests
     assert {u["node"] for u in record["units"]} <= set(_workers(host)), record
     cpu, memory = requests_for("fill", load_fleet(str(imported / "fleet.yaml")).nodes_total)
@@ -220,11 +227,7 @@ def test_a_fill_fanned_out_is_one_job_per_design_merged_here_into_one_fill(host,
         run = json.loads((merged / name / "seed-1" / "run.json").read_text())
         assert run["steps"] == len(rows)
     assert "| binpack |" in (merged / "fill.md").read_text() and (merged / "report.html").is_file()
-    kube = Kube(host.kubeconfig)
-    try:
-        assert _runs_left(kube) == []
-    finally:
-        kube.close()
+    _nothing_left(host)
 
 
 
@@ -245,13 +248,8 @@ def test_twins_fanned_out_are_one_job_per_twin_brought_together_into_one_compari
     design = tmp_path / "prod-32.yaml"
     design.write_text(f"design: prod-32\nqueues:\n  {prod}: {{gpu: {{limit: 32}}}}\n")
     evidence = tmp_path / "evidence"
-    p = _cli("twin", str(snap), "--designs", str(design), "--settle", "10", "--timeout", "300", "--on", host.kubeconfig,
-             env={"KAILAB_EVIDENCE": str(evidence)})  # each pod's requests its own
-    out, _ = p.communicate(timeout=1200)
-    assert p.returncode == 0, out
-    record = _record(evidence)
-    assert [(u["title"], u["state"], u["verdict"]) for u in record["units"]] == \
-        [("twin as-is", "collected", "passed"), ("twin prod-32", "collected", "passed")], record
+    record = _ran(evidence, ["twin as-is", "twin prod-32"], "twin", str(snap), "--designs", str(design), "--settle", "10",
+                  "--timeout", "300", "--on", host.kubeconfig)  # each pod's requests its own
     cpu, memory = requests_for("twin")
     assert all(u["requests"] == {"cpu": cpu, "memory": memory} and u["node"] in _workers(host) for u in record["units"]), record
     [twins] = evidence.glob("twins-*")
@@ -263,11 +261,7 @@ def test_twins_fanned_out_are_one_job_per_twin_brought_together_into_one_compari
     assert json.loads((twins / "plan.json").read_text())["fanout"] == str(Path(record["units"][0]["evidence"]).parent.parent)
     for f in evidence.rglob("*"):  # neither the twins' evidence nor the run's record holds a secret
         assert not f.is_file() or TOKEN.encode() not in f.read_bytes(), f
-    kube = Kube(host.kubeconfig)
-    try:
-        assert _runs_left(kube) == []
-    finally:
-        kube.close()
+    _nothing_left(host)
 
 
 @pytest.mark.full  # `make test-full`: the fill's fan-out above covers the merge path in `make test`
@@ -281,14 +275,9 @@ def test_a_replay_fanned_out_is_one_job_per_design_brought_together_here(host, t
                           "0.15", "--fleet", "tiny", "--load", "1.5", "--seed", "5"], capture_output=True, text=True)
     assert gen.returncode == 0, gen.stderr
     evidence = tmp_path / "evidence"
-    p = _cli("replay", str(trace), "--designs", f"{tmp_path}/even.yaml,{tmp_path}/a-first.yaml", "--fleet", "tiny",
-             "--compress", "40", "--repeat", "1", "--expect", "all.completed >= 1", "--on", host.kubeconfig, *SMALL,
-             env={"KAILAB_EVIDENCE": str(evidence)})
-    out, _ = p.communicate(timeout=1200)
-    assert p.returncode == 0, out
-    record = _record(evidence)
-    assert [(u["title"], u["state"], u["verdict"]) for u in record["units"]] == \
-        [("replay even", "collected", "passed"), ("replay a-first", "collected", "passed")], record
+    record = _ran(evidence, ["replay even", "replay a-first"], "replay", str(trace), "--designs",
+                  f"{tmp_path}/even.yaml,{tmp_path}/a-first.yaml", "--fleet", "tiny", "--compress", "40", "--repeat", "1",
+                  "--expect", "all.completed >= 1", "--on", host.kubeconfig, *SMALL)
     [replay] = evidence.glob("replay-*")
     c = json.loads((replay / "comparison.json").read_text())
     assert c["ok"] and c["runs"] == {"even": 1, "a-first": 1} and c["plan"]["fanout"] == str(Path(record["units"][0]["evidence"]).parent.parent)
@@ -297,11 +286,7 @@ def test_a_replay_fanned_out_is_one_job_per_design_brought_together_here(host, t
         rec = json.loads((replay / label / "run-1" / "records.json").read_text())
         assert len(rec["jobs"]) == 12 and not rec["timed_out"], label
         assert json.loads((replay / label / "lab.json").read_text())["runtime"] == "binary"
-    kube = Kube(host.kubeconfig)
-    try:
-        assert _runs_left(kube) == []
-    finally:
-        kube.close()
+    _nothing_left(host)
 
 
 @pytest.mark.full  # `make test-full` (and v0.16.8's lab image: `kailab tools lab-image --kai-version v0.16.8`)
@@ -309,13 +294,8 @@ def test_a_two_version_trial_fanned_out_is_one_job_per_version_brought_together_
     """`kailab trial --on`: each KAI version a Job on its own version's lab image, a part of the trial
     in its pod; one trial here whose matrix is read from the runs' verdicts."""
     evidence = tmp_path / "evidence"
-    p = _cli("trial", "--versions", "v0.16.8,v0.17.0", "--exercises", "borrow", "--repeat", "1", "--on", host.kubeconfig,
-             *SMALL, env={"KAILAB_EVIDENCE": str(evidence)})
-    out, _ = p.communicate(timeout=1200)
-    assert p.returncode == 0, out
-    record = _record(evidence)
-    assert [(u["title"], u["state"], u["verdict"]) for u in record["units"]] == \
-        [("trial v0.16.8", "collected", "passed"), ("trial v0.17.0", "collected", "passed")], record
+    record = _ran(evidence, ["trial v0.16.8", "trial v0.17.0"], "trial", "--versions", "v0.16.8,v0.17.0", "--exercises",
+                  "borrow", "--repeat", "1", "--on", host.kubeconfig, *SMALL)
     assert set(record["images"]) == {"v0.16.8", "v0.17.0"}
     [trial] = evidence.glob("trial-*")
     m = json.loads((trial / "matrix.json").read_text())
@@ -325,8 +305,19 @@ def test_a_two_version_trial_fanned_out_is_one_job_per_version_brought_together_
         assert kai["lab_kai_version"] == v and kai["manifest_version"] == v, kai
         run = json.loads(next((trial / v / "run-1").glob("*-borrow/run.json")).read_text())
         assert run["runtime"] == "binary" and run["kai_version"] == v
-    kube = Kube(host.kubeconfig)
-    try:
-        assert _runs_left(kube) == []
-    finally:
-        kube.close()
+    _nothing_left(host)
+
+
+@pytest.mark.full  # `make test-full`: the trial's and the twin's fan-outs cover the same path in `make test`
+def test_a_comparison_of_kais_placements_fanned_out_is_one_job_per_column_brought_together_here(host, tmp_path):
+    """`kailab compare --stacks kai,kai:spread --on`: each column a Job, a part of the comparison in its pod
+    (KAI with its scheduler's placement as the design input); one matrix here, read from the runs' verdicts."""
+    evidence = tmp_path / "evidence"
+    _ran(evidence, ["compare kai", "compare kai:spread"], "compare", "--stacks", "kai,kai:spread", "--exercises",
+           "borrow", "--repeat", "1", "--on", host.kubeconfig)
+    [compared] = evidence.glob("compare-*")
+    m = json.loads((compared / "matrix.json").read_text())
+    assert {c: cell["verdict"] for c, cell in m["exercises"]["borrow"].items()} == {"kai": "passed", "kai:spread": "passed"}
+    stack = json.loads((compared / "kai:spread" / "stack.json").read_text())  # the column's lab ran its placement
+    assert stack["column"] == "kai:spread" and stack["configuration"], stack
+    _nothing_left(host)
