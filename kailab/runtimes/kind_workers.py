@@ -69,6 +69,12 @@ def steps(cluster: str, workers: int, kubectl: list[str], static_cni: bool, time
         for n in nets:
             out.append((f"Routes from {n} to the other nodes' pods",
                         ["docker", "exec", n, "sh", "-c", _routes_script(n, nets)]))
+        # a pod a worker took before its subnet was its own (CoreDNS, say) has an address of the control
+        # plane's: made again, it gets one of the worker's
+        for w in names:
+            out.append((f"Make again any pod {w} took before its subnet was its own",
+                        [*kubectl, "delete", "pods", "--all-namespaces", "--wait=false",
+                         "--field-selector", f"spec.nodeName={w},spec.hostNetwork=false"]))
     out.append((f"Wait for the {workers} worker(s) to be Ready",
                 [*kubectl, "wait", "--for=condition=Ready", *(f"node/{w}" for w in names), f"--timeout={timeout}"]))
     return out

@@ -50,7 +50,7 @@ def test_with_the_static_cni_each_worker_gets_a_subnet_of_its_own_and_every_node
     steps = _steps(plan)
     cp, w1, w2 = "kailab-w-control-plane", "kailab-w-worker", "kailab-w-worker2"
     # right after the cluster exists, before anything is installed (its pods may land on any node)
-    after_create = [argv for _, argv in steps[1:8]]
+    after_create = [argv for _, argv in steps[1:10]]
     assert after_create[0][-3:] == ["nodes", cp, "node-role.kubernetes.io/control-plane:NoSchedule-"]
     nets = kind_workers.subnets("kailab-w", 2)
     assert nets == {cp: "10.244.0.0/24", w1: "10.244.1.0/24", w2: "10.244.2.0/24"}
@@ -68,6 +68,9 @@ def test_with_the_static_cni_each_worker_gets_a_subnet_of_its_own_and_every_node
         others = [n for n in nets if n != node]
         assert [nets[o] in script for o in others] == [True, True] and nets[node] not in script
         assert subprocess.run(["sh", "-n", "-c", script]).returncode == 0  # it parses
+    again = [argv for argv in after_create if "delete" in argv]  # a pod that got a control-plane address
+    assert [a[-1] for a in again] == [f"spec.nodeName={w},spec.hostNetwork=false" for w in (w1, w2)]
+    assert after_create.index(again[0]) > max(after_create.index(["docker", "exec", n, "sh", "-c", s]) for n, s in routes.items())
     wait = after_create[-1]
     assert "wait" in wait and f"node/{w1}" in wait and f"node/{w2}" in wait
     assert "Install the KWOK" in plan.descriptions[len(after_create) + 1]
