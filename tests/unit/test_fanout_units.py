@@ -144,11 +144,13 @@ def test_a_units_cpu_seconds_and_memory_peak_are_read_from_what_its_pod_said():
 def test_a_units_requests_come_from_what_units_of_its_kind_cost_where_they_ran(monkeypatch):
     from kailab.fanout import costs
 
-    assert costs.requests_for("exercise") == ("700m", "2Gi")  # 24.8 CPU-s over 38 s; no memory figure yet
+    assert costs.requests_for("exercise") == ("700m", "1280Mi")  # 24.8 CPU-s over 38 s; 764 MiB x 1.5
     assert costs.requests_for("fill", 7)[0] == "350m" and costs.requests_for("fill", 100)[0] == "1000m"
     assert costs.requests_for("fill", 5000)[0] == "1800m"  # beyond the biggest measured: the biggest
     assert costs.requests_for("never-measured") == costs.FALLBACK
-    for kind, rows in costs.costs().items():  # every row names the record it comes from
-        assert all(r["record"] and (Path(__file__).parents[2] / r["record"]).is_file() for r in rows), kind
+    root = Path(__file__).parents[2]
+    for kind, rows in costs.costs().items():  # every row names the record each figure comes from
+        assert all(r["record"] and (root / r["record"]).is_file() for r in rows), kind
+        assert all((root / r["memory_record"]).is_file() for r in rows if r.get("memory_peak_mib")), kind
     monkeypatch.setattr(costs, "costs", lambda: {"k": [{"cpu_seconds": 5, "seconds": 100, "memory_peak_mib": 900}]})
     assert costs.requests_for("k") == ("250m", "1536Mi")  # at least 250m; 900 x 1.5 rounded up to 256Mi
