@@ -252,17 +252,26 @@ class SchedulerBreaker:
             def crashing() -> bool | None:
                 pods = self._scheduler_pods(kube)
                 flagged = [p for p in pods if self.FLAG in (p["spec"]["containers"][0].get("args") or [])]
+                d = kube.get("apps/v1", "Deployment", dep, ns) or {}
+                if not flagged and self.FLAG not in ((d.get("spec") or {}).get("template", {}).get("spec", {})
+                                                     .get("containers") or [{}])[0].get("args", []):
+                    # put back by something (CI, 2026-11-28: the old pod ran on, unflagged, for 420 s): again
+                    patch(dep, {"spec": {"template": {"spec": {"containers": [
+                        {"name": c["name"], "args": [*(c.get("args") or []), self.FLAG]}]}}}},
+                        "application/strategic-merge-patch+json")()
                 # an old pod already being deleted schedules nothing more worth waiting for
                 old_live = [p for p in pods if p not in flagged and not p["metadata"].get("deletionTimestamp")]
                 if flagged and not old_live and any(_exited_once(p) for p in flagged):
                     return True
                 # not yet: said on a timeout (CI, 2026-11-27: 180 s ran out on a slow host, no state shown)
-                raise RuntimeError("; ".join(
+                said = "; ".join(
                     f"{p['metadata']['name']} {(p.get('status') or {}).get('phase')}"
                     f"{' flagged' if p in flagged else ' old'}{' deleting' if p['metadata'].get('deletionTimestamp') else ''}"
                     f" restarts {sum(st.get('restartCount', 0) for st in _statuses(p))}"
                     f" state {[next(iter(st.get('state') or {'?': 0})) for st in _statuses(p)]}"
-                    for p in pods) or "no scheduler pod")
+                    for p in pods) or "no scheduler pod"
+                raise RuntimeError(f"{said}; Deployment generation {(d.get('metadata') or {}).get('generation')}, "
+                                   f"observed {(d.get('status') or {}).get('observedGeneration')}")
 
             # the old pod ends (Recreate), the flagged one starts and exits: minutes on 2 cores
             started = time.monotonic()
