@@ -244,10 +244,10 @@ class SchedulerBreaker:
             c = wait_until(f"KAI's {dep} Deployment", lambda: kube.get("apps/v1", "Deployment", dep, ns)["spec"]
                            ["template"]["spec"]["containers"][0], timeout=PATCH_S)
             # strategic: the container is merged by name (a merge patch would replace the whole list)
-            wait_until(f"{dep} to be given {self.FLAG}", patch(dep, {"spec": {
-                "strategy": {"type": "Recreate", "rollingUpdate": None},
-                "template": {"spec": {"containers": [{"name": c["name"], "args": [*(c.get("args") or []), self.FLAG]}]}}}},
-                "application/strategic-merge-patch+json"), timeout=PATCH_S)
+            flagged_template = {"spec": {"containers": [{"name": c["name"], "args": [*(c.get("args") or []), self.FLAG]}]}}
+            give_flag = patch(dep, {"spec": {"strategy": {"type": "Recreate", "rollingUpdate": None},
+                                             "template": flagged_template}}, "application/strategic-merge-patch+json")
+            wait_until(f"{dep} to be given {self.FLAG}", give_flag, timeout=PATCH_S)
 
             def crashing() -> bool | None:
                 pods = self._scheduler_pods(kube)
@@ -256,9 +256,7 @@ class SchedulerBreaker:
                 if not flagged and self.FLAG not in ((d.get("spec") or {}).get("template", {}).get("spec", {})
                                                      .get("containers") or [{}])[0].get("args", []):
                     # put back by something (CI, 2026-11-28: the old pod ran on, unflagged, for 420 s): again
-                    patch(dep, {"spec": {"template": {"spec": {"containers": [
-                        {"name": c["name"], "args": [*(c.get("args") or []), self.FLAG]}]}}}},
-                        "application/strategic-merge-patch+json")()
+                    give_flag()
                 # an old pod already being deleted schedules nothing more worth waiting for
                 old_live = [p for p in pods if p not in flagged and not p["metadata"].get("deletionTimestamp")]
                 if flagged and not old_live and any(_exited_once(p) for p in flagged):

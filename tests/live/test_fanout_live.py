@@ -22,6 +22,7 @@ from kailab.fleet import load_fleet
 from kailab.kube import Kube
 from kailab.lab import LabSpec, get_runtime
 from kailab.paths import PROJECT_ROOT, state_dir
+from kailab.runtimes.kind_workers import worker_names
 from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import LAB_PREFIX, kind_docker
 from kailab.testing.tiny_trace import two_teams, write_clusterdata
@@ -60,7 +61,7 @@ def host():
 
 
 def _workers(host) -> list[str]:
-    return [f"kailab-{host.name}-worker{i if i > 1 else ''}" for i in range(1, WORKERS + 1)]
+    return worker_names(f"kailab-{host.name}", WORKERS)
 
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.Popen:
