@@ -30,8 +30,9 @@ from kailab.twin.plan import make_plan
 from kailab.twin.snapshot import load_snapshot
 from twin_sample import plant_secrets
 
-# alone: beside the vCluster trial's kind lab, which is starved by other labs' work (tests/conftest.py orders them)
-pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.alone]
+# in the main phase's kind group: one kind cluster on the machine at a time (after Kueue's kind lab); its
+# own host, so nothing ties it to the `alone` phase (where it added ~600 s to CI's wall time)
+pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.xdist_group("kind")]
 # the host is a 2-core machine whose three kind nodes share its cores with the labs inside the pods:
 # each pod asks for little, as a user's cluster would be asked for more (the default: 1 CPU)
 SMALL = ["--unit-cpu", "100m", "--unit-memory", "512Mi"]
