@@ -71,6 +71,10 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
     read back from the runs' evidence. `against_binary` (vCluster trials): afterwards the same
     exercises on a binary lab per version, in `binary/`, and the matrix says where a version's
     verdict in its vCluster is not its verdict on a lab of its own."""
+    if runtime == "kind":
+        from .vcluster.tools import need_docker
+
+        need_docker(runtime)  # one line at once, not after the versions' sources are read
     the_plan = {**checked_plan(version_list, exercises, fleet), "repeat": repeat, "runtime": runtime}
     if runtime == "binary" or against_binary:  # every binary lab's build before anything is made
         for v in version_list:  # sequential: each build already uses every core

@@ -99,11 +99,11 @@ def compare(stack_text, exercises, fleet, kai_version, repeat, parallel, part, o
     from .. import compare as compare_mod
     from .. import evidence
 
+    if on and parallel:  # before the columns are read: a flag's misuse needs no KAI source to be named
+        raise KailabError("--on runs every column at once, each in a pod of its own: leave out --parallel")
     stacks = compare_mod.parse_columns(stack_text, least=1 if part else 2)  # fails before any lab starts
     names = [e.strip() for e in exercises.split(",") if e.strip()]
     if on:
-        if parallel:
-            raise KailabError("--on runs every column at once, each in a pod of its own: leave out --parallel")
         units = compare_mod.compare_units(stacks, names, fleet, repeat, kai_version)  # checked before the cluster
         run, results = fan_out(units, on, evidence_dir(), unit_cpu, unit_memory, namespace_labels)
         _said(results)

@@ -37,10 +37,15 @@ def find_vcluster() -> str:
     return str(found)
 
 
-def tools_for(runtime: str) -> dict[str, str]:
-    """Every tool the trial needs, checked before anything is made (one line naming all missing)."""
+def need_docker(runtime: str) -> None:
+    """A kind host needs a Docker engine: said first, before versions are resolved from their sources."""
     if runtime == "kind" and not docker_answers():
         raise KailabError(DOCKER_NEEDED)
+
+
+def tools_for(runtime: str) -> dict[str, str]:
+    """Every tool the trial needs, checked before anything is made (one line naming all missing)."""
+    need_docker(runtime)
     problems, tools = [], {}
     try:
         tools.update(find_tools(["kubectl", "helm"] + (["kind"] if runtime == "kind" else [])))
