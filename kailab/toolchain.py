@@ -566,9 +566,7 @@ def kai_tree(recipe: Recipe) -> Path:
     tree = ((manifest(recipe.component, recipe.version) or {}).get("source") or {}).get("tree")
     if tree and Path(tree, "go.mod").is_file():
         return Path(tree)
-    if tree:  # the exported tree was removed from the cache: export it again
-        from . import kai_source
-
+    if tree or kai_source.registered() is not None:  # nothing built yet, or its tree removed: from the repository
         return kai_source.export_tree(recipe.version)
     release = versions.kai_release(recipe.version)
     probe = cache_dir() / "build" / "probe"
