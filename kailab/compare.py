@@ -151,8 +151,7 @@ def run_compare(stacks: list[str], exercises: list[str], fleet: str = "small", r
 def write_outputs(out: Path) -> dict:
     """matrix.json, matrix.md and the page from what the folder holds (its columns ran here or as units)."""
     matrix = build(out)
-    (out / evidence.MATRIX).write_text(json.dumps(matrix, indent=2))
-    (out / "matrix.md").write_text(markdown(matrix))
+    evidence.write_matrix(out, matrix, markdown(matrix))
     write_report([out])
     return matrix
 

@@ -41,6 +41,13 @@ TOP_FILES = (EXERCISE, RUN, VERDICT, TIMELINE, SCHEDULER_SNAPSHOT)
 MATRIX = "matrix.json"  # a trial directory's
 
 
+def write_matrix(folder: Path, matrix: dict, markdown: str) -> dict:
+    """A side-by-side's matrix.json and matrix.md (a trial's, a comparison's): one writer for both."""
+    (folder / MATRIX).write_text(json.dumps(matrix, indent=2))
+    (folder / "matrix.md").write_text(markdown)
+    return matrix
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "step"
 

@@ -109,8 +109,7 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
 def write_outputs(trial_dir: Path) -> dict:
     """matrix.json, matrix.md and report.html (with every run's evidence) from what the folder holds."""
     matrix = build_matrix(trial_dir)
-    (trial_dir / evidence.MATRIX).write_text(json.dumps(matrix, indent=2))
-    (trial_dir / "matrix.md").write_text(matrix_markdown(matrix))
+    evidence.write_matrix(trial_dir, matrix, matrix_markdown(matrix))
     write_report([trial_dir])
     return matrix
 
