@@ -41,11 +41,10 @@ TOP_FILES = (EXERCISE, RUN, VERDICT, TIMELINE, SCHEDULER_SNAPSHOT)
 MATRIX = "matrix.json"  # a trial directory's
 
 
-def write_matrix(folder: Path, matrix: dict, markdown: str) -> dict:
+def write_matrix(folder: Path, matrix: dict, markdown: str) -> None:
     """A side-by-side's matrix.json and matrix.md (a trial's, a comparison's): one writer for both."""
     (folder / MATRIX).write_text(json.dumps(matrix, indent=2))
     (folder / "matrix.md").write_text(markdown)
-    return matrix
 
 
 def _slug(text: str) -> str:

@@ -27,6 +27,7 @@ from .lab import LabSpec, lab
 from .report import write_report
 from .runtimes import processes
 from .vcluster.dry import dry_run_text
+from .vcluster.tools import need_docker
 
 BINARY = "binary"  # a vCluster trial's binary-lab runs of the same versions and exercises
 
@@ -71,10 +72,7 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
     read back from the runs' evidence. `against_binary` (vCluster trials): afterwards the same
     exercises on a binary lab per version, in `binary/`, and the matrix says where a version's
     verdict in its vCluster is not its verdict on a lab of its own."""
-    if runtime == "kind":
-        from .vcluster.tools import need_docker
-
-        need_docker(runtime)  # one line at once, not after the versions' sources are read
+    need_docker(runtime)  # kind: one line at once, not after the versions' sources are read
     the_plan = {**checked_plan(version_list, exercises, fleet), "repeat": repeat, "runtime": runtime}
     if runtime == "binary" or against_binary:  # every binary lab's build before anything is made
         for v in version_list:  # sequential: each build already uses every core

@@ -48,14 +48,20 @@ def kind_unavailable_reason() -> str | None:
             "start one (kailab/data/docker-host.sh start) and build the images (kailab tools images)")
 
 
+def owner_pid(lab_name: str) -> int | None:
+    """The pytest process a test lab belongs to: its name is pytest-<pid>-…; None for any other lab."""
+    m = re.match(rf"{LAB_PREFIX}(\d+)-", lab_name)
+    return int(m.group(1)) if m else None
+
+
 def reap_dead_sessions() -> list[str]:
     """Take down labs left by test sessions whose pytest process no longer exists. A lab whose lock
     another process holds is left to it: under pytest -n every worker reaps at its first lab, and
     the first to reach a dead session's lab takes it down while the others pass it by."""
     reaped = []
     for lab in sorted(state_dir().glob(f"{LAB_PREFIX}*")):
-        m = re.match(rf"{LAB_PREFIX}(\d+)-", lab.name)
-        if not (lab.is_dir() and m and not pid_alive(int(m.group(1)))):
+        pid = owner_pid(lab.name)
+        if not (lab.is_dir() and pid and not pid_alive(pid)):
             continue
         rec = LabRecord.load(lab.name)
         try:

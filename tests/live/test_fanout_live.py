@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from kailab.lab import LabSpec, get_runtime
 from kailab.paths import PROJECT_ROOT, state_dir
 from kailab.runtimes.kind_workers import worker_names
 from kailab.runtimes.waits import wait_until
-from kailab.testing.labs import LAB_PREFIX, kind_docker
+from kailab.testing.labs import LAB_PREFIX, kind_docker, owner_pid
 from kailab.testing.tiny_trace import two_teams, write_clusterdata
 from kailab.twin.plan import make_plan
 from kailab.twin.snapshot import load_snapshot
@@ -104,7 +103,7 @@ def _labs_the_run_made(before: set[str]) -> list[str]:
     for task in Path(f"/proc/{os.getppid()}/task").glob("*/children"):
         session |= {int(pid) for pid in task.read_text().split()}
     new = {d.name for d in state_dir().iterdir()} - before
-    return sorted(n for n in new if (m := re.match(rf"{LAB_PREFIX}(\d+)-", n)) and int(m.group(1)) not in session)
+    return sorted(n for n in new if owner_pid(n) not in (None, *session))
 
 
 def _record(root: Path) -> dict:
