@@ -20,14 +20,37 @@ from .runtimes import get_runtime as _bare_runtime
 from .runtimes.base import Runtime, Unsupported
 from .stacks import Stack, get_stack, stack_name, stack_of
 from .stacks.base import ConfiguresScheduler, ServesSnapshot, configurable
+from .stacks.combined import CombinedAddon, ProcessesOfParts
+from . import operators
 
 
 def with_addon(spec: LabSpec) -> LabSpec:
     """The spec with what its stack runs handed in (the runtime refuses a spec that asks for a
-    scheduler without one)."""
+    scheduler without one), and the workload operators it asks for beside it."""
     if spec.addon is not None:
         return spec
-    return dataclasses.replace(spec, addon=get_stack(stack_name(spec)).addon(spec))
+    addon = get_stack(stack_name(spec)).addon(spec)
+    if spec.operators:
+        addon = WithOperators(addon, [operators.get(o) for o in operators.parse(spec.operators)])
+    return dataclasses.replace(spec, addon=addon)
+
+
+class WithOperators(CombinedAddon, ProcessesOfParts):
+    """The stack's addon, then each workload operator (kailab/operators), as one addon: the lab record
+    still names the stack (its name, version, components) and lists the operators beside it."""
+
+    def __init__(self, stack, ops: list) -> None:
+        super().__init__(stack, *ops, name=stack.name)
+        self.stack, self.operators = stack, ops
+        self.version = stack.version
+
+    @property
+    def start_title(self) -> str:
+        return ", then ".join(p.start_title for p in self.parts if p.start_title)
+
+    def record(self) -> dict:
+        return {**self.stack.record(), "processes": self.processes(), "namespaces": self.namespaces(),
+                "operators": {o.name: o.version for o in self.operators}}
 
 
 class Lab:
@@ -58,7 +81,13 @@ class Lab:
         return self.runtime.adds_workers
 
     def up(self, spec: LabSpec) -> LabRecord:
+        self._refuse_operators(spec)
         return self.runtime.up(with_addon(spec))
+
+    def _refuse_operators(self, spec: LabSpec) -> None:
+        if spec.operators and not self.runtime.controls_processes:
+            raise Unsupported(f"--operators: the {self.runtime.name} runtime runs no workload operators yet "
+                              "(they run as local processes): use --runtime binary")
 
     def plan(self, spec: LabSpec) -> str:
         return self.runtime.plan(with_addon(spec))
@@ -68,7 +97,7 @@ class Lab:
 
     def status(self, record: LabRecord) -> dict:
         report = self.runtime.status(record)
-        report["stack"] = {k: v for k, v in (record.stack or {}).items() if k in ("name", "version")}
+        report["stack"] = {k: v for k, v in (record.stack or {}).items() if k in ("name", "version", "operators")}
         return report
 
     def kill(self, record: LabRecord, component: str) -> None:

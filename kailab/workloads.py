@@ -196,27 +196,84 @@ def deployment(name: str, namespace: str, queue_name: str, replicas: int, gpus: 
 
 
 def adopt(obj: dict, namespace: str, queue_name: str | None) -> dict:
-    """A user's manifest, made a workload of the run: its namespace, the workload label (on it and
-    on its pod template, if it has one) and, when given, KAI's queue label."""
+    """A user's manifest, made a workload of the run: its namespace, the workload label (on it and on
+    every pod template it holds: a Job's, a PyTorchJob's replicas', a JobSet's jobs', an LWS's leader
+    and workers', a RayCluster's groups') and, when given, KAI's queue label. A pod template that names
+    no scheduler names the lab's, as every workload kailab builds does."""
     out = copy.deepcopy(obj)
     name = out["metadata"]["name"]
     marks = {OWNER_LABEL: name, **({QUEUE_LABEL: queue_name, RUN_QUEUE_LABEL: queue_name} if queue_name else {})}
     out["metadata"]["namespace"] = namespace
     out["metadata"]["labels"] = {**(out["metadata"].get("labels") or {}), **marks}
-    template = (out.get("spec") or {}).get("template")
-    if isinstance(template, dict):
+    for template in pod_templates(out):
         template.setdefault("metadata", {})
         template["metadata"]["labels"] = {**(template["metadata"].get("labels") or {}), **marks}
+        template["spec"].setdefault("schedulerName", SCHEDULER_NAME)
     return out
+
+
+def pod_templates(obj: dict) -> list[dict]:
+    """Every pod template inside an object (a mapping whose `spec` has `containers`), outermost first;
+    a Pod's own spec is not a template."""
+    found: list[dict] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(value, dict) and isinstance(value.get("spec"), dict) \
+                        and isinstance(value["spec"].get("containers"), list) and key != "metadata":
+                    found.append(value)
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                if isinstance(value, dict) and isinstance(value.get("spec"), dict) \
+                        and isinstance(value["spec"].get("containers"), list):
+                    found.append(value)
+                walk(value)
+
+    walk(obj.get("spec") or {})
+    return found
+
+
+def _replicas(spec: dict | None, default: int = 1) -> int:
+    value = (spec or {}).get("replicas")
+    return default if value is None else int(value)
+
+
+def operator_pods(obj: dict) -> int | None:
+    """How many pods a workload operator's object makes at once (None: not such a kind): a Kubeflow
+    job its replicas, a JobSet each replicated Job's replicas x parallelism, an LWS its groups x
+    size, a RayCluster its head and workers."""
+    kind, spec = obj.get("kind"), obj.get("spec") or {}
+    api = str(obj.get("apiVersion", ""))
+    if api.startswith("kubeflow.org/"):
+        specs = next((v for k, v in spec.items() if k.endswith("ReplicaSpecs") and isinstance(v, dict)), {})
+        return sum(_replicas(s) for s in specs.values())
+    if kind == "JobSet":
+        return 0 if spec.get("suspend") else sum(
+            _replicas(rj) * int(((rj.get("template") or {}).get("spec") or {}).get("parallelism", 1))
+            for rj in spec.get("replicatedJobs") or [])
+    if kind == "LeaderWorkerSet":
+        return _replicas(spec) * int((spec.get("leaderWorkerTemplate") or {}).get("size", 1))
+    if kind == "RayCluster":
+        workers = sum(int(g.get("replicas", g.get("minReplicas", 0)) or 0) * int(g.get("numOfHosts", 1) or 1)
+                      for g in spec.get("workerGroupSpecs") or [])
+        return 0 if spec.get("suspend") else 1 + workers
+    return None
 
 
 def pods_made(obj: dict) -> int:
     """How many pods of its workload an object makes as soon as it exists: a Pod itself, a Job its
-    parallelism (none while suspended: something admits it later), a Deployment its replicas; 0 for
-    what makes none, or whose pods would not carry the workload label."""
+    parallelism (none while suspended: something admits it later), a Deployment its replicas, an
+    operator's kind what its operator makes; 0 for what makes none, or whose pods would not carry the
+    workload label."""
     kind, spec = obj.get("kind"), obj.get("spec") or {}
     if kind == "Pod":
         return 1 if OWNER_LABEL in (obj["metadata"].get("labels") or {}) else 0
+    made = operator_pods(obj)
+    if made is not None:
+        labelled = all(OWNER_LABEL in ((t.get("metadata") or {}).get("labels") or {}) for t in pod_templates(obj))
+        return made if labelled else 0
     template = spec.get("template")
     if kind not in ("Job", "Deployment") or not isinstance(template, dict) \
             or OWNER_LABEL not in ((template.get("metadata") or {}).get("labels") or {}):

@@ -46,9 +46,16 @@ from .base import cli, console, name_option, out
 @click.option("--workers", type=click.IntRange(0, 8), default=0, show_default=True,
               help="Real worker nodes beside the lab's own (kind runtime): where pods that need a kubelet run, "
                    "e.g. `--on` fan-out units with this lab as their host. The lab's own pods stay off them.")
+@click.option("--operators", default="", metavar="NAME[@VERSION],...",
+              help="Workload operators beside the scheduler, as the lab's components (binary runtime): "
+                   "kubeflow (PyTorchJob, TFJob, MPIJob, JAXJob, XGBoostJob), jobset, lws (LeaderWorkerSet), "
+                   "ray (RayCluster, RayJob); each at the version KAI pins unless NAME@VERSION.")
+@click.option("--stages", default="", metavar="PATH",
+              help="KWOK Stages of your own (a file or a folder of them): how your containers behave on the fleet's "
+                   "nodes, beside kailab's (binary and kind runtimes).")
 @name_option
 def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metrics, kubeconfig, dry_run, images,
-       termination_grace, workers, name) -> None:
+       termination_grace, workers, operators, stages, name) -> None:
     """Bring a lab up (a fast no-op when it is already up and healthy)."""
     from ..fleet import load_fleet
 
@@ -66,6 +73,19 @@ def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metric
         raise KailabError(f"--workers {workers}: the {chosen} runtime adds no worker nodes (its pods run on "
                           f"{'the machine itself' if rt.controls_processes else 'the cluster it has'}); "
                           f"drop --workers, or use {', '.join(n for n in RUNTIMES if get_runtime(n).adds_workers)}")
+    from .. import operators as ops
+
+    wanted = ops.parse(operators)  # an unknown name or a bad version: one line, before anything starts
+    if stages:
+        from .. import kwok_stages
+
+        kwok_stages.load(stages)  # a bad stage: one line naming its file and field, before anything starts
+        if not rt.makes_labs:
+            raise KailabError(f"--stages: the {chosen} runtime plays no stages of kailab's (the cluster's own KWOK "
+                              "or kubelets end its pods): use --runtime binary or kind")
+    if wanted and not rt.controls_processes:
+        raise KailabError(f"--operators: the {chosen} runtime runs no workload operators yet "
+                          "(they run as local processes): use --runtime binary")
     stack = "none" if without_kai else stack
     without_kai = not get_stack(stack).kai_inside  # an unknown name: one line naming the choices
     if chosen != "existing":
@@ -74,7 +94,8 @@ def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metric
             versions.kai_release(kai_version)
     spec = LabSpec(name=name, runtime=chosen, fleet=fleet, kai_version=kai_version,
                    with_kai=not without_kai, stack=stack, metrics=not without_metrics, api_port=api_port,
-                   kubeconfig=kubeconfig, dry_run=dry_run, images=images, termination_grace=grace, workers=workers)
+                   kubeconfig=kubeconfig, dry_run=dry_run, images=images, termination_grace=grace, workers=workers,
+                   operators=wanted, stages=stages)
     if dry_run:
         out.print(rt.plan(spec), markup=False, highlight=False)
         return
@@ -84,6 +105,8 @@ def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metric
     if rt.repaired:
         console.print(f"[yellow]lab {rec.name!r} was broken: restarted {', '.join(rt.repaired)}[/]")
     what = scheduler_words(rec.stack or {"name": stack}, rec.kai_version)
+    running = (rec.stack or {}).get("operators") or {}
+    what += "".join(f", {n} {v}" for n, v in running.items())
     console.print(f"[green]lab {rec.name!r} is up[/]: {rec.nodes} nodes, {rec.gpus} GPUs, "
                   f"{what}. Use it with: export KUBECONFIG={rec.kubeconfig}")
 
@@ -160,7 +183,8 @@ def status(as_json, every, name) -> None:
             table.add_row(comp, f"[{colour}]{state}[/]", str(c.get("pid") or ""),
                           ", ".join(f"{k}={v}" for k, v in (c.get("ports") or {}).items()))
         out.print(table)
-        out.print(f"{scheduler_words(info.get('stack') or {}, info['kai_version'])}, fleet {info['fleet']}: {info['nodes']}/{info['expected_nodes']} "
+        running = "".join(f", {n} {v}" for n, v in ((info.get("stack") or {}).get("operators") or {}).items())
+        out.print(f"{scheduler_words(info.get('stack') or {}, info['kai_version'])}{running}, fleet {info['fleet']}: {info['nodes']}/{info['expected_nodes']} "
                   f"nodes Ready, {info['gpus']}/{info['expected_gpus']} GPUs; kubeconfig {info['kubeconfig']}")
         if info.get("termination_grace_s") is not None:
             out.print(f"a deleted pod ends within {info['termination_grace_s']:g} s (its grace period, at most the lab's termination grace)")

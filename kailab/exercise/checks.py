@@ -11,6 +11,7 @@ import datetime as dt
 
 from .match import fill, mismatch
 from .spec import ConditionExpect, CountExpect, EventExpect, ObjectExpect, count_holds, count_text
+from .spec_expect import OWNER_KINDS
 from .state import ClusterState
 from ..workloads import OWNER_LABEL
 from ..report.operations import quantile, waits
@@ -114,7 +115,7 @@ def chosen_objects(state: ClusterState, exp: ObjectExpect, names: Names) -> list
     """(display name, object) of the kind, chosen by name / workload / labels, in the run's scope."""
     run = names.of_run()
     pool = state.ended if exp.ended else state.objects.get(exp.object, {})
-    if exp.object in ("Pod", "PodGroup", "BindRequest", "ResourceClaim", "Job"):
+    if exp.object in ("Pod", "PodGroup", "BindRequest", "ResourceClaim", "Job", *OWNER_KINDS):
         objs = [(n, o) for (ns, n), o in pool.items() if ns == names.namespace]
     elif exp.object == "Queue":  # the run's queues, by their names in the file
         objs = [(names.logical_queue(n), o) for (_, n), o in pool.items() if n.startswith(names.prefix + "-")]
@@ -137,7 +138,7 @@ def chosen_objects(state: ClusterState, exp: ObjectExpect, names: Names) -> list
             objs = [(n, o) for n, o in objs if (o.get("spec") or {}).get("podName") in pods]
         elif exp.object == "ResourceClaim":  # made for one of its pods, or reserved for one
             objs = [(n, o) for n, o in objs if _claim_pods(o) & pods]
-        elif exp.object == "Job":  # the workload's own Job (kailab labels it with the workload's name)
+        elif exp.object in ("Job", *OWNER_KINDS):  # the workload's own (kailab labels it with the workload's name)
             objs = [(n, o) for n, o in objs if (o["metadata"].get("labels") or {}).get(OWNER_LABEL) == exp.of]
         else:  # Node: where the workload's pods are bound now
             on = {p.node for p in state.workload_pods(exp.of) if p.bound and p.namespace == names.namespace}

@@ -23,11 +23,14 @@ WATCH_SECONDS = 60  # server-side watch timeout; the loop re-watches from the la
 
 class Observer:
     def __init__(self, kube: Kube, names: Names, invariants: list[str], gangs: dict[str, int] | None = None,
-                 watched: dict[str, tuple[str, str, bool]] | None = None, queue_view=None):
+                 watched: dict[str, tuple[str, str, bool]] | None = None, queue_view=None,
+                 owners: dict[str, str] | None = None):
         """`watched`: the stack's own objects by role (queue, group, decision: Stack.watched);
-        `queue_view` reads a queue object as (name, {parent, quota, limit, status})."""
+        `queue_view` reads a queue object as (name, {parent, quota, limit, status}); `owners`: the
+        workload operators' kinds the lab serves (kind -> apiVersion), kept whole like Jobs."""
         self.kube, self.names, self.invariants = kube, names, list(invariants)
         self.watched, self.queue_view = dict(watched or {}), queue_view or (lambda obj: None)
+        self.owners = dict(owners or {})
         self.state = ClusterState(gangs=dict(gangs or {}))
         self.violations: dict[str, tuple[float, list[str]]] = {}  # invariant -> first (t, details)
         self._stop = threading.Event()
@@ -41,6 +44,7 @@ class Observer:
         feeds = [("v1", "Pod", None, self._on_pod), ("v1", "Node", None, self._on_node),
                  ("resource.k8s.io/v1", "ResourceClaim", self.names.namespace, self._on_claim),
                  ("batch/v1", "Job", self.names.namespace, self._on_job)]
+        feeds += [(api, kind, self.names.namespace, self._keeper(kind)) for kind, api in self.owners.items()]
         handlers = {"queue": self._on_queue, "group": self._on_podgroup, "decision": self._on_bindrequest}
         for role, (api_version, kind, namespaced) in self.watched.items():
             feeds.append((api_version, kind, self.names.namespace if namespaced else None, handlers[role]))
@@ -174,6 +178,10 @@ class Observer:
 
     def _on_job(self, kind: str, job: dict) -> None:
         self.state.keep("Job", job, deleted=(kind == "DELETED"))
+
+    def _keeper(self, object_kind: str):
+        """A handler keeping an operator's object (a PyTorchJob, a RayCluster) whole, as Jobs are kept."""
+        return lambda kind, obj: self.state.keep(object_kind, obj, deleted=(kind == "DELETED"))
 
     def _after_change(self) -> None:
         self.state.version += 1

@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import evidence, workloads
+from .. import operators, evidence, workloads
 from ..report import operations
 from ..errors import KailabError, LabError
 from ..evidence import EvidenceDir
@@ -113,7 +113,8 @@ class ExerciseRun:
         gangs = {a.workload.name: a.gang for s in ex.steps for a in s.apply if a.gang}
         self.invariants = list(ex.invariants_on.get(self.stack.name, ex.invariants))
         self.observer = Observer(self.kube, self.names, self.invariants, gangs,
-                                 watched=self.stack.watched(), queue_view=self.stack.queue_view)
+                                 watched=self.stack.watched(), queue_view=self.stack.queue_view,
+                                 owners=operators.kinds_of((lab.stack or {}).get("operators") or {}))
         self.log_mark: dict = {}
         self.applied: dict[str, str] = {}  # workload -> kind
         self.intake: dict[int, dict[str, int]] = {}  # step index -> pods each workload it applied makes
@@ -214,9 +215,9 @@ class ExerciseRun:
         if self.topology_name:
             topology_aware(self.stack, f"{self.source.name}:").topology_objects(self.topology_name, self.ex.topology,
                                                                                 f"{self.source.name}:")
-        for step in self.ex.steps:
-            for item in step.apply:
-                self.workload_objects(step, item)
+        made = [obj for step in self.ex.steps for item in step.apply for obj in self.workload_objects(step, item)]
+        # a kind whose operator the lab lacks would sit there unreconciled: refused by name instead
+        operators.missing_for(made, (self.lab.stack or {}).get("operators") or {}, f"{self.source.name}: apply")
 
         for index, step in enumerate(self.ex.steps):  # what KAI's operator refuses, before anything is made
             if step.scheduler is not None:

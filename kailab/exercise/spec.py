@@ -417,10 +417,23 @@ class Exercise(Strict):
     invariants_on: dict[str, list[Literal[INVARIANTS]]] = Field(  # type: ignore[valid-type]
         {}, alias="invariantsOn", description="per scheduler stack, the invariants watched on it instead of "
         "`invariants` (one a stack does not promise is left out there, and the file says why)")
+    operators: list[str] = Field([], description="the workload operators its manifests need (kailab up --operators): "
+                                 "a lab kailab brings up for it runs them; another lab without them is refused")
     proves: str = ""
     does_not_prove: str = ""
 
     _n = field_validator("exercise")(staticmethod(_name))
+
+    @field_validator("operators")
+    @classmethod
+    def _known_operators(cls, value: list[str]) -> list[str]:
+        from ..errors import KailabError
+        from ..operators import parse
+
+        try:
+            return list(parse(value, where="operators"))
+        except KailabError as err:  # one line naming the field, as every input error
+            raise ValueError(str(err).removeprefix("operators: ")) from None
 
     def queue_tree(self) -> list[tuple[str, str | None, GpuShare]]:
         return queue_tree(self.queues)

@@ -9,6 +9,7 @@ from typing import ClassVar
 from pydantic import (Discriminator, Field, Tag, model_validator)
 
 from ..inputs import UNION_TAGS
+from ..operators import owner_kinds
 
 from .spec_base import NAME, Bounded, Count, Duration, NodeChoice, Range, Strict, _name, count_text, seconds  # noqa: F401
 from .match import check_pattern
@@ -85,7 +86,9 @@ class EventExpect(OnStacks):
 
 
 # what the run's watch keeps whole (see observer.py): an object assertion names one of these
-OBJECT_KINDS = ("Pod", "PodGroup", "BindRequest", "ResourceClaim", "Node", "Queue", "Job")
+# and the workload operators' own kinds (a PyTorchJob's status, a RayCluster's state): kailab/operators
+OWNER_KINDS = tuple(owner_kinds())
+OBJECT_KINDS = ("Pod", "PodGroup", "BindRequest", "ResourceClaim", "Node", "Queue", "Job", *OWNER_KINDS)
 
 
 class ObjectExpect(OnStacks):

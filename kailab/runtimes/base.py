@@ -45,6 +45,9 @@ class LabSpec:
     # real worker nodes beside the lab's own (a runtime that `adds_workers`): where pods that need a real
     # kubelet run, e.g. a fan-out's units with this lab as their host; the lab's own pods stay off them
     workers: int = 0
+    # workload operators beside the scheduler ("name@version", kailab/operators), run as the lab's components
+    operators: tuple[str, ...] = ()
+    stages: str = ""  # a file or folder of the user's own KWOK Stages, beside kailab's (kailab/kwok_stages.py)
     # what schedules, handed in by the lab (kailab/lab.py) from the stack named by with_kai/stack;
     # a runtime calls its hooks and never asks what it is
     addon: Addon | None = None
@@ -80,6 +83,7 @@ class LabRecord:
     # did not set KWOK's stages (an adopted cluster's own KWOK)
     termination_grace: float | None = None
     workers: int = 0  # real worker nodes beside the lab's own (LabSpec.workers)
+    stages: list[str] = field(default_factory=list)  # the user's own KWOK Stages the fleet plays, by name
 
     @property
     def dir(self) -> Path:

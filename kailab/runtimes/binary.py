@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 
-from .. import toolchain, versions
+from .. import kwok_stages, toolchain, versions
 from ..errors import KailabError, LabError
 from ..kube import Kube
 from ..node_labels import FLEET_LABEL
@@ -33,7 +33,7 @@ from . import clusterinfo, metrics, processes, seed
 from .addon import ProcessHost, RunsAsProcesses, addon_of, need
 from .hostlimits import require_inotify
 from .base import LabRecord, LabSpec, Runtime, status_report
-from .labkit import Phases, create_fleet, kwok_config_text, lab_lock, refuse_other_lab, run_together
+from .labkit import Phases, create_fleet, kwok_config_text, lab_lock, refuse_other_lab, run_together, user_stages
 from ..fleet import load_fleet
 from . import pki
 
@@ -81,6 +81,7 @@ class BinaryRuntime(Runtime):
         # `down` and `status` need neither
 
         fleet = load_fleet(spec.fleet)  # validate every input before anything starts
+        stages = user_stages(spec)
         release = versions.kai_release(spec.kai_version or versions.DEFAULT_KAI)
         if spec.api_port is not None:
             if not 1024 <= spec.api_port <= 65535:
@@ -102,7 +103,7 @@ class BinaryRuntime(Runtime):
                 recipes += toolchain.metrics_recipes()
             built = toolchain.build_all(recipes)
             try:
-                return self._start(spec, fleet, release, recipes, built, addon)
+                return self._start(spec, fleet, release, recipes, built, addon, stages)
             except BaseException as err:
                 # no half-started lab: stop what started; a failed start (not an interrupted one)
                 # keeps every component's whole log where no later up/down removes it
@@ -141,7 +142,8 @@ class BinaryRuntime(Runtime):
                     metrics.wait_for_scrape(rec.ports, after=time.time(), timeout=60, jobs=failed)
         return rec
 
-    def _start(self, spec: LabSpec, fleet: Fleet, release, recipes, built, addon: RunsAsProcesses) -> LabRecord:
+    def _start(self, spec: LabSpec, fleet: Fleet, release, recipes, built, addon: RunsAsProcesses,
+               stages: list[dict]) -> LabRecord:
         lab = lab_dir(spec.name)
         lab.mkdir(parents=True, exist_ok=True)
         bins = {name: built[r.key] / name for r in recipes for name in r.binaries}
@@ -156,7 +158,8 @@ class BinaryRuntime(Runtime):
                         kai_version=release.version if spec.with_kai else "none",
                         fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total,
                         with_kai=spec.with_kai, kubeconfig=str(kubeconfig), ports=ports, metrics=spec.metrics,
-                        termination_grace=spec.termination_grace, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        termination_grace=spec.termination_grace, stages=[s["metadata"]["name"] for s in stages],
+                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         stack={**addon.record(), "health": {n: addon.health_url(n, ports) for n in addon.processes()}})
         rec.save()
         pki_dir = lab / "pki"
@@ -172,7 +175,8 @@ class BinaryRuntime(Runtime):
         with phases.timed("processes started"):
             self._spawn_etcd(lab, bins["etcd"], ports)
             self._spawn_apiserver(lab, bins["kube-apiserver"], ports, pki_dir)
-            self._spawn_kwok(lab, bins["kwok"], ports, kubeconfig, fleet.nodes_total, spec.termination_grace)
+            self._spawn_kwok(lab, bins["kwok"], ports, kubeconfig, fleet.nodes_total, spec.termination_grace,
+                             kwok_stages.text(stages))
         kube = Kube(kubeconfig)
         spawn_kcm = lambda: self._spawn_controller_manager(lab, bins["kube-controller-manager"], ports, pki_dir,  # noqa: E731
                                                            kubeconfig, fleet.nodes_total)
@@ -418,9 +422,9 @@ class BinaryRuntime(Runtime):
             {"secure": port})
 
     def _spawn_kwok(self, lab: Path, binary: Path, ports: dict[str, int], kubeconfig: Path, nodes: int,
-                    termination_grace: float) -> None:
+                    termination_grace: float, stages: str = "") -> None:
         config = lab / "kwok.yaml"
-        config.write_text(kwok_config_text(nodes, termination_grace))
+        config.write_text(kwok_config_text(nodes, termination_grace, stages))
         port = ports["kwok"]
         processes.start(lab, "kwok", [
             str(binary), f"--kubeconfig={kubeconfig}", f"--config={config}",

@@ -28,7 +28,7 @@ from ..kube import Kube
 from ..paths import lab_dir
 from . import clusterinfo, kind_metrics, kind_workers, metrics
 from .base import LabRecord, LabSpec, Runtime, status_report, docker_answers
-from .labkit import lab_lock, refuse_other_lab
+from .labkit import lab_lock, refuse_other_lab, user_stage_names
 from .processes import free_port
 from .hostlimits import require_inotify
 from .restarts import restart_counts, why_it_died
@@ -122,7 +122,7 @@ class KindRuntime(Runtime):
         rec = LabRecord(name=spec.name, runtime=self.name, kai_version=version if spec.with_kai else "none",
                         fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total,
                         with_kai=spec.with_kai, kubeconfig=plan.kubeconfig, termination_grace=spec.termination_grace,
-                        workers=spec.workers,
+                        workers=spec.workers, stages=user_stage_names(spec),
                         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), stack=charts_of(spec).record())
         rec.save()
         log = lab / "logs" / "kind-runtime.log"

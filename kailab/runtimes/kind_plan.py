@@ -20,7 +20,8 @@ from ..kube import FIELD_MANAGER
 from ..paths import lab_dir
 from . import kind_metrics, kind_workers
 from .base import LabSpec
-from .labkit import kwok_config_text, kwok_stages_text
+from .. import kwok_stages
+from .labkit import kwok_config_text, kwok_stages_text, user_stages
 from ..errors import LabError
 from .addon import InstallsFromCharts, addon_of, need
 from .kind_host import TOOL_ENV, HostFacts
@@ -225,7 +226,8 @@ def build_plan(spec: LabSpec, fleet: Fleet, kai_version: str, host: HostFacts | 
     files = {
         "kind-config.yaml": dump(config),
         "kwok-config.yaml": dump(kwok_config_map(kwok_release)),
-        "kwok-stages.yaml": kwok_stages_text(spec.termination_grace),
+        # kailab's stages, then the user's own (`--stages`), applied as Stage objects
+        "kwok-stages.yaml": kwok_stages_text(spec.termination_grace, kwok_stages.text(user_stages(spec))),
         "fake-gpu-operator-values.yaml": dump(fake_gpu_operator_values(fleet, addon.reservation_namespace)),
         "fleet-nodes.yaml": dump_all(nodes),
     }

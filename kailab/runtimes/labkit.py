@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from .. import kwok_stages
 from ..errors import LabBusy, LabError
 from ..kube import Kube
 from ..paths import state_dir
@@ -107,14 +108,31 @@ HEARTBEAT_MS, HEARTBEAT_JITTER_MS = 240000, 300000
 _GRACE_IN_FILE = 'duration("1s")'
 
 
-def kwok_stages_text(termination_grace_s: float = TERMINATION_GRACE_S) -> str:
-    """kailab's KWOK stages (data/kwok-stages.yaml) with the lab's termination grace."""
+def kwok_stages_text(termination_grace_s: float = TERMINATION_GRACE_S, user_stages: str = "") -> str:
+    """kailab's KWOK stages (data/kwok-stages.yaml) with the lab's termination grace, then the user's
+    own (`kailab up --stages`: kailab/kwok_stages.py), verbatim."""
     stages = resources.files("kailab").joinpath("data/kwok-stages.yaml").read_text()
     assert stages.count(_GRACE_IN_FILE) == 2, "kwok-stages.yaml's termination grace changed"
-    return stages.replace(_GRACE_IN_FILE, f'duration("{round(termination_grace_s * 1000)}ms")')
+    stages = stages.replace(_GRACE_IN_FILE, f'duration("{round(termination_grace_s * 1000)}ms")')
+    return _then(stages, user_stages)
 
 
-def kwok_config_text(nodes: int = 0, termination_grace_s: float = TERMINATION_GRACE_S) -> str:
+def user_stages(spec: LabSpec) -> list[dict]:
+    """The user's own KWOK Stages the spec names (`--stages`), checked: one line for a bad one."""
+    return kwok_stages.load(spec.stages) if spec.stages else []
+
+
+def user_stage_names(spec: LabSpec) -> list[str]:
+    return [s["metadata"]["name"] for s in user_stages(spec)]
+
+
+def _then(stages: str, user_stages: str) -> str:
+    if not user_stages:
+        return stages
+    return stages + ("" if stages.endswith("\n") else "\n") + user_stages
+
+
+def kwok_config_text(nodes: int = 0, termination_grace_s: float = TERMINATION_GRACE_S, user_stages: str = "") -> str:
     """kwok's configuration: its options plus kailab's stages (shared by every runtime). For a fleet
     of more nodes than report once a second at the stages' pace (270 nodes), the heartbeat stage is
     slowed in proportion: 1,213 nodes reporting every 4.5 min on average were 4.5 node writes a
@@ -128,6 +146,7 @@ def kwok_config_text(nodes: int = 0, termination_grace_s: float = TERMINATION_GR
     options = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
                "options": {"podPlayStageParallelism": 16, "nodePlayStageParallelism": 16,
                            "nodeLeaseParallelism": 16, "podsOnNodeSyncParallelism": 4}}
+    stages = _then(stages, user_stages)  # after the heartbeat's scaling, which is of kailab's stages only
     return yaml.safe_dump(options, sort_keys=False) + "---\n" + stages
 
 
@@ -147,10 +166,13 @@ def refuse_other_lab(rec: LabRecord, spec: LabSpec, runtime: str, fleet: str, ka
     """A second `up` must ask for the lab that is there; otherwise one line naming the difference."""
     wanted = {"runtime": runtime, "fleet": fleet, "kai_version": kai_version if spec.with_kai else "none",
               "with_kai": spec.with_kai, "scheduler": spec.addon.name if spec.addon else (rec.stack or {}).get("name"),
-              "termination grace": spec.termination_grace, "workers": spec.workers}
+              "termination grace": spec.termination_grace, "workers": spec.workers,
+              "operators": sorted((spec.addon.record() if spec.addon else {}).get("operators", {}).items()),
+              "stages": user_stage_names(spec)}
     have = {"runtime": rec.runtime, "fleet": rec.fleet, "kai_version": rec.kai_version, "with_kai": rec.with_kai,
             "scheduler": (rec.stack or {}).get("name"), "termination grace": rec.termination_grace,
-            "workers": rec.workers}
+            "workers": rec.workers, "operators": sorted((rec.stack or {}).get("operators", {}).items()),
+            "stages": list(rec.stages)}
     if wanted != have:
         diff = ", ".join(f"{k} {have[k]} (asked {wanted[k]})" for k in wanted if wanted[k] != have[k])
         raise LabError(f"lab {rec.name!r} is already up with {diff}: run `kailab down` first, "

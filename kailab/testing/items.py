@@ -57,10 +57,13 @@ class ExerciseItem(pytest.Item):
             self.outcome = on_cluster.exercise(cluster, self.path, Path(root) if root else None)
         else:
             pool = lab_pool(self.config)
-            lab = pool.get(ex.fleet, with_kai=True)
-            if lab.fleet != ex.fleet and runtime_of(lab).makes_labs:
-                # --kailab-lab's lab is of another fleet: one of this fleet beside it, same runtime and KAI
-                lab = pool.get(ex.fleet, with_kai=True, own=True, runtime=lab.runtime, kai_version=lab.kai_version)
+            lab = pool.get(ex.fleet, with_kai=True, operators=tuple(ex.operators))
+            lacks = set(ex.operators) - {f"{n}@{v}" for n, v in ((lab.stack or {}).get("operators") or {}).items()}
+            if (lab.fleet != ex.fleet or lacks) and runtime_of(lab).makes_labs:
+                # --kailab-lab's lab is of another fleet, or lacks the exercise's operators: one beside it,
+                # same runtime and KAI
+                lab = pool.get(ex.fleet, with_kai=True, own=True, runtime=lab.runtime, kai_version=lab.kai_version,
+                               operators=tuple(ex.operators))
             self.outcome = ExerciseRun(ex, self.path, lab, Path(root) if root else None).run()
         # the outcome travels in the test report: with labs side by side (pytest -n) the summary and
         # report.html are written by the controlling process, which ran no exercise itself

@@ -8,6 +8,7 @@ import os
 import re
 import warnings
 
+from .. import operators as ops
 from ..errors import KailabError, LabBusy
 from ..paths import state_dir
 from ..lab import LabRecord, LabSpec, get_runtime, runtime_of
@@ -88,9 +89,10 @@ class LabPool:
         self.worker = getattr(config, "workerinput", {}).get("workerid")
 
     def get(self, fleet: str = "tiny", with_kai: bool | None = None, own: bool = False,
-            runtime: str = "binary", kai_version: str = "") -> LabRecord:
+            runtime: str = "binary", kai_version: str = "", operators: tuple[str, ...] = ()) -> LabRecord:
         """The session's lab for `fleet` (--kailab-lab's, unless `own`: then one of the session's, of
-        `runtime` and `kai_version` — e.g. a racks lab beside a kind lab)."""
+        `runtime` and `kai_version` — e.g. a racks lab beside a kind lab). With `operators`, a lab
+        that runs every workload operator (one such lab per fleet serves any exercise needing some)."""
         if self.external and not own:
             rec = LabRecord.load(self.external)
             if rec is None or rec.state != "up":
@@ -101,11 +103,13 @@ class LabPool:
             return self.get(fleet, with_kai, own=True, runtime=rec.runtime, kai_version=rec.kai_version)
         if with_kai is None:
             with_kai = kai_unavailable_reason() is None
-        key = (runtime, fleet, with_kai)
+        every = ops.parse(list(ops.OPERATORS)) if operators else ()
+        key = (runtime, fleet, with_kai) + ((every,) if every else ())
         if key not in self.labs:
             kind = "" if runtime == "binary" else f"{runtime}-"
-            name = f"{LAB_PREFIX}{os.getpid()}-{kind}{fleet}" + ("" if with_kai else "-nokai")
-            spec = LabSpec(name=name, runtime=runtime, fleet=fleet, with_kai=with_kai, kai_version=kai_version)
+            name = f"{LAB_PREFIX}{os.getpid()}-{kind}{fleet}" + ("" if with_kai else "-nokai") + ("-ops" if every else "")
+            spec = LabSpec(name=name, runtime=runtime, fleet=fleet, with_kai=with_kai, kai_version=kai_version,
+                           operators=every)
             with kind_docker():
                 self.labs[key] = get_runtime(runtime).up(spec)
         return self.labs[key]

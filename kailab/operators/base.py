@@ -1,0 +1,170 @@
+"""What every workload operator is to a lab: a pinned Go module built from the module proxy, its CRDs
+and webhook registrations read from that module's own tree, one supervised process.
+
+An operator is an `Addon` that runs as local processes (the binary runtime's capability), handed to
+the runtime beside the scheduler stack's (kailab/lab.py joins them). What differs per operator (its
+flags, its configuration file, how it finds its webhook certificate) is its own module's `argv` and
+`prepare`; the rest is here.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import toolchain, yamlfast
+from ..errors import BuildError
+from ..runtimes.addon import Addon, ProcessHost, RunsAsProcesses
+from . import pins
+
+MANAGED = {"app.kubernetes.io/managed-by": "kailab"}
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One operator as data/operators.yaml pins it."""
+
+    name: str
+    title: str
+    version: str
+    component: str
+    module: str
+    process: str
+    package: str
+    namespace: str
+    crds: str
+    webhooks: str
+    kinds: dict
+    pod_label: str = ""
+
+    @classmethod
+    def of(cls, name: str, version: str | None = None) -> "Pin":
+        return cls(name=name, **{**pins()[name], **({"version": version} if version else {})})
+
+
+def module_tree(module: str, version: str) -> Path:
+    """The module's own files as the proxy serves them (Go's module cache), for its CRDs and webhooks."""
+    probe = toolchain.cache_dir() / "build" / "probe"
+    probe.mkdir(parents=True, exist_ok=True)
+    (probe / "go.mod").write_text("module kailab.local/probe\n\ngo 1.25\n")
+    out = subprocess.run([toolchain.go_binary(), "mod", "download", "-json", f"{module}@{version}"], cwd=probe,
+                         capture_output=True, text=True,
+                         env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOWORK": "off"})
+    info = json.loads(out.stdout or "{}")
+    if out.returncode != 0 or "Dir" not in info:
+        raise BuildError(f"cannot fetch Go module {module}@{version}: "
+                         f"{' '.join(str(info.get('Error') or out.stderr).split())} (the Go module proxy must serve it)")
+    return Path(info["Dir"])
+
+
+class Operator(Addon, RunsAsProcesses):
+    """One workload operator as local processes. Subclasses give `argv` (and `prepare` for what the
+    process reads before it starts); ports are `<process>.metrics`, `.probe` and `.webhook`."""
+
+    def __init__(self, name: str, version: str | None = None) -> None:
+        self.pin = Pin.of(name, version)
+        self.name, self.version = name, self.pin.version
+        self.start_title = f"{self.pin.title} serving"
+
+    # ------------------------------------------------------------ what the lab record keeps
+    def processes(self) -> list[str]:
+        return [self.pin.process]
+
+    def namespaces(self) -> list[str]:
+        return [self.pin.namespace]
+
+    def kinds(self) -> dict[str, str]:
+        """Its kinds, each with its apiVersion."""
+        return dict(self.pin.kinds)
+
+    # ------------------------------------------------------------ the build and its tree
+    def recipe(self) -> toolchain.Recipe:
+        pkg = f"{self.pin.module}/{self.pin.package}".rstrip("/")
+        return toolchain.Recipe(self.pin.component, self.version, self.pin.module, {self.pin.process: pkg})
+
+    def recipes(self) -> list:
+        return [self.recipe()]
+
+    def tree(self) -> Path:
+        return module_tree(self.pin.module, self.version)
+
+    def crd_documents(self) -> list[dict]:
+        folder = self.tree() / self.pin.crds
+        docs = [d for f in sorted(folder.glob("*.yaml")) if f.name != "kustomization.yaml"
+                for d in yamlfast.load_all(f.read_text()) if d and d.get("kind") == "CustomResourceDefinition"]
+        if not docs:
+            raise BuildError(f"no CRDs in {folder}: is this {self.pin.title} {self.version}'s module?")
+        return docs
+
+    # ------------------------------------------------------------ as local processes
+    def port_names(self) -> list[str]:
+        p = self.pin.process
+        return [f"{p}.metrics", f"{p}.probe"] + ([f"{p}.webhook"] if self.pin.webhooks else [])
+
+    def health_url(self, name: str, ports: dict[str, int]) -> str:
+        return f"http://127.0.0.1:{ports[f'{self.pin.process}.probe']}/readyz"
+
+    def seed_objects(self, built: dict) -> list[dict]:
+        """Its CRDs and namespace are in the lab's etcd from the start (the seed is baked once)."""
+        return self.crd_documents() + [{"apiVersion": "v1", "kind": "Namespace",
+                                         "metadata": {"name": self.pin.namespace}}]
+
+    def prepare(self, host: ProcessHost) -> None:
+        """What the process reads before it starts (configuration, certificates, objects)."""
+
+    def argv(self, host: ProcessHost) -> list[str]:
+        raise NotImplementedError
+
+    def env(self, host: ProcessHost) -> dict[str, str]:
+        return {"KUBECONFIG": str(host.kubeconfig)}
+
+    def start(self, host: ProcessHost) -> None:
+        with host.timed(f"{self.pin.title} CRDs Established"):
+            host.install_crds(self.crd_documents())
+        with host.timed(f"{self.pin.title}'s webhooks registered"):
+            self.prepare(host)
+            for obj in self.webhook_configurations(host):
+                host.kube.apply(obj)
+        with host.timed(f"{self.pin.process} serving"):
+            host.start(self.pin.process, self.argv(host), env=self.env(host))
+            host.wait_healthy(self.pin.process)
+
+    # ------------------------------------------------------------ webhooks on loopback
+    def webhook_configurations(self, host: ProcessHost) -> list[dict]:
+        """Its own webhook registrations (the module's manifests), reaching the lab's process by `url`
+        on 127.0.0.1 with `ca` (the lab's CA unless the operator makes its own); its pod webhooks see
+        only its own pods, as its kustomize patch has them."""
+        if not self.pin.webhooks:
+            return []
+        port = host.ports[f"{self.pin.process}.webhook"]
+        ca = base64.b64encode(self.webhook_ca(host)).decode()
+        out = []
+        for doc in yamlfast.load_all((self.tree() / self.pin.webhooks).read_text()):
+            if not doc:
+                continue
+            for hook in doc.get("webhooks") or []:
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
+                if path.endswith("--v1-pod") and self.pin.pod_label:
+                    hook["objectSelector"] = {"matchExpressions": [{"key": self.pin.pod_label, "operator": "Exists"}]}
+            doc["metadata"] = {"name": self.webhook_configuration_name(doc), "labels": dict(MANAGED)}
+            out.append(doc)
+        return out
+
+    def webhook_configuration_name(self, doc: dict) -> str:
+        return f"kailab-{self.name}-{doc['metadata']['name']}"
+
+    def webhook_ca(self, host: ProcessHost) -> bytes:
+        return (host.lab / "pki" / "ca.crt").read_bytes()
+
+    def webhook_cert_dir(self, host: ProcessHost) -> Path:
+        """The lab CA's 127.0.0.1 serving certificate as controller-runtime reads it (tls.crt, tls.key)."""
+        certs = host.lab / "webhooks" / self.name
+        certs.mkdir(parents=True, exist_ok=True)
+        for ext in ("crt", "key"):
+            (certs / f"tls.{ext}").write_bytes((host.lab / "pki" / f"kai-webhooks.{ext}").read_bytes())
+        return certs

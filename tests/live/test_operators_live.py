@@ -1,0 +1,212 @@
+"""Workload operators as lab components (binary runtime), with real KAI v0.17.0 grouping their kinds:
+the Kubeflow training-operator, JobSet, LeaderWorkerSet and KubeRay as supervised processes, their
+webhooks on 127.0.0.1 signed for the lab, and what KAI's podgrouper makes of a PyTorchJob, a JobSet,
+an LWS and a RayCluster — measured on the lab, never assumed from the plugins' source."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import lab_listeners
+from kailab import workloads
+from kailab.kube import Kube
+from kailab.lab import LabSpec, get_runtime
+from kailab.runtimes import processes
+
+pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("operator_labs")]
+
+PG = "scheduling.run.ai/v2alpha2"
+OPERATORS = ("kubeflow", "jobset", "lws", "ray")
+PROCESSES = {"kubeflow": "training-operator", "jobset": "jobset-controller", "lws": "lws-controller",
+             "ray": "ray-operator"}
+QUEUE = "ops-team"
+
+
+@pytest.fixture(scope="module")
+def lab():
+    name = f"operators-tiny-{os.getpid()}"
+    rt = get_runtime("binary")
+    try:
+        rec = rt.up(LabSpec(name=name, runtime="binary", fleet="tiny", metrics=False, operators=OPERATORS))
+        kube = Kube(rec.kubeconfig)
+        kube.apply(workloads.queue(QUEUE, {"quota": -1, "limit": -1}))
+        kube.close()
+        yield rec
+    finally:
+        rt.down(name)
+
+
+@pytest.fixture
+def kube(lab, request):
+    k = Kube(lab.kubeconfig)
+    ns = f"ops-{request.node.name.split('[')[0][5:30].replace('_', '-').strip('-')}"
+    k.apply(workloads.namespace(ns))
+    k.apply(workloads.service_account("default", ns))
+    k.ns = ns
+    yield k
+    k.delete("v1", "Namespace", ns)
+    k.close()
+
+
+def _container(gpus: int = 1) -> dict:
+    return {"name": "main", "image": "kailab.io/never-pulled",
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                          "limits": {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": str(gpus)}}}
+
+
+def _template() -> dict:
+    return {"spec": {"restartPolicy": "Never", "containers": [_container()]}}
+
+
+def _pods(kube, name: str) -> list[dict]:
+    return [p for p in kube.list("v1", "Pod", kube.ns)
+            if (p["metadata"].get("labels") or {}).get(workloads.OWNER_LABEL) == name]
+
+
+def _bound(pods: list[dict]) -> int:
+    return sum(1 for p in pods if (p.get("spec") or {}).get("nodeName") and not p["metadata"].get("deletionTimestamp"))
+
+
+def _podgroups(kube) -> list[dict]:
+    return kube.list(PG, "PodGroup", kube.ns)
+
+
+def _wait(what: str, check, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"within {timeout:g} s: {what}")
+
+
+def test_the_lab_runs_each_operator_as_a_named_component_on_loopback(lab):
+    assert lab.stack["name"] == "kai" and lab.stack["operators"] == {
+        "kubeflow": "v1.9.3", "jobset": "v0.10.1", "lws": "v0.7.0", "ray": "v1.5.1"}
+    report = get_runtime("binary").status(lab)
+    assert report["state"] == "up", report
+    for op in OPERATORS:
+        assert report["components"][PROCESSES[op]]["state"] == "running", report["components"]
+    assert report["stack"]["operators"] == lab.stack["operators"]
+    said = subprocess.run([sys.executable, "-m", "kailab.cli", "status", "--name", lab.name], capture_output=True,
+                          text=True, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"})
+    assert said.returncode == 0, said.stdout + said.stderr
+    assert "KAI v0.17.0, kubeflow v1.9.3, jobset v0.10.1, lws v0.7.0, ray v1.5.1, fleet tiny" in said.stdout, said.stdout
+    # every listener the lab owns in the host's network is on loopback (the training-operator's webhook
+    # server, which listens on every interface, is in a network namespace of its own)
+    assert {addr for addr, _ in lab_listeners(lab.dir)} <= {"127.0.0.1"}
+    # their webhooks are registered on 127.0.0.1 with a CA that signs what the process serves
+    kube = Kube(lab.kubeconfig)
+    try:
+        hooks = [h for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+                 for c in kube.list("admissionregistration.k8s.io/v1", kind) for h in c.get("webhooks") or []
+                 if "kubeflow" in h["name"] or "kb.io" in h["name"]]
+        assert hooks and all(h["clientConfig"]["url"].startswith("https://127.0.0.1:") for h in hooks)
+    finally:
+        kube.close()
+
+
+def test_a_pytorchjob_of_1_master_and_3_workers_binds_nothing_on_3_free_gpus_then_all_4_at_once(lab, kube):
+    """The done-when of the workloads issue: KAI's podgrouper (plugins/kubeflow/pytorch) makes one
+    PodGroup of minMember 4 from the PyTorchJob; with 3 GPUs free none of its pods binds, for a window;
+    when a 4th frees, all 4 bind, and no observation ever saw 1 to 3 of them bound."""
+    blockers = workloads.pods("blocker", kube.ns, QUEUE, 5, priority_class="inference")
+    for pod in blockers:
+        kube.apply(pod)
+    _wait("5 blockers bound", lambda: _bound(_pods(kube, "blocker")) == 5)
+    job = workloads.adopt({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "train"},
+                           "spec": {"pytorchReplicaSpecs": {
+                               "Master": {"replicas": 1, "restartPolicy": "Never", "template": _template()},
+                               "Worker": {"replicas": 3, "restartPolicy": "Never", "template": _template()}}}},
+                          kube.ns, QUEUE)
+    kube.apply(job)
+    ours = lambda: [p for p in _podgroups(kube) if p["metadata"]["ownerReferences"][0]["kind"] == "PyTorchJob"]  # noqa: E731
+    _wait("KAI's podgrouper to make the PyTorchJob's PodGroup and the operator its 4 pods, each in it",
+          lambda: len(_pods(kube, "train")) == 4 and ours()
+          and all((p["metadata"].get("annotations") or {}).get("pod-group-name") for p in _pods(kube, "train")))
+    [pg] = ours()
+    assert pg["spec"]["minMember"] == 4 and pg["spec"]["queue"] == QUEUE, pg["spec"]
+    assert {s["name"]: s.get("minMember") for s in pg["spec"].get("subGroups") or []} == {"master": 1, "worker": 3}
+    assert {p["metadata"]["annotations"]["pod-group-name"] for p in _pods(kube, "train")} == {pg["metadata"]["name"]}
+    # held: 3 GPUs free, a gang of 4 - nothing binds for 10 s (after KAI has seen all 4 pods)
+    until = time.monotonic() + 10
+    while time.monotonic() < until:
+        assert _bound(_pods(kube, "train")) == 0
+        time.sleep(0.25)
+    kube.delete("v1", "Pod", blockers[0]["metadata"]["name"], kube.ns)
+    seen = set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        seen.add(_bound(_pods(kube, "train")))
+        if 4 in seen:
+            break
+        time.sleep(0.1)
+    assert 4 in seen and not seen & {1, 2, 3}, seen
+
+
+def test_jobset_lws_and_raycluster_are_grouped_by_kais_plugins_and_placed(lab, kube):
+    """A JobSet of two replicated Jobs (plugins/jobset: one PodGroup, a SubGroup per replica), an LWS
+    of 2 groups of 4 (plugins/leaderworkerset: a PodGroup per group, minMember 4; its pods labelled by
+    LWS's own pod webhook) and a RayCluster of a head and 2 workers (plugins/ray: minMember 3)."""
+    rj = lambda name, replicas: {"name": name, "replicas": replicas,  # noqa: E731
+                                 "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0,
+                                                       "template": _template()}}}
+    objs = [
+        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+         "spec": {"replicatedJobs": [rj("driver", 1), rj("workers", 2)]}},
+        {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "lws"},
+         "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {
+             "spec": {"containers": [_container()]}}}}},
+        {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "ray"},
+         "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [_container(0)]}}},
+                  "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "minReplicas": 2, "maxReplicas": 2,
+                                        "rayStartParams": {}, "template": {"spec": {"containers": [_container()]}}}]}},
+    ]
+    for obj in objs:
+        kube.apply(workloads.adopt(obj, kube.ns, QUEUE))
+    expect = {"js": 3, "lws": 4, "ray": 3}
+    _wait("every pod bound", lambda: all(_bound(_pods(kube, n)) == c for n, c in expect.items()), timeout=90)
+    by_owner: dict[str, list[dict]] = {}
+    for pg in _podgroups(kube):
+        by_owner.setdefault(pg["metadata"]["ownerReferences"][0]["kind"], []).append(pg)
+    [js] = by_owner["JobSet"]
+    # a parent SubGroup per replicated Job, a leaf per replica; AnyOrder (JobSet's default): both jobs gang
+    assert {s["name"]: s.get("parent") for s in js["spec"]["subGroups"]} == {
+        "driver": None, "driver-replica-0": "driver", "workers": None, "workers-replica-0": "workers",
+        "workers-replica-1": "workers"}, js["spec"]
+    assert js["spec"]["minSubGroup"] == 2, js["spec"]
+    lws = by_owner["LeaderWorkerSet"]
+    assert len(lws) == 2 and {p["spec"]["minMember"] for p in lws} == {2}, [p["spec"] for p in lws]
+    [ray] = by_owner["RayCluster"]
+    assert ray["spec"]["minMember"] == 3, ray["spec"]
+    for pods in (_pods(kube, n) for n in expect):
+        assert all(p["metadata"]["annotations"].get("pod-group-name") for p in pods)
+
+
+def test_an_operator_that_dies_is_a_named_dead_component(lab):
+    rt = get_runtime("binary")
+    proc = PROCESSES["ray"]
+    rt.kill(lab, proc)
+    try:
+        dead = dict(rt.dead_components(lab, set()))
+        assert proc in dead, dead
+    finally:
+        rt.restart(lab, proc)
+    assert not rt.dead_components(lab, set())
+
+
+def test_down_leaves_no_operator_behind(tmp_path):
+    name = f"operators-down-{os.getpid()}"
+    rt = get_runtime("binary")
+    rec = rt.up(LabSpec(name=name, runtime="binary", fleet="tiny", metrics=False, operators=("kubeflow", "lws")))
+    pids = {n: r.pid for n, r in processes.records(rec.dir).items()}
+    assert {"training-operator", "lws-controller"} <= set(pids)
+    rt.down(name)
+    assert not rec.dir.exists()
+    assert not [n for n, pid in pids.items() if os.path.exists(f"/proc/{pid}")], pids
