@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 
 from .errors import KailabError
 from .runtimes import LabRecord, LabSpec, resolve_runtime
@@ -46,11 +47,18 @@ class WithOperators(CombinedAddon, ProcessesOfParts):
 
     @property
     def start_title(self) -> str:
-        return ", then ".join(p.start_title for p in self.parts if p.start_title)
+        return ", and ".join(p.start_title for p in self.parts if p.start_title)
 
     def record(self) -> dict:
         return {**self.stack.record(), "processes": self.processes(), "namespaces": self.namespaces(),
                 "operators": {o.name: o.version for o in self.operators}}
+
+    def start(self, host) -> None:
+        """The stack and every operator at once: none needs another (each waits for the API server
+        itself), and started in turn they added 10 s to a lab's `up`."""
+        with ThreadPoolExecutor(max_workers=len(self.parts)) as pool:
+            for done in [pool.submit(part.start, host) for part in self.parts]:
+                done.result()
 
 
 class Lab:

@@ -13,11 +13,16 @@ import base64
 import json
 import os
 import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from .. import toolchain, yamlfast
-from ..errors import BuildError
+from ..errors import BuildError, LabError
 from ..runtimes.addon import Addon, ProcessHost, RunsAsProcesses
 from . import pins
 
@@ -46,14 +51,21 @@ class Pin:
         return cls(name=name, **{**pins()[name], **({"version": version} if version else {})})
 
 
+@lru_cache(maxsize=None)
 def module_tree(module: str, version: str) -> Path:
-    """The module's own files as the proxy serves them (Go's module cache), for its CRDs and webhooks."""
-    probe = toolchain.cache_dir() / "build" / "probe"
-    probe.mkdir(parents=True, exist_ok=True)
-    (probe / "go.mod").write_text("module kailab.local/probe\n\ngo 1.25\n")
-    out = subprocess.run([toolchain.go_binary(), "mod", "download", "-json", f"{module}@{version}"], cwd=probe,
-                         capture_output=True, text=True,
-                         env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOWORK": "off"})
+    """The module's own files as the proxy serves them (Go's module cache), for its CRDs and webhooks:
+    read in place when the module cache has them, else downloaded (in a folder of this call's own: labs
+    and builds side by side must not share one go.mod)."""
+    env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOWORK": "off"}
+    cache = subprocess.run([toolchain.go_binary(), "env", "GOMODCACHE"], capture_output=True, text=True, env=env).stdout.strip()
+    escaped = "".join(f"!{c.lower()}" if c.isupper() else c for c in module)  # Go's case-encoding of paths
+    there = Path(cache) / f"{escaped}@{version}"
+    if cache and (there / "go.mod").is_file():
+        return there
+    with tempfile.TemporaryDirectory(prefix="kailab-module-") as probe:
+        Path(probe, "go.mod").write_text("module kailab.local/probe\n\ngo 1.25\n")
+        out = subprocess.run([toolchain.go_binary(), "mod", "download", "-json", f"{module}@{version}"], cwd=probe,
+                             capture_output=True, text=True, env=env)
     info = json.loads(out.stdout or "{}")
     if out.returncode != 0 or "Dir" not in info:
         raise BuildError(f"cannot fetch Go module {module}@{version}: "
@@ -93,12 +105,7 @@ class Operator(Addon, RunsAsProcesses):
         return module_tree(self.pin.module, self.version)
 
     def crd_documents(self) -> list[dict]:
-        folder = self.tree() / self.pin.crds
-        docs = [d for f in sorted(folder.glob("*.yaml")) if f.name != "kustomization.yaml"
-                for d in yamlfast.load_all(f.read_text()) if d and d.get("kind") == "CustomResourceDefinition"]
-        if not docs:
-            raise BuildError(f"no CRDs in {folder}: is this {self.pin.title} {self.version}'s module?")
-        return docs
+        return _crds(self.tree() / self.pin.crds, f"{self.pin.title} {self.version}")
 
     # ------------------------------------------------------------ as local processes
     def port_names(self) -> list[str]:
@@ -123,8 +130,9 @@ class Operator(Addon, RunsAsProcesses):
         return {"KUBECONFIG": str(host.kubeconfig)}
 
     def start(self, host: ProcessHost) -> None:
-        with host.timed(f"{self.pin.title} CRDs Established"):
-            host.install_crds(self.crd_documents())
+        # its CRDs are in the lab's seed (seed_objects), Established there: its readiness below proves them
+        # served (its informers have synced on them); applying them again took up to 5 s (KubeRay's: 2 MB)
+        _api_answers(host)
         with host.timed(f"{self.pin.title}'s webhooks registered"):
             self.prepare(host)
             for obj in self.webhook_configurations(host):
@@ -132,6 +140,10 @@ class Operator(Addon, RunsAsProcesses):
         with host.timed(f"{self.pin.process} serving"):
             host.start(self.pin.process, self.argv(host), env=self.env(host))
             host.wait_healthy(self.pin.process)
+            # listening is not ready: the training-operator sets its controllers up only once its
+            # certificates are in place, and a kind created before that waits unreconciled
+            wait_ready(self.health_url(self.pin.process, host.ports), self.pin.process,
+                       host.lab / "logs" / f"{self.pin.process}.log")
 
     # ------------------------------------------------------------ webhooks on loopback
     def webhook_configurations(self, host: ProcessHost) -> list[dict]:
@@ -168,3 +180,39 @@ class Operator(Addon, RunsAsProcesses):
         for ext in ("crt", "key"):
             (certs / f"tls.{ext}").write_bytes((host.lab / "pki" / f"kai-webhooks.{ext}").read_bytes())
         return certs
+
+
+READY_S = 60
+
+
+def wait_ready(url: str, process: str, log: Path) -> None:
+    """Until `url` answers 200; one line naming the process and its last log lines otherwise."""
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=3) as resp:  # noqa: S310 - the lab's loopback probe
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.2)
+    tail = log.read_text(errors="replace").splitlines()[-5:] if log.is_file() else []
+    raise LabError(f"{process} did not become ready ({url}) within {READY_S} s; its last log lines: " + " | ".join(tail))
+
+
+def _api_answers(host: ProcessHost) -> None:
+    deadline = time.monotonic() + READY_S
+    while not host.kube.readyz():
+        if time.monotonic() > deadline:
+            raise LabError(f"the lab's API server did not answer within {READY_S} s")
+        time.sleep(0.2)
+
+
+@lru_cache(maxsize=None)
+def _crds(folder: Path, what: str) -> list[dict]:
+    """The CRDs in a module's folder, read once per process (KubeRay's are 2 MB of YAML); not to be changed."""
+    docs = [d for f in sorted(folder.glob("*.yaml")) if f.name != "kustomization.yaml"
+            for d in yamlfast.load_all(f.read_text()) if d and d.get("kind") == "CustomResourceDefinition"]
+    if not docs:
+        raise BuildError(f"no CRDs in {folder}: is this {what}'s module?")
+    return docs

@@ -11,6 +11,7 @@ and record under one lock; split apart, each part would re-read what the others 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import ssl
@@ -576,6 +577,33 @@ def _install_crds(kube: Kube, crds: list[dict], lab: Path) -> None:
         name = crd["metadata"]["name"]
         wait_until(f"CRD {name} to be Established", lambda n=name: _crd_established(kube, n),
                    timeout="crd-established", lab=lab, component="kube-apiserver")
+    # Established is stored with the CRD (a seeded lab's are so from the start), and the API server
+    # serves a kind only once it has read it: a component listing the server's APIs before then exits
+    # ("no matches for scheduling.run.ai/v2", KAI's queuecontroller, seen with more CRDs in the seed)
+    for group_version, plurals in _served_by(crds).items():
+        wait_until(f"the API server to serve {group_version}", lambda gv=group_version, p=plurals: _serves(kube, gv, p),
+                   timeout="crd-established", lab=lab, component="kube-apiserver")
+
+
+def _served_by(crds: list[dict]) -> dict[str, set[str]]:
+    """Each served group/version of these CRDs, with the resources (plurals) it must list."""
+    out: dict[str, set[str]] = {}
+    for crd in crds:
+        spec = crd["spec"]
+        for version in spec.get("versions") or []:
+            if version.get("served", True):
+                out.setdefault(f"{spec['group']}/{version['name']}", set()).add(spec["names"]["plural"])
+    return out
+
+
+def _serves(kube: Kube, group_version: str, plurals: set[str]) -> bool:
+    pool = kube.api_client.rest_client.pool_manager
+    try:
+        resp = pool.request("GET", f"{kube.api_client.configuration.host}/apis/{group_version}", timeout=10)
+        found = json.loads(resp.data) if resp.status == 200 else {}
+    except (OSError, ValueError):  # not answering yet
+        return False
+    return plurals <= {r.get("name") for r in found.get("resources") or []}
 
 
 def _crd_established(kube: Kube, name: str) -> bool:

@@ -41,6 +41,12 @@ def _unshare(doc, name):
                 w["gpus"] = 1
 
 
+def _manifest(doc, name):
+    """The object of the `manifest` workload `name` (the first step that applies it)."""
+    return next(item["manifest"]["object"] for step in doc["steps"] for item in step.get("apply", [])
+                if "manifest" in item and item["manifest"]["object"]["metadata"]["name"] == name)
+
+
 def _drop_faults(doc, step_index):
     doc["steps"][step_index].pop("faults")
 
@@ -97,6 +103,10 @@ BROKEN = {
     # usage off: the two equal queues split the fleet 4 and 4
     "time-based-fairness": (lambda d: d["steps"][0]["scheduler"].pop("usage"),
                             "both ask for more than the fleet", "queue beta bound"),
+    # the kind's gang undone: a PyTorchJob whose schedulingPolicy asks for 1 pod starts 3 of its 4
+    "pytorchjob-gang": (lambda d: _manifest(d, "train")["spec"].update(
+                            runPolicy={"schedulingPolicy": {"minAvailable": 1}}),
+                        "a PyTorchJob of 1 master and 3 workers meets 3 free GPUs", "workload train bound"),
 }
 
 
@@ -113,8 +123,13 @@ def test_every_exercise_has_a_broken_variant():
 def _variant_params():
     """Exercises of another fleet than small go to one worker (pytest -n), which alone brings up the
     dra, racks and tiny labs they need."""
-    return [pytest.param(name, id=name, marks=[] if load_exercise(exercises_dir() / f"{name}.yaml").fleet == "small"
-                         else [pytest.mark.xdist_group("other_fleets")]) for name in sorted(BROKEN)]
+    def marks(ex):
+        if ex.operators:  # on the session's lab with the workload operators, beside their own live tests
+            return [pytest.mark.xdist_group("operator_labs")]
+        return [] if ex.fleet == "small" else [pytest.mark.xdist_group("other_fleets")]
+
+    return [pytest.param(name, id=name, marks=marks(load_exercise(exercises_dir() / f"{name}.yaml")))
+            for name in sorted(BROKEN)]
 
 
 @pytest.mark.parametrize("name", _variant_params())
@@ -130,7 +145,7 @@ def test_exercise_fails_when_its_key_condition_is_broken(name, kailab_labs, tmp_
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     ex = load_exercise(path)
-    lab = kailab_labs.get(ex.fleet, with_kai=True)
+    lab = kailab_labs.get(ex.fleet, with_kai=True, operators=tuple(ex.operators))
     # the first failure is what this test reads: the steps after it would only wait out their timeouts
     outcome = ExerciseRun(ex, path, lab, tmp_path / "evidence", fail_fast=True).run()
     assert outcome.verdict == "failed", outcome.report()
