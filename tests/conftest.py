@@ -46,8 +46,9 @@ def _unit(item) -> str:
 
 # the fleets most tests use: their labs stay up for a worker's whole session
 SESSION_FLEETS = ("tiny", "small")
-# groups whose tests use labs of other fleets (dra, racks): those are downed when the group ends
-OTHER_FLEETS_GROUPS = ("other_fleets",)
+# groups whose tests use labs of other fleets (dra, racks) or with workload operators: those are downed
+# when the group ends
+OTHER_FLEETS_GROUPS = ("other_fleets", "operator_labs")
 
 
 def pytest_runtest_teardown(item, nextitem):

@@ -67,7 +67,9 @@ def _lesson_intro(lesson: Lesson) -> list[str]:
             "Workloads go to the leaf queues. A queue's counts include its whole subtree.", "",
             "## Run it", "",
             f"On a lab with KAI and the `{ex.fleet}` fleet:", "",
-            *_fence([f"kailab up --fleet {ex.fleet}", "eval \"$(kailab env)\"", f"kailab lesson {ex.exercise}"]), "",
+            *_fence([f"kailab up --fleet {ex.fleet}" + (f" --operators {','.join(n.split('@')[0] for n in ex.operators)}"
+                                                          if ex.operators else ""),
+                     "eval \"$(kailab env)\"", f"kailab lesson {ex.exercise}"]), "",
             f"`kailab lesson {ex.exercise}` shows each step and asks for your prediction, runs the exercise, then "
             "puts what you predicted next to what KAI did, step by step, with the evidence directory. "
             "`--no-pause` skips the questions. Without the guidance: "

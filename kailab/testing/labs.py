@@ -119,10 +119,12 @@ class LabPool:
         return self.get(fleet, with_kai=True, own=True, runtime="kind")
 
     def release(self, keep_fleets: tuple[str, ...]) -> None:
-        """Down the session's labs of other fleets than `keep_fleets` (a later `get` brings one up
-        again): an idle lab still spends ~9 % of a core on its control plane, KAI and Prometheus."""
+        """Down the session's labs of other fleets than `keep_fleets`, and those with workload operators
+        (a later `get` brings one up again): an idle lab still spends ~9 % of a core on its control
+        plane, KAI and Prometheus."""
         for key, rec in list(self.labs.items()):
-            if rec.fleet not in keep_fleets and rec.runtime == "binary":
+            with_operators = len(key) > 3  # a lab with the workload operators: its group's alone
+            if (rec.fleet not in keep_fleets or with_operators) and rec.runtime == "binary":
                 runtime_of(rec).down(rec.name)
                 del self.labs[key]
 

@@ -107,6 +107,18 @@ BROKEN = {
     "pytorchjob-gang": (lambda d: _manifest(d, "train")["spec"].update(
                             runPolicy={"schedulingPolicy": {"minAvailable": 1}}),
                         "a PyTorchJob of 1 master and 3 workers meets 3 free GPUs", "workload train bound"),
+    # a rigid PyTorchJob (no elasticPolicy): its minimum is all 16 workers
+    "pytorchjob-elastic": (lambda d: _manifest(d, "train")["spec"].pop("elasticPolicy"),
+                           "an elastic PyTorchJob grows into idle GPUs", "PodGroup of train matching"),
+    # InOrder undone (JobSet's default, AnyOrder): the driver waits with the workers
+    "jobset-startup-order": (lambda d: _manifest(d, "inorder")["spec"].pop("startupPolicy"),
+                             "the same JobSet with InOrder starts its driver alone", "workload inorder bound"),
+    # no minReplicas: the whole worker group is the minimum, and the reclaim finds no workers above it
+    "raycluster-reclaim": (lambda d: _manifest(d, "ray")["spec"]["workerGroupSpecs"][0].update(minReplicas=16),
+                           "a RayCluster of 16 GPU workers borrows research's idle GPUs", "PodGroup of ray matching"),
+    # no rack required: the first group spreads over both racks
+    "lws-rack": (lambda d: _manifest(d, "lws")["metadata"].pop("annotations"),
+                 "an LWS of 2 groups of 4 that must each stay in one rack", "workload lws on kailab.io/rack=rack-b bound"),
 }
 
 

@@ -108,8 +108,12 @@ IN_A_TERMINAL = "borrow"  # run whole, as a learner would, by the terminal test 
 def _lesson_params():
     """One test per lesson (labs side by side, pytest -n, share them out); those of another fleet than
     small go to one worker, so only one worker brings up the dra and racks labs."""
-    return [pytest.param(lesson.name, id=lesson.name,
-                         marks=[] if lesson.exercise.fleet == "small" else [pytest.mark.xdist_group("other_fleets")])
+    def marks(ex):
+        if ex.operators:  # on the session's lab with the workload operators
+            return [pytest.mark.xdist_group("operator_labs")]
+        return [] if ex.fleet == "small" else [pytest.mark.xdist_group("other_fleets")]
+
+    return [pytest.param(lesson.name, id=lesson.name, marks=marks(lesson.exercise))
             for lesson in course.lessons() if lesson.name != IN_A_TERMINAL]
 
 
@@ -118,9 +122,10 @@ def test_every_lesson_runs_live(kailab_labs, tmp_path, monkeypatch, name):
     monkeypatch.setenv("KAILAB_COURSE_STATUS", str(tmp_path / "progress.json"))
     shown: list[str] = []
     (lesson,) = [lesson for lesson in course.lessons() if lesson.name == name]
-    lab = kailab_labs.get(lesson.exercise.fleet, with_kai=True)
+    ops = tuple(lesson.exercise.operators)
+    lab = kailab_labs.get(lesson.exercise.fleet, with_kai=True, operators=ops)
     if lab.fleet != lesson.exercise.fleet:  # --kailab-lab gave another fleet's lab
-        lab = kailab_labs.get(lesson.exercise.fleet, with_kai=True, own=True)
+        lab = kailab_labs.get(lesson.exercise.fleet, with_kai=True, own=True, operators=ops)
     code = course.run_lesson(lesson, lab.name, False, shown.append, evidence_root=tmp_path / "ev")
     assert code == 0, "\n".join(shown[-40:])
     assert course.load_status()["done"].get(lesson.name), lesson.name
