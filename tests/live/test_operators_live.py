@@ -214,3 +214,34 @@ def test_down_leaves_no_operator_behind(tmp_path):
     rt.down(name)
     assert not rec.dir.exists()
     assert not [n for n, pid in pids.items() if os.path.exists(f"/proc/{pid}")], pids
+
+
+def test_a_lab_plays_the_users_own_kwok_stages_beside_kailabs():
+    """`kailab up --stages`: a container whose args are [entrypoint-tester] exits 0 at once (the user's
+    stage), while a pod without them runs on (kailab's stages) - on the lab's real KWOK."""
+    from kailab.paths import PROJECT_ROOT
+
+    name = f"operators-stages-{os.getpid()}"
+    rt = get_runtime("binary")
+    stages = PROJECT_ROOT / "docs" / "examples" / "stages-entrypoint-tester.yaml"
+    rec = rt.up(LabSpec(name=name, runtime="binary", fleet="tiny", metrics=False, with_kai=False, stack="none",
+                        stages=str(stages)))
+    kube = Kube(rec.kubeconfig)
+    try:
+        assert rec.stages == ["entrypoint-tester-exits"]
+        node = kube.list("v1", "Node")[0]["metadata"]["name"]
+        for pod, args in (("tester", ["entrypoint-tester"]), ("server", ["serve"])):
+            kube.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": "default"},
+                        "spec": {"nodeName": node, "restartPolicy": "Never",
+                                 "containers": [{"name": "main", "image": "kailab.io/never-pulled", "args": args}]}})
+        phase = lambda pod: (kube.get("v1", "Pod", pod, "default") or {}).get("status", {}).get("phase")  # noqa: E731
+        _wait("the tester to exit 0", lambda: phase("tester") == "Succeeded", timeout=30, seen=lambda: phase("tester"))
+        ended = kube.get("v1", "Pod", "tester", "default")["status"]["containerStatuses"][0]["state"]["terminated"]
+        assert ended["exitCode"] == 0, ended
+        until = time.monotonic() + 5
+        while time.monotonic() < until:  # kailab's stages alone for the other: it runs until deleted
+            assert phase("server") == "Running", phase("server")
+            time.sleep(0.5)
+    finally:
+        kube.close()
+        rt.down(name)
