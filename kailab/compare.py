@@ -104,10 +104,13 @@ class _Record:
     kai_version = versions.DEFAULT_KAI
 
 
-def lab_spec(column: str, stamp: str, fleet: str, kai_version: str) -> LabSpec:
+def lab_spec(column: str, stamp: str, fleet: str, kai_version: str, operators: tuple[str, ...] = ()) -> LabSpec:
+    """A column's lab; with the workload operators the exercises name (every stack's lab has them, so a
+    stack that cannot run a kind refuses it by name rather than for want of its operator)."""
     stack = column.split(":")[0]
     return LabSpec(name=f"compare-{stamp}-{column}".replace("+", "-").replace(":", "-"), runtime="binary",
-                   fleet=fleet, kai_version=kai_version, with_kai=get_stack(stack).kai_inside, stack=stack)
+                   fleet=fleet, kai_version=kai_version, with_kai=get_stack(stack).kai_inside, stack=stack,
+                   operators=operators)
 
 
 def run_compare(stacks: list[str], exercises: list[str], fleet: str = "small", repeat: int = 2,
@@ -116,7 +119,8 @@ def run_compare(stacks: list[str], exercises: list[str], fleet: str = "small", r
     the_plan = {**trial.checked_plan(stacks, exercises, fleet), "repeat": repeat, "runtime": "binary",
                 "axis": AXIS, "kai_version": kai_version}
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    specs = {s: with_addon(lab_spec(s, stamp, fleet, kai_version)) for s in stacks}
+    wanted = tuple(dict.fromkeys(o for p in the_plan["exercises"] for o in load_exercise(p).operators))
+    specs = {s: with_addon(lab_spec(s, stamp, fleet, kai_version, wanted)) for s in stacks}
     # builds before any lab, one after the other (each already uses every core)
     toolchain.build_all(toolchain.cluster_recipes(kai_version), console)
     for spec in specs.values():

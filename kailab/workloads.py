@@ -240,6 +240,15 @@ def _replicas(spec: dict | None, default: int = 1) -> int:
     return default if value is None else int(value)
 
 
+# the API groups of the workload operators' kinds (kailab/operators: data/operators.yaml says which kinds)
+OPERATOR_GROUPS = ("kubeflow.org", "jobset.x-k8s.io", "leaderworkerset.x-k8s.io", "ray.io")
+
+
+def of_an_operator(obj: dict) -> bool:
+    """A workload operator's kind (a PyTorchJob, a JobSet, an LWS, a RayCluster or RayJob)."""
+    return str(obj.get("apiVersion", "")).split("/")[0] in OPERATOR_GROUPS
+
+
 def operator_pods(obj: dict) -> int | None:
     """How many pods a workload operator's object makes at once (None: not such a kind): a Kubeflow
     job its replicas, a JobSet each replicated Job's replicas x parallelism, an LWS its groups x

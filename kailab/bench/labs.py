@@ -8,7 +8,7 @@ import statistics
 import time
 from pathlib import Path
 
-from .. import toolchain, versions
+from .. import operators, toolchain, versions
 from ..lab import LabRecord, LabSpec, get_runtime
 from .common import _record, _time, machine
 from .peer import peer_comparison, peer_markdown
@@ -17,13 +17,13 @@ from ..runtimes import processes
 from ..toolchain import kai_unavailable_reason
 
 
-def bench_lab(fleet: str, repeats: int, with_kai: bool, metrics: bool = True) -> dict:
+def bench_lab(fleet: str, repeats: int, with_kai: bool, metrics: bool = True, operators: tuple[str, ...] = ()) -> dict:
     """Warm `up` and `down` of one fleet, `repeats` times each (binaries and seed already cached:
     one unmeasured cycle first makes sure), with the median of each phase of `up`."""
     rt = get_runtime("binary")
     ups, downs, phases = [], [], {}
     name = f"bench-{os.getpid()}-{fleet}"
-    spec = LabSpec(name=name, runtime="binary", fleet=fleet, with_kai=with_kai, metrics=metrics)
+    spec = LabSpec(name=name, runtime="binary", fleet=fleet, with_kai=with_kai, metrics=metrics, operators=operators)
     try:
         rt.up(spec)
     finally:
@@ -37,7 +37,8 @@ def bench_lab(fleet: str, repeats: int, with_kai: bool, metrics: bool = True) ->
             noop = _time(lambda: rt.up(spec))
         finally:
             downs.append(_time(lambda: rt.down(name)))
-    return {"fleet": fleet, "with_kai": with_kai, "metrics": metrics, "runs": repeats, "up_s": statistics.median(ups),
+    return {"fleet": fleet, "with_kai": with_kai, "metrics": metrics, "operators": list(operators), "runs": repeats,
+            "up_s": statistics.median(ups),
             "up_all_s": ups, "second_up_noop_s": noop, "down_s": statistics.median(downs), "down_all_s": downs,
             "up_phases_median_s": {k: round(statistics.median(v), 2) for k, v in phases.items()}}
 
@@ -56,6 +57,9 @@ def run(quick: bool = False, repeats: int | None = None, out_dir: Path | None = 
         "labs": [bench_lab(f, repeats, with_kai) for f in fleets],
         # what Prometheus and kube-state-metrics add to `up`: the same fleet without them
         "labs_without_metrics": [bench_lab(fleets[-1] if quick else "small", repeats, with_kai, metrics=False)],
+        # what the four workload operators add to `up`: the same fleet, no metrics (kailab/operators)
+        "labs_with_operators": [bench_lab(fleets[-1] if quick else "small", repeats, with_kai, metrics=False,
+                                          operators=operators.parse(list(operators.OPERATORS)))] if with_kai else [],
         "peer": None if quick else peer_comparison(runs=5 if repeats >= 3 else repeats),
         "not_measured": {} if with_kai else {
             k: "needs KAI, which cannot be built here" for k in
@@ -77,6 +81,9 @@ def markdown(r: dict) -> str:
     for row in r.get("labs_without_metrics") or []:  # what Prometheus + kube-state-metrics add
         lines.append(f"| {row['fleet']}, without metrics | {row['runs']} | {row['up_s']} | "
                      f"{row['second_up_noop_s']} | {row['down_s']} |")
+    for row in r.get("labs_with_operators") or []:  # what the workload operators add
+        lines.append(f"| {row['fleet']}, without metrics, with operators {', '.join(row['operators'])} | {row['runs']} | "
+                     f"{row['up_s']} | {row['second_up_noop_s']} | {row['down_s']} |")
     lines += ["", "Where warm `up` goes (median seconds per phase; phases in one row overlap, see "
               "kailab/runtimes/binary.py):", ""]
     for row in r["labs"]:

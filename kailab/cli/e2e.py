@@ -22,22 +22,28 @@ from .base import cli, console, out
 @click.option("--lab", "lab_name", default=None,
               help="A running lab to use instead (it must have no queues of its own: KAI's clean-up deletes every queue).")
 @click.option("--focus", multiple=True, help="Only specs matching this regular expression (Ginkgo --focus); repeatable.")
-@click.option("--list", "list_only", is_flag=True, help="List the suites a lab can run, and those it cannot, with why.")
+@click.option("--list", "list_only", is_flag=True,
+              help="List the suites a lab can run (with the operators each one's lab runs), and those it cannot, with why.")
 @click.option("--dra", "dra_set", is_flag=True,
               help="KAI's DRA specs (resources, preempt, reclaim) on fleet kai-e2e-dra, which has DRA devices.")
 @click.option("--build-only", is_flag=True, help="Only compile the suites (into kailab's cache) and exit.")
 def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_only, dra_set, build_only) -> None:
     """Run KAI's own e2e suites (Ginkgo, from the KAI version's source) against labs; report ran /
-    passed / failed / skipped per suite in the terminal, JUnit and report.html. Exit 1 on a failure."""
+    passed / failed / skipped per suite in the terminal, JUnit and report.html. Exit 1 on a failure.
+    A lab runs the workload operators its suites need beside KAI (the third-party integrations:
+    jobset, pytorch, mpi, tfjob, jax, xgboost, lws, ray; `--list` says which)."""
     from ..e2e import session
     from ..stacks.kai.e2e.suites import registry
     from ..fleet import load_fleet
 
     reg = registry()
     if list_only:
+        out.print(f"{'suite':20} {'operators':10} package (the operators its lab runs beside KAI)",
+                  markup=False, highlight=False)
         for s in reg.run.values():
+            ops = ",".join(session.operators_needed([s])) or "none"
             extra = f"; leaves out: {'; '.join(f'{t} ({w})' for t, w in s.skip.items())}" if s.skip else ""
-            out.print(f"{s.name:20} {s.path}{' [ci]' if s.ci else ''}{extra}", markup=False, highlight=False)
+            out.print(f"{s.name:20} {ops:10} {s.path}{' [ci]' if s.ci else ''}{extra}", markup=False, highlight=False)
         for n, (pkg, why) in reg.not_run.items():
             out.print(f"{n:20} cannot run on a lab: {why}", markup=False, highlight=False)
         out.print(f"label filter: {reg.label_filter()}", markup=False, highlight=False)
@@ -48,6 +54,7 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
                               "--focus, --ci and --fleet")
         suite_names, focus, fleet = tuple(reg.dra["suites"]), tuple(reg.dra["focus"]), reg.dra["fleet"]
     suites = reg.select(list(suite_names), ci=ci_set)
+    session.operators_needed(suites)  # a registry naming an operator no lab runs: one line, before any build
     if build_only:
         from ..stacks.kai.e2e import build
 
@@ -66,6 +73,7 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
         from ..kube import Kube
 
         rec = require_kai_lab(lab_name, "KAI's e2e suites")
+        session.check_lab_operators(rec, suites)  # the operators its suites need, before anything is built
         kube = Kube(rec.kubeconfig)
         try:
             cluster.preflight(kube, lab_name)  # refused before anything is built or written

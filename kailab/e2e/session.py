@@ -1,10 +1,12 @@
 """A run of KAI's e2e suites: one lane per KAI version (and per extra lab asked for), each on a lab
 of its own, side by side; suites run one after another within a lane (they share cluster-wide
 state: KAI's clean-up deletes every queue), every result read from the suite's JUnit report.
+A lane's lab runs the workload operators its suites need (the registry's `operators`: KAI's
+third-party integrations), the union of them, beside KAI.
 
 On disk (evidence/e2e-<stamp>/):
-  plan.json                      what was asked: versions, suites per lane, label filter, skips
-  <lane>/lab.json                the lab (runtime, fleet, KAI version, Ginkgo version)
+  plan.json                      what was asked: versions, suites and operators per lane, label filter, skips
+  <lane>/lab.json                the lab (runtime, fleet, KAI version, operators, Ginkgo version)
   <lane>/<suite>/output.log      the suite binary's whole output;  junit.xml  its JUnit report
   <lane>/kai-logs/<component>.log  KAI's logs over the lane's run
   <lane>/error.txt               when the lane could not finish (a lab that did not come up, a death)
@@ -24,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import operators as workload_operators
 from .. import versions
 from ..errors import KailabError
 from ..kube import Kube
@@ -37,11 +40,46 @@ SUMMARY = "summary.json"
 DEFAULT_FLEET = "kai-e2e"
 
 
+def operators_needed(suites: list[Suite]) -> tuple[str, ...]:
+    """The workload operators a lab running these suites needs: the union of theirs, in the
+    operators' registry order (kailab/operators); a name a lab cannot run is one line naming its suite."""
+    wanted: set[str] = set()
+    for s in suites:
+        for o in s.operators:
+            if o not in workload_operators.OPERATORS:
+                raise KailabError(f"KAI e2e suite {s.name!r} names operator {o!r}, which a lab cannot run "
+                                  f"(data/kai-e2e.yaml; choose from {', '.join(workload_operators.OPERATORS)})")
+            wanted.add(o)
+    return tuple(o for o in workload_operators.OPERATORS if o in wanted)
+
+
+def check_lab_operators(rec: LabRecord, suites: list[Suite]) -> None:
+    """A running lab (`--lab`) must run every operator these suites need (its record's
+    `stack.operators`); one line naming what is missing, for which suites, and how to get it."""
+    running = (rec.stack or {}).get("operators") or {}
+    lacking: dict[str, list[str]] = {}
+    for s in suites:
+        for o in operators_needed([s]):
+            if o not in running:
+                lacking.setdefault(o, []).append(s.name)
+    if lacking:
+        need = ", ".join(f"{o} (for {', '.join(names)})" for o, names in lacking.items())
+        have = ", ".join(running) or "none"
+        raise KailabError(f"lab {rec.name} does not run the operators {need} (it runs: {have}): bring a lab up "
+                          f"with `kailab up --operators {','.join(operators_needed(suites))}`, or run `kailab e2e` "
+                          "without --lab (its labs run what their suites need)")
+
+
 @dataclass
 class Lane:
     label: str
     kai_version: str
     suites: list[Suite]
+
+    @property
+    def operators(self) -> tuple[str, ...]:
+        """What its lab runs beside KAI: the union of its suites' operators."""
+        return operators_needed(self.suites)
 
 
 @dataclass
@@ -90,6 +128,8 @@ def run_e2e(plan: Plan, root: Path | None = None, echo=print) -> Path:
         "kai_versions": plan.kai_versions, "fleet": plan.fleet, "runtime": plan.runtime, "lab": plan.lab_name,
         "label_filter": reg.label_filter(), "labels_left_out": reg.labels, "focus": plan.focus,
         "lanes": {ln.label: [s.name for s in ln.suites] for ln in lanes},
+        "operators": {ln.label: list(ln.operators) for ln in lanes},
+        "suite_operators": {s.name: list(s.operators) for s in plan.suites if s.operators},
         "skipped_specs": {s.name: s.skip for s in plan.suites if s.skip},
         "suites_not_run": {n: {"package": p, "why": w} for n, (p, w) in reg.not_run.items()},
     }, indent=2))
@@ -109,11 +149,14 @@ def _lane(plan: Plan, ln: Lane, built: tuple[Path, dict[str, Path]], ldir: Path,
     try:
         if plan.lab_name:
             rec = LabRecord.load(plan.lab_name)
+            check_lab_operators(rec, ln.suites)
             _on_lab(rec, ln, tree, binaries, ldir, say, plan.focus)
             return
         spec = LabSpec(name=f"e2e-{stamp.lower()}-{ln.label.replace('.', '-')}"[:50].rstrip("-"),
-                       runtime=plan.runtime, fleet=plan.fleet, kai_version=ln.kai_version, metrics=False)
-        say(ln.label, f"bringing up lab {spec.name} (fleet {plan.fleet}, KAI {ln.kai_version})")
+                       runtime=plan.runtime, fleet=plan.fleet, kai_version=ln.kai_version, metrics=False,
+                       operators=ln.operators)
+        with_ops = f", operators {','.join(ln.operators)}" if ln.operators else ""
+        say(ln.label, f"bringing up lab {spec.name} (fleet {plan.fleet}, KAI {ln.kai_version}{with_ops})")
         with lab(spec) as rec:
             _on_lab(rec, ln, tree, binaries, ldir, say, plan.focus)
     except KailabError as err:
@@ -123,16 +166,22 @@ def _lane(plan: Plan, ln: Lane, built: tuple[Path, dict[str, Path]], ldir: Path,
 
 def _on_lab(rec: LabRecord, ln: Lane, tree: Path, binaries: dict[str, Path], ldir: Path, say, focus) -> None:
     runtime = runtime_of(rec)
+    running = dict((rec.stack or {}).get("operators") or {})
     (ldir / "lab.json").write_text(json.dumps({
         "lab": rec.name, "runtime": rec.runtime, "fleet": rec.fleet, "kai_version": rec.kai_version,
-        "nodes": rec.nodes, "gpus": rec.gpus, "ginkgo": build.ginkgo_version(tree), "kai_source": str(tree)}, indent=2))
+        "nodes": rec.nodes, "gpus": rec.gpus, "operators": running, "ginkgo": build.ginkgo_version(tree),
+        "kai_source": str(tree)}, indent=2))
     kube = Kube(rec.kubeconfig)
     mark = runtime.log_mark(rec)
     try:
         cluster.preflight(kube, rec.name)
-        with cluster.stand_ins(kube) as made:
-            if made:
-                say(ln.label, f"stand-in pods for KAI's e2e clean-up: {', '.join(made)} (KAI itself runs as local processes)")
+        with cluster.stand_ins(kube, operators=running) as made:
+            if made["pods"]:
+                say(ln.label, f"stand-in pods for KAI's e2e clean-up: {', '.join(made['pods'])} (KAI itself runs as "
+                              "local processes)")
+            if made["deployments"]:
+                say(ln.label, f"stand-in Deployments the operators' suites look for: {', '.join(made['deployments'])} "
+                              "(0 replicas; the operators run as local processes)")
             for suite in ln.suites:
                 _run_suite(rec, suite, tree, binaries[suite.name], ldir / suite.name, say, ln.label, focus)
                 dead = runtime.dead_components(rec, set())

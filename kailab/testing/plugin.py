@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ..exercise.load import load_exercise
 from ..lab import LabRecord, get_runtime
@@ -225,8 +226,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                                     f"({outcome['passed']} passed, {outcome['failed']} failed)")
     heavy = getattr(config, "_kailab_heavy_left_out", [])
     if heavy:  # said, never hidden: these are not run, not passed
-        terminalreporter.write_line(f"kailab: left out {len(heavy)} replay/fill item(s) that take minutes on labs of "
-                                    f"their own ({', '.join(heavy)}): `make exercises-all` or --kailab-all runs them")
+        terminalreporter.write_line(f"kailab: left out {len(heavy)} item(s) that take minutes on labs of their own "
+                                    f"(replays, fills, the workload operators' exercises: {', '.join(heavy)}): "
+                                    "`make exercises-all` or --kailab-all runs them")
     kind_info = getattr(config, "_kailab_no_kind", None)
     if kind_info:
         n, reason = kind_info
@@ -275,13 +277,25 @@ def pytest_collect_file(parent, file_path: Path):
 def _leave_out_heavy_items(config, items) -> None:
     """The everyday set: replays and fills found by walking exercises/ wait for `--kailab-all`."""
     if not config.getoption("--kailab-all"):
-        heavy = [i for i in items if isinstance(i, OwnLabsItem) and not _named(config, Path(i.path))]
+        heavy = [i for i in items if (isinstance(i, OwnLabsItem) or _needs_operators(i))
+                 and not _named(config, Path(i.path))]
         if heavy:
             config.hook.pytest_deselected(items=heavy)
             items[:] = [i for i in items if i not in heavy]
             config._kailab_heavy_left_out = sorted(Path(i.path).name for i in heavy)
     if any(isinstance(i, FillItem) for i in items) and alibaba.registered() is None:
         raise pytest.UsageError(alibaba.not_registered())  # before any lab, not after minutes of them
+
+
+def _needs_operators(item) -> bool:
+    """An exercise of the workload operators' kinds: on labs of its own (with the operators), minutes
+    more than the everyday set holds (docs/operators.md), so in `make exercises-all`."""
+    if not isinstance(item, ExerciseItem):
+        return False
+    try:
+        return bool((yaml.safe_load(Path(item.path).read_text()) or {}).get("operators"))
+    except (OSError, yaml.YAMLError):
+        return False  # a bad file is the item's own error, when it runs
 
 
 def _named(config, file_path: Path) -> bool:

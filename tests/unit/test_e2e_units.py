@@ -1,5 +1,6 @@
-"""`kailab e2e`'s pure parts: the suite registry, how suites are split over labs, the JUnit a Ginkgo
-suite writes read into counts (a failed set-up is a failure), the merged report, the summary."""
+"""`kailab e2e`'s pure parts: the suite registry, how suites are split over labs and which workload
+operators each lab runs, the JUnit a Ginkgo suite writes read into counts (a failed set-up is a
+failure), the merged report, the summary."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from kailab import operators
 from kailab.e2e import session
-from kailab.stacks.kai.e2e import ginkgo, junit
-from kailab.stacks.kai.e2e.suites import registry
+from kailab.runtimes import LabRecord
+from kailab.stacks.kai.e2e import cluster, ginkgo, junit
+from kailab.stacks.kai.e2e.suites import Suite, registry
 from kailab.errors import KailabError
+
+THIRD_PARTY = "integrations/third_party/"
 
 # what a Ginkgo v2 suite binary writes with --junit-report: a passed, a failed, a skipped spec and a
 # suite-level node that failed (its set-up)
@@ -75,6 +80,66 @@ def test_registry_every_suite_left_out_says_why_and_ci_set_is_quota_reclaim_pree
     assert reg.dra["fleet"] == "kai-e2e-dra" and all(n in reg.run for n in reg.dra["suites"])
 
 
+def test_every_third_party_integration_runs_on_a_lab_with_its_operator_or_says_why_it_cannot():
+    reg = registry()
+    ran = {s.name: s for s in reg.run.values() if s.package.startswith(THIRD_PARTY)}
+    assert {n: s.operators for n, s in ran.items()} == {
+        "generic-integration": (), "jobset": ("jobset",), "pytorch": ("kubeflow",), "mpi": ("kubeflow",),
+        "tfjob": ("kubeflow",), "jax": ("kubeflow",), "xgboost": ("kubeflow",), "lws": ("lws",), "ray": ("ray",),
+        "spark": ()}  # Spark's specs make plain pods with Spark's labels: no operator
+    assert all(o in operators.OPERATORS for s in reg.run.values() for o in s.operators)
+    # MPIJob v2beta1 is the mpi-operator's, whose CRD would take the training-operator's name
+    assert "mpi-operator" in reg.run["mpi"].skip["MPIJob - V2beta1"]
+    left_out = {n: why for n, (pkg, why) in reg.not_run.items() if pkg.startswith(THIRD_PARTY)}
+    assert sorted(left_out) == ["hamicore", "karta", "knative"] and all(left_out.values())
+    assert "third-party" not in reg.not_run  # no package-wide entry hides the suites above
+    with pytest.raises(KailabError, match="'knative' .* cannot run on a lab: needs Knative Serving"):
+        reg.select(["knative"])
+
+
+def test_a_lane_runs_the_union_of_its_suites_operators_in_the_operators_order():
+    reg = registry()
+    one = session.Plan(suites=reg.select(["ray", "spark", "pytorch", "lws", "tfjob"]), kai_versions=["v0.17.0"])
+    (lane,) = one.lanes()
+    assert lane.operators == ("kubeflow", "lws", "ray")  # once each, however many suites want it
+    split = session.Plan(suites=reg.select(["quota", "pytorch", "jobset", "spark"]), kai_versions=["v0.17.0"],
+                         labs=4).lanes()
+    assert {tuple(s.name for s in ln.suites): ln.operators for ln in split} == {
+        ("quota",): (), ("pytorch",): ("kubeflow",), ("jobset",): ("jobset",), ("spark",): ()}
+    assert session.Plan(suites=reg.select(["quota"]), kai_versions=["v0.17.0"]).lanes()[0].operators == ()
+
+
+def test_an_operator_no_lab_runs_is_one_line_naming_the_suite():
+    bad = Suite(name="mpi-v2", package="integrations/third_party/kubeflow.org/mpi", operators=("mpi-operator",))
+    with pytest.raises(KailabError, match="suite 'mpi-v2' names operator 'mpi-operator', which a lab cannot run"):
+        session.operators_needed([registry().run["quota"], bad])
+
+
+def _record(operators_running: dict) -> LabRecord:
+    return LabRecord(name="mine", runtime="binary", kai_version="v0.17.0", fleet="kai-e2e", nodes=5, gpus=32,
+                     with_kai=True, kubeconfig="/nowhere", stack={"name": "kai", "operators": operators_running})
+
+
+def test_a_running_lab_without_the_operators_its_suites_need_is_refused_naming_them():
+    reg = registry()
+    suites = reg.select(["pytorch", "tfjob", "ray", "spark"])
+    with pytest.raises(KailabError) as err:
+        session.check_lab_operators(_record({"ray": "v1.5.1"}), suites)
+    assert "kubeflow (for pytorch, tfjob)" in str(err.value) and "it runs: ray" in str(err.value)
+    assert "`kailab up --operators kubeflow,ray`" in str(err.value)
+    session.check_lab_operators(_record({"kubeflow": "v1.9.3", "ray": "v1.5.1"}), suites)  # has them: no word
+    session.check_lab_operators(_record({}), reg.select(["quota", "spark"]))  # none needed
+
+
+def test_the_ray_suite_finds_a_stand_in_kuberay_deployment_that_runs_no_pod():
+    # KAI v0.17.0's ray.io suite Gets Deployment ray/kuberay-operator (its chart's) to tell KubeRay is in
+    assert cluster.OPERATOR_DEPLOYMENTS == {"ray": ("ray", "kuberay-operator")}
+    d = cluster._stand_in_deployment("ray", "kuberay-operator")
+    assert (d["metadata"]["namespace"], d["metadata"]["name"], d["spec"]["replicas"]) == ("ray", "kuberay-operator", 0)
+    assert d["metadata"]["labels"][cluster.STAND_IN_LABEL] == "true"
+    assert d["spec"]["selector"]["matchLabels"].items() <= d["spec"]["template"]["metadata"]["labels"].items()
+
+
 def test_suites_are_split_over_labs_longest_first_and_keep_their_order_within_a_lab():
     reg = registry()
     plan = session.Plan(suites=reg.select(["quota", "reclaim", "preempt"]), kai_versions=["v0.17.0"], labs=2)
@@ -93,6 +158,11 @@ def test_ginkgo_arguments_filter_labels_skip_what_a_lab_cannot_and_write_junit(t
     assert "-ginkgo.skip=Hierarchy level fairness" in args
     assert "-ginkgo.focus=Reclaim DRA" in args
     assert any(a.startswith("-ginkgo.label-filter=!operated") for a in args)
+
+
+def test_ginkgo_leaves_out_the_mpi_operators_specs_by_name():
+    args = ginkgo.args(registry().run["mpi"], Path("j.xml"), [])
+    assert "-ginkgo.skip=MPIJob - V2beta1" in args
 
 
 def test_summary_of_an_interrupted_run_says_which_suites_have_no_result(report, tmp_path):

@@ -141,3 +141,15 @@ def test_a_bad_stage_is_one_line_naming_its_file_document_and_field(tmp_path, do
         kwok_stages.load(folder)
     assert str(err.value).startswith(f"{folder / 'b.yaml'}: document 1: ") and says in str(err.value), str(err.value)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("stack", ["kueue", "kueue+kai", "volcano"])
+def test_a_stack_that_cannot_run_an_operators_kind_refuses_it_by_name(stack):
+    from kailab.stacks import get_stack
+
+    made = workloads.adopt(pytorchjob(), "ns", "team")
+    with pytest.raises(KailabError) as err:
+        get_stack(stack).workload_objects([made], "x.yaml: step 's' apply train")
+    assert str(err.value).startswith(f"x.yaml: step 's' apply train PyTorchJob: not on the {stack} stack: ")
+    assert "run it on the kai stack" in str(err.value)
+    assert get_stack("kai").workload_objects([made], "x") == [made]  # KAI's podgrouper takes the kind as it is

@@ -51,6 +51,8 @@ NO_EQUIVALENT = {
     "parent-limit": "a Kueue Cohort cannot cap its members' own use; only -1 (none) or 0 (closed: its leaves are "
                     "held) translate",
     "leaf-quota": "a Kueue ClusterQueue has no unlimited quota; give the queue a number of GPUs (0 borrows only)",
+    "operator-kind": "kailab's Kueue labs enable no integration of a workload operator's kinds yet (Kueue's "
+                     "integrations.frameworks: batch/job, pod, deployment, statefulset); run it on the kai stack",
 }
 
 
@@ -157,6 +159,8 @@ def workload_objects(objs: list[dict], where: str, kai_places: bool = False) -> 
         obj = copy.deepcopy(original)
         kind, meta = obj.get("kind"), obj.setdefault("metadata", {})
         queue = (meta.get("labels") or {}).get(workloads.RUN_QUEUE_LABEL)
+        if workloads.of_an_operator(obj):
+            raise refuse(f"{where} {kind}", "operator-kind")
         if kind == "PodGroup":
             raise refuse(f"{where} elastic", "elastic")
         annotations = meta.get("annotations") or {}
@@ -185,6 +189,8 @@ def _for_kueue_and_kai(original: dict, where: str) -> dict:
     obj = copy.deepcopy(original)
     kind, meta = obj.get("kind"), obj.setdefault("metadata", {})
     annotations = meta.get("annotations") or {}
+    if workloads.of_an_operator(obj):
+        raise refuse(f"{where} {kind}", "operator-kind", "kueue+kai")
     if kind == "PodGroup" or workloads.PODGROUP_ANNOTATION in annotations:
         raise refuse(f"{where} elastic", "elastic", "kueue+kai")
     if workloads.GPU_FRACTION in annotations or workloads.GPU_MEMORY in annotations:

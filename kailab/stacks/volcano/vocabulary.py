@@ -61,6 +61,9 @@ NO_EQUIVALENT = {
     "depth": f"Volcano's queue webhook allows queues {MAX_DEPTH} levels below its root (its --max-queue-depth, "
              "the chart's default): flatten the tree",
     "priority": "a Volcano Queue's priority is a whole number from 0 up; give `priority` as one",
+    "operator-kind": "kailab's Volcano labs do not translate a workload operator's kinds to Volcano's PodGroups "
+                     "yet (the training-operator's --gang-scheduler-name=volcano, KubeRay's batch scheduler); "
+                     "run it on the kai stack",
 }
 
 
@@ -172,6 +175,8 @@ def workload_objects(objs: list[dict], where: str) -> list[dict]:
         obj = copy.deepcopy(original)
         kind, meta = obj.get("kind"), obj.setdefault("metadata", {})
         queue = (meta.get("labels") or {}).get(workloads.RUN_QUEUE_LABEL)
+        if workloads.of_an_operator(obj):
+            raise refuse(f"{where} {kind}", "operator-kind")
         if kind == "PodGroup":  # an elastic workload's group (workloads.elastic): Volcano's own kind
             spec = obj.get("spec") or {}
             group = {"minMember": spec["minMember"], "queue": spec.get("queue", queue)}

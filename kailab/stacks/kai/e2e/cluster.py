@@ -9,6 +9,11 @@ What KAI's e2e reads from a cluster (test/e2e/modules, KAI v0.17.0):
   lab's. Where the cluster has KAI's pods (kind, existing) no stand-in is made.
 - its preflight refuses any Queue not labelled `app=engine-e2e` other than KAI's default queues,
   and its clean-up deletes every Queue: a lab with the user's queues is refused here, in one line.
+- the ray.io suite tells KubeRay is installed by a Deployment `kuberay-operator` in namespace `ray`
+  (its chart's, as KAI's CI installs it), besides the CRDs. A lab runs KubeRay as a local process, so
+  on a lab that runs it kailab makes a **stand-in Deployment** of that name with 0 replicas (no pod,
+  label `kailab.io/e2e-stand-in`), and the namespace if missing, for the length of the run. The
+  other operators' suites look only for their CRDs.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ ALLOWED_QUEUES = {"default-queue", "default-parent-queue"}  # KAI's e2e prefligh
 SYSTEM_APPS = ("binder", "kai-scheduler-default")  # what KAI's e2e clean-up waits for
 STAND_IN_LABEL = "kailab.io/e2e-stand-in"
 READY_TIMEOUT_S = 60.0
+# operator -> (namespace, Deployment) a suite Gets to tell the operator is installed (ray.io:
+# SkipIfRayNotInstalled, KAI v0.17.0)
+OPERATOR_DEPLOYMENTS = {"ray": ("ray", "kuberay-operator")}
 
 
 def preflight(kube: Kube, lab: str) -> None:
@@ -50,12 +58,37 @@ def _stand_in_node(kube: Kube) -> str:
     return fit[0].metadata.name
 
 
+def _stand_in_deployment(namespace: str, name: str) -> dict:
+    labels = {"app": name, STAND_IN_LABEL: "true"}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+            "spec": {"replicas": 0, "selector": {"matchLabels": dict(labels)},
+                     "template": {"metadata": {"labels": dict(labels)},
+                                  "spec": {"containers": [{"name": "stand-in", "image": "kailab/stand-in"}]}}}}
+
+
 @contextmanager
-def stand_ins(kube: Kube):
-    """Stand-in pods for the KAI system pods the cluster lacks, for the length of the block."""
-    made: list[str] = []
+def stand_ins(kube: Kube, operators: dict | tuple | list = ()):
+    """Stand-in pods for the KAI system pods the cluster lacks, and stand-in Deployments for the
+    operators the lab runs (`operators`: its record's) where a suite looks for one, for the length of
+    the block. Yields what it made: {"pods": [name, ...], "deployments": ["namespace/name", ...]}."""
+    made: dict[str, list[str]] = {"pods": [], "deployments": []}
+    undo: list[tuple[str, str, str, str | None]] = []  # (apiVersion, kind, name, namespace), made here
     node = None
     try:
+        for op in operators:
+            if op not in OPERATOR_DEPLOYMENTS:
+                continue
+            ns, name = OPERATOR_DEPLOYMENTS[op]
+            if kube.get("apps/v1", "Deployment", name, ns):
+                continue  # the operator's own (a cluster that installed it from its chart)
+            if not kube.get("v1", "Namespace", ns):
+                kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                            "metadata": {"name": ns, "labels": {STAND_IN_LABEL: "true"}}})
+                undo.append(("v1", "Namespace", ns, None))
+            kube.apply(_stand_in_deployment(ns, name))
+            undo.append(("apps/v1", "Deployment", name, ns))
+            made["deployments"].append(f"{ns}/{name}")
         for app in SYSTEM_APPS:
             running = [p for p in kube.core.list_namespaced_pod(KAI_NAMESPACE, label_selector=f"app={app}").items
                        if not (p.metadata.labels or {}).get(STAND_IN_LABEL)]
@@ -68,13 +101,14 @@ def stand_ins(kube: Kube):
                                      "labels": {"app": app, STAND_IN_LABEL: "true"}},
                         "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
                                  "containers": [{"name": "stand-in", "image": "kailab/stand-in"}]}})
-            made.append(name)
-        if made:
+            undo.append(("v1", "Pod", name, KAI_NAMESPACE))
+            made["pods"].append(name)
+        if made["pods"]:
             wait_until("the stand-in pods Running", lambda: all(
                 p.status.phase == "Running" for p in kube.core.list_namespaced_pod(
                     KAI_NAMESPACE, label_selector=STAND_IN_LABEL).items), timeout=READY_TIMEOUT_S,
                 hint="KWOK runs a lab's pods: is it alive? `kailab status`")
         yield made
     finally:
-        for name in made:
-            kube.delete("v1", "Pod", name, KAI_NAMESPACE, grace=0)
+        for api, kind, name, ns in reversed(undo):
+            kube.delete(api, kind, name, ns, grace=0 if kind == "Pod" else None)
