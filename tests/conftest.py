@@ -27,7 +27,7 @@ LONGEST = {
     "fill_labs": 1500,  # `full` only
     "kind": 1400,  # Kueue's kind lab, then the fan-out's three-node host (and, in `make test-full`, Volcano's and the metrics one): one kind cluster at a time
     "own_labs": 1300,
-    "operator_labs": 400,  # the workload operators' live tests and the operator exercises' broken variants
+    "operator_labs": 800,  # the workload operators' live tests and the operator exercises' broken variants
     "test_existing_runtime.py::test_exercises_pass_through_the_existing_runtime": 250,
     "other_fleets": 400,
     "kueue_labs": 300,

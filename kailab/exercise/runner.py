@@ -136,6 +136,7 @@ class ExerciseRun:
         self.evidence.write(evidence.RUN, {
             "exercise": self.ex.exercise, "lab": self.lab.name, "runtime": self.lab.runtime,
             "install": self.runtime.describe(self.lab)["install"], "stack": self.runtime.describe(self.lab),
+            "operators": (self.lab.stack or {}).get("operators") or {},
             "kai_version": self.lab.kai_version, "fleet": self.lab.fleet, "namespace": self.names.namespace,
             "queues": {n: self.names.queue(n) for n, _, _ in self.ex.queue_tree()},
             "lab_start_retries": self.lab.start_retries,

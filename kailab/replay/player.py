@@ -100,6 +100,8 @@ def job_objects(job: TraceJob, namespace: str, compress: float) -> list[dict]:
     obj = workloads.job(job.name, namespace, job.queue, job.pods, gpus=int(job.gpus),
                         gang=job.min_members if job.min_members > 1 else None,
                         priority_class=job.priority, run_duration=run, size=size, backoff_limit=REPLAY_BACKOFF_LIMIT)
+    if job.kind != "job":
+        obj = _of_kind(job, obj)
     annotations = {}
     if job.topology_required:
         annotations[workloads.TOPOLOGY_REQUIRED] = job.topology_required
@@ -110,8 +112,32 @@ def job_objects(job: TraceJob, namespace: str, compress: float) -> list[dict]:
     return [obj]
 
 
+def _of_kind(job: TraceJob, batch_job: dict) -> dict:
+    """The trace job as the kind its row names, from the Job kailab builds (its pod template, labels,
+    queue and priority are the same): a PyTorchJob of a master and pods-1 workers (KAI gangs every
+    replica unless min_members says less: schedulingPolicy.minAvailable), or a JobSet of one
+    replicated Job. A pod lost to an eviction is made again by the kind's controller."""
+    meta = {k: v for k, v in batch_job["metadata"].items() if k != "annotations"}
+    notes = {k: v for k, v in (batch_job["metadata"].get("annotations") or {}).items() if k != workloads.GANG_ANNOTATION}
+    if notes:
+        meta["annotations"] = notes
+    template = batch_job["spec"]["template"]
+    if job.kind == "pytorchjob":
+        template["spec"]["containers"][0]["name"] = "pytorch"  # the training-operator's required container name
+        replica = lambda n: {"replicas": n, "restartPolicy": "OnFailure", "template": template}  # noqa: E731
+        specs = {"Master": replica(1), **({"Worker": replica(job.pods - 1)} if job.pods > 1 else {})}
+        spec: dict = {"pytorchReplicaSpecs": specs}
+        if job.min_members > 1:
+            spec["runPolicy"] = {"schedulingPolicy": {"minAvailable": job.min_members}}
+        return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta, "spec": spec}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta,
+            "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": batch_job["spec"]}}]}}
+
+
 _PATHS = {"Job": "apis/batch/v1/namespaces/{ns}/jobs", "Pod": "api/v1/namespaces/{ns}/pods",
-          "ConfigMap": "api/v1/namespaces/{ns}/configmaps"}
+          "ConfigMap": "api/v1/namespaces/{ns}/configmaps",
+          "PyTorchJob": "apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs",
+          "JobSet": "apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"}
 
 
 def _create(kube: Kube, obj: dict) -> str | None:

@@ -33,7 +33,7 @@ from ..stacks.base import HasMetricPanels
 from . import figures as figs
 from .design import Design
 from .player import job_objects, job_outcomes, play, records
-from .trace import Trace, check_against
+from .trace import Trace, check_against, operators_for
 from ..report import write_report
 from ..report.replay import figure_rows, picture_svg
 
@@ -183,7 +183,8 @@ def _variant(plan: Plan, v: Variant, out: Path, stamp: str, say) -> None:
     vdir = out / v.label
     vdir.mkdir()
     spec = LabSpec(name=f"replay-{stamp.lower()}-{v.label}"[:50].rstrip("-"), runtime=plan.runtime,
-                   fleet=plan.fleet, kai_version=v.kai_version, with_kai=get_stack(v.stack).kai_inside, stack=v.stack)
+                   fleet=plan.fleet, kai_version=v.kai_version, with_kai=get_stack(v.stack).kai_inside, stack=v.stack,
+                   operators=operators_for(plan.trace))  # the operators of the kinds the trace's rows name
     try:
         with lab(spec) as rec:
             runtime = runtime_of(rec)
@@ -206,7 +207,10 @@ def write_lab_json(vdir: Path, rec, runtime) -> None:
     (vdir / "lab.json").write_text(json.dumps({"lab": rec.name, "runtime": rec.runtime, "kai_version": rec.kai_version,
                                                 "fleet": rec.fleet, "gpus": rec.gpus, "nodes": rec.nodes,
                                                 "start_retries": rec.start_retries,
-                                                "stack": runtime.describe(rec)}, indent=2))
+                                                "stack": {**runtime.describe(rec),
+                                                          **({"operators": rec.stack["operators"]}
+                                                             if (rec.stack or {}).get("operators") else {})}},
+                                               indent=2))
 
 
 def apply_design(kube: Kube, rec, runtime, design: Design, vdir: Path) -> None:

@@ -16,6 +16,10 @@ optional:
   memory_mib   memory each pod requests, in MiB (default 128)
   gpu_models   GPU products a pod may run on, '|'-separated (node affinity on the node's
                nvidia.com/gpu.product label; at least one must be a product of the lab's fleet)
+  kind         what the team submits (default job): job (a Kubernetes Job), pytorchjob (a Kubeflow
+               PyTorchJob: a master and pods-1 workers, gang-scheduled whole unless min_members says a
+               smaller minimum), jobset (a JobSet of one replicated Job of `pods` pods); the lab runs
+               their operators (docs/operators.md)
 
 A bad row is one line naming the file, the row and the field, and how to fix it.
 """
@@ -35,8 +39,18 @@ from ..inputs import is_file, one_line, read_yaml
 
 REQUIRED = ("arrival_s", "queue", "pods", "gpus", "duration_s")
 OPTIONAL = ("name", "priority", "min_members", "topology_required", "topology_preferred",
-            "cpu_milli", "memory_mib", "gpu_models")
+            "cpu_milli", "memory_mib", "gpu_models", "kind")
 COLUMNS = REQUIRED + OPTIONAL
+# what a row may submit, and the operator each needs (kailab/operators)
+KINDS = {"job": None, "pytorchjob": "kubeflow", "jobset": "jobset"}
+# kinds a replay cannot play on fake nodes, each with what was measured (bench/results/2026-11-29-operators.md)
+NOT_REPLAYED = {
+    "rayjob": "KubeRay v1.5.1 reads a RayJob's end from Ray's dashboard, which no fake node runs (its status "
+              "stays Running), and KAI v0.17.0 left its submitter pod unschedulable (\"references subgroup "
+              "default\")",
+    "raycluster": "a RayCluster serves until deleted: KubeRay makes a pod that ended again",
+    "lws": "a LeaderWorkerSet serves until deleted: its pods never end",
+}
 # KAI's chart's priority classes (the lab creates them): the only ones a trace may name
 PRIORITY_CLASSES = ("train", "build-preemptible", "build", "inference")
 MAX_TRACE_BYTES = 64 << 20
@@ -60,6 +74,7 @@ class TraceJob:
     cpu_milli: int = DEFAULT_CPU_MILLI
     memory_mib: int = DEFAULT_MEMORY_MIB
     gpu_models: str = ""  # '|'-separated products; "" = any
+    kind: str = "job"  # what is submitted (KINDS)
     row: int = 0  # the row in the file it came from (1 = first job), for messages
 
     @property
@@ -283,12 +298,21 @@ def _job(path: Path, n: int, row: dict) -> TraceJob:
         if not LABEL_VALUE.match(m):
             raise InputError(path, f"{where} gpu_models", f"{one_line(m)!r} is not a GPU product label value",
                              "letters, digits, '-', '_', '.'; several separated by '|'")
+    kind = str(row.get("kind", "job") or "job").strip().lower()
+    if kind in NOT_REPLAYED:
+        raise InputError(path, f"{where} kind", f"{kind!r} is not replayed: {NOT_REPLAYED[kind]}",
+                         f"one of {', '.join(KINDS)}")
+    if kind not in KINDS:
+        raise InputError(path, f"{where} kind", f"unknown kind {one_line(kind)!r}", f"one of {', '.join(KINDS)}")
+    if kind != "job" and 0 < gpus < 1:
+        raise InputError(path, f"{where} kind", f"a {kind} of GPU-fraction pods",
+                         "fractional jobs run as separate pods: kind job, or whole GPUs")
     if models and gpus == 0:
         raise InputError(path, f"{where} gpu_models", "a GPU model for a pod with no GPU",
                          "remove gpu_models or ask for gpus")
     return TraceJob(name=name, arrival_s=arrival, queue=queue, pods=pods, gpus=gpus, duration_s=duration,
                     priority=priority, min_members=min_members, cpu_milli=cpu, memory_mib=memory,
-                    gpu_models="|".join(models), row=n, **topo)
+                    gpu_models="|".join(models), kind=kind, row=n, **topo)
 
 
 def _check_whole(path: Path, jobs: list[TraceJob]) -> None:
@@ -330,7 +354,8 @@ def check_against(trace: Trace, leaf_queues: set[str], source: str, fleet_gpus: 
 
 def write_trace(path: Path, jobs: list[TraceJob], name: str = "", description: str = "") -> None:
     """A trace file, CSV or YAML by suffix, that load_trace reads back to the same jobs."""
-    defaults = {"min_members": 1, "priority": "train", "cpu_milli": DEFAULT_CPU_MILLI, "memory_mib": DEFAULT_MEMORY_MIB}
+    defaults = {"min_members": 1, "priority": "train", "cpu_milli": DEFAULT_CPU_MILLI, "memory_mib": DEFAULT_MEMORY_MIB,
+                "kind": "job"}
     rows = [{k: v for k, v in j.as_row().items() if v not in ("", None) and defaults.get(k, object()) != v}
             for j in jobs]
     if path.suffix.lower() == ".csv":
@@ -349,3 +374,8 @@ def write_trace(path: Path, jobs: list[TraceJob], name: str = "", description: s
 
 def _plain(v):
     return int(v) if isinstance(v, float) and v == int(v) else v
+
+
+def operators_for(trace: Trace) -> tuple[str, ...]:
+    """The workload operators the trace's kinds need, in registry order."""
+    return tuple(dict.fromkeys(KINDS[j.kind] for j in trace.jobs if KINDS.get(j.kind)))

@@ -579,7 +579,7 @@ def _install_crds(kube: Kube, crds: list[dict], lab: Path) -> None:
                    timeout="crd-established", lab=lab, component="kube-apiserver")
     # Established is stored with the CRD (a seeded lab's are so from the start), and the API server
     # serves a kind only once it has read it: a component listing the server's APIs before then exits
-    # ("no matches for scheduling.run.ai/v2", KAI's queuecontroller, seen with more CRDs in the seed)
+    # ("no matches for <group>/<version>": a scheduler's controller did, with the operators' CRDs in the seed)
     for group_version, plurals in _served_by(crds).items():
         wait_until(f"the API server to serve {group_version}", lambda gv=group_version, p=plurals: _serves(kube, gv, p),
                    timeout="crd-established", lab=lab, component="kube-apiserver")

@@ -153,3 +153,30 @@ def test_a_stack_that_cannot_run_an_operators_kind_refuses_it_by_name(stack):
     assert str(err.value).startswith(f"x.yaml: step 's' apply train PyTorchJob: not on the {stack} stack: ")
     assert "run it on the kai stack" in str(err.value)
     assert get_stack("kai").workload_objects([made], "x") == [made]  # KAI's podgrouper takes the kind as it is
+
+
+def test_a_trace_row_names_its_kind_and_a_kind_a_replay_cannot_play_is_refused_with_why(tmp_path):
+    from kailab.errors import InputError
+    from kailab.replay import player
+    from kailab.replay.trace import load_trace, operators_for
+
+    head = "arrival_s,queue,pods,gpus,duration_s,name,kind,min_members\n"
+    path = tmp_path / "t.csv"
+    path.write_text(head + "0,a,4,1,60,t,pytorchjob,2\n1,a,3,1,60,s,jobset,1\n2,a,1,1,60,j,,1\n")
+    trace = load_trace(path)
+    assert [j.kind for j in trace.jobs] == ["pytorchjob", "jobset", "job"] and operators_for(trace) == ("kubeflow", "jobset")
+    [torch] = player.job_objects(trace.jobs[0], "ns", 10)
+    assert torch["kind"] == "PyTorchJob" and workloads.pods_made(torch) == 4
+    specs = torch["spec"]["pytorchReplicaSpecs"]
+    assert specs["Master"]["replicas"] == 1 and specs["Worker"]["replicas"] == 3
+    assert torch["spec"]["runPolicy"] == {"schedulingPolicy": {"minAvailable": 2}}
+    assert specs["Worker"]["template"]["spec"]["containers"][0]["name"] == "pytorch"
+    assert specs["Worker"]["template"]["metadata"]["labels"][workloads.OWNER_LABEL] == "t"
+    [jobset] = player.job_objects(trace.jobs[1], "ns", 10)
+    assert jobset["kind"] == "JobSet" and workloads.pods_made(jobset) == 3
+    for bad, says in (("rayjob", "'rayjob' is not replayed: KubeRay v1.5.1 reads a RayJob's end from Ray's dashboard"),
+                      ("spark", "unknown kind 'spark'")):
+        path.write_text(head + f"0,a,1,1,60,x,{bad},1\n")
+        with pytest.raises(InputError) as err:
+            load_trace(path)
+        assert f"{path}: row 1, field kind: {says}" in str(err.value) and "\n" not in str(err.value), str(err.value)
