@@ -26,7 +26,10 @@ def tools() -> None:
 @click.option("--stack", "stacks", multiple=True, metavar="NAME",
               help="Also what this scheduler stack's labs run (e.g. kueue, volcano: from their registered "
                    "repositories); repeatable.")
-def tools_build(kai_version, without_kai, stacks) -> None:
+@click.option("--operators", default="", metavar="NAME[@VERSION],...",
+              help="Also these workload operators (kubeflow, jobset, lws, ray; `all` for every one), as "
+                   "`kailab up --operators` runs them.")
+def tools_build(kai_version, without_kai, stacks, operators) -> None:
     """Build whatever is missing from the cache (never rebuilds a cached binary).
 
     KAI's source, first that applies: KAILAB_KAI_SOURCE (a work tree, e.g. a patched KAI: cached
@@ -44,6 +47,11 @@ def tools_build(kai_version, without_kai, stacks) -> None:
                                       with_kai=False, stack=name))
             addon = need(spec.addon, RunsAsProcesses, "binary")
             recipes += [r for r in addon.recipes() if r.key not in {x.key for x in recipes}]
+    if operators:
+        from .. import operators as ops
+
+        wanted = list(ops.OPERATORS) if operators.strip() == "all" else operators
+        recipes += [ops.get(item).recipe() for item in ops.parse(wanted)]
     built = toolchain.build_all(recipes, console)
     for key, path in built.items():
         out.print(f"{key}: {path}")
