@@ -23,7 +23,7 @@ from .base import cli, console, out
               help="A running lab to use instead (it must have no queues of its own: KAI's clean-up deletes every queue).")
 @click.option("--focus", multiple=True, help="Only specs matching this regular expression (Ginkgo --focus); repeatable.")
 @click.option("--list", "list_only", is_flag=True,
-              help="List the suites a lab can run (with the operators each one's lab runs), and those it cannot, with why.")
+              help="List the suites a lab can run, with the operators each needs, and those it cannot, with why.")
 @click.option("--dra", "dra_set", is_flag=True,
               help="KAI's DRA specs (resources, preempt, reclaim) on fleet kai-e2e-dra, which has DRA devices.")
 @click.option("--build-only", is_flag=True, help="Only compile the suites (into kailab's cache) and exit.")

@@ -82,3 +82,23 @@ def test_a_lab_with_its_own_queues_is_refused_in_one_line_before_anything_runs(k
     err = run.stderr.strip().splitlines()
     assert len(err) == 1 and "has queues" in err[0] and "users-own-queue" in err[0] and "KAI's e2e preflight" in err[0], err
     assert not list(tmp_path.glob("e2e-*"))  # nothing half-made
+
+
+@pytest.mark.xdist_group("operator_labs")  # a lab of its own with workload operators, beside their other tests
+def test_kais_pytorch_and_ray_integration_suites_pass_on_a_lab_with_their_operators(tmp_path):
+    """A sample of KAI's third-party suites in CI (the rest: `kailab e2e`, bench/results/2026-11-29-kai-e2e-
+    third-party-v0.17.0.md): the lab runs the operators they need (training-operator, KubeRay) and every
+    spec they select passes on real KAI."""
+    run = _kailab(["e2e", "pytorch", "ray"], tmp_path)
+    out = run.stdout + run.stderr
+    (e2e_dir,) = list(tmp_path.glob("e2e-*"))
+    summary = json.loads((e2e_dir / "summary.json").read_text())
+    assert run.returncode == 0 and summary["ok"], out[-4000:]
+    suites = {name: r for ln in summary["lanes"] for name, r in ln["suites"].items()}
+    assert set(suites) == {"pytorch", "ray"}, suites
+    for name, r in suites.items():  # none skipped: a missing operator would skip them all
+        assert r["failed"] == 0 and r["passed"] >= 4 and not r.get("skipped"), (name, r)
+    lab = summary["lanes"][0]["lab"]
+    assert set((lab.get("operators") or {})) == {"kubeflow", "ray"}, lab
+    for ln in summary["lanes"]:
+        assert LabRecord.load(ln["lab"]["lab"]) is None
