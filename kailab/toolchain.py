@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -194,11 +195,28 @@ def cached() -> list[dict]:
 def go_binary() -> str:
     go = os.environ.get("KAILAB_GO") or shutil.which("go")
     if not go or not os.access(go, os.X_OK):
-        raise BuildError(
-            "Go toolchain not found: install Go >= 1.25 (Debian: apt-get install golang-go, "
-            "or the official tarball) or set KAILAB_GO=/path/to/go"
-        )
+        raise BuildError(f"Go toolchain not found: {_go_hint()}")
+    _check_go_version(go)
     return go
+
+
+def _go_hint() -> str:
+    need = versions.go_minimum()
+    return (f"kailab's builds need Go >= {need} (the newest go.mod it builds; Debian 12's golang-go is 1.19): "
+            f"the official archive, or the Go module proxy's toolchain - `GOTOOLCHAIN=go{need} go version` once, then "
+            f"KAILAB_GO=$(go env GOMODCACHE)/golang.org/toolchain@v0.0.1-go{need}.linux-amd64/bin/go")
+
+
+@functools.lru_cache(maxsize=None)
+def _check_go_version(go: str) -> None:
+    """One line when the Go found is older than the pinned builds need (they run with GOTOOLCHAIN=local)."""
+    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True,
+                         env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
+    have = re.match(r"go(\d+)\.(\d+)(?:\.(\d+))?", out)
+    if have is None:
+        return  # a development build ("devel ..."): let the build say what it lacks
+    if tuple(int(x or 0) for x in have.groups()) < tuple(int(x) for x in versions.go_minimum().split(".")):
+        raise BuildError(f"{go} is {out}: {_go_hint()}")
 
 
 def _go_env(go_dir: Path, readonly: bool = False, recipe: Recipe | None = None) -> dict[str, str]:

@@ -82,5 +82,10 @@ def kai_release(version: str) -> KaiRelease:
     return KaiRelease(v, known[v]["kubernetes"])
 
 
+def go_minimum() -> str:
+    """The Go every pinned build needs (data/versions.yaml)."""
+    return str(_data()["go_minimum"])
+
+
 def known_kai_releases() -> list[str]:
     return list(_data()["kai_releases"])
