@@ -34,10 +34,10 @@ def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, 
     if on:
         sys.exit(_run_on(on, exercises, evidence_root, versions.normalise(kai_version), unit_cpu, unit_memory,
                          namespace_labels))
-    rec = require_kai_lab(name, "exercises", any_stack=True)  # each exercise's fleet size is checked by its preflight
     paths = [resolve_exercise(e) for e in exercises]
-    for p in paths:  # every file is validated before anything is applied
+    for p in paths:  # every file is validated before anything is applied, or a lab is looked for
         load_exercise(p)
+    rec = require_kai_lab(name, "exercises", any_stack=True)  # each exercise's fleet size is checked by its preflight
     if labs > 1:  # the same machinery as `make exercises`: pytest-xdist, a lab per worker
         import pytest
 
