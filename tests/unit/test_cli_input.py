@@ -9,6 +9,8 @@ import subprocess
 import sys
 
 import pytest
+
+from helpers import kailab_cli
 import yaml
 from click.testing import CliRunner
 
@@ -200,3 +202,11 @@ def test_tools_build_refuses_an_unknown_stack_before_building_anything(kailab, t
     the_error(kailab("tools", "build", "--without-kai", "--stack", "volcan"),
               "unknown scheduler stack 'volcan'", "volcano")
     assert not (tmp_path / "cache" / "bin").exists()
+
+
+def test_run_names_an_unknown_exercise_before_it_looks_for_a_lab(tmp_path):
+    """`kailab run no-such-exercise --name X` with no lab: the exercise is the first thing wrong (it said
+    "no lab named X" before)."""
+    done = kailab_cli("run", "no-such-exercise", "--name", "nolab", env={"KAILAB_STATE": str(tmp_path / "state")})
+    assert done.returncode == 2 and "no-such-exercise.yaml: file not found" in done.stderr, done.stderr
+    assert "no lab" not in done.stderr

@@ -181,12 +181,3 @@ def test_a_trace_row_names_its_kind_and_a_kind_a_replay_cannot_play_is_refused_w
             load_trace(path)
         assert f"{path}: row 1, field kind: {says}" in str(err.value) and "\n" not in str(err.value), str(err.value)
 
-
-def test_run_names_an_unknown_exercise_before_it_looks_for_a_lab(tmp_path):
-    """`kailab run no-such-exercise --name X` with no lab: the exercise is the first thing wrong (it said
-    "no lab named X" before)."""
-    from helpers import kailab_cli
-
-    done = kailab_cli("run", "no-such-exercise", "--name", "nolab", env={"KAILAB_STATE": str(tmp_path / "state")})
-    assert done.returncode == 2 and "no-such-exercise.yaml: file not found" in done.stderr, done.stderr
-    assert "no lab" not in done.stderr
