@@ -115,7 +115,8 @@ def tools_images(kai_version, with_vcluster, stacks, operators) -> None:
         addon.build_local(s, console, phase)
         for ref in addon.local_images(s):
             out.print(ref, markup=False, highlight=False)
-        out.print(f"{addon.name}: {', '.join(str(f) for f in addon.local_files(s))}", markup=False, highlight=False)
+        if addon.local_files(s):
+            out.print(f"{addon.name}: {', '.join(str(f) for f in addon.local_files(s))}", markup=False, highlight=False)
     if with_vcluster:
         vs = vcluster_images.build_vcluster(s.kubernetes, console, phase)
         for ref in vs.images:

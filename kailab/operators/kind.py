@@ -181,12 +181,13 @@ def files_and_steps(op: Operator, kubeconfig: str, path, node_selector: dict, ro
     crds, rest = f"operator-{op.name}-crds.yaml", f"operator-{op.name}.yaml"
     files = {crds: yaml.safe_dump_all(op.crd_documents(), sort_keys=False),
              rest: yaml.safe_dump_all(manifests(op, node_selector), sort_keys=False)}
-    steps = [(f"{op.pin.title} {op.version}'s CRDs (server-side: KubeRay's are 2 MB)",
+    steps = [(f"{op.pin.title} {op.version}'s CRDs (server-side: over the client-side annotation's limit, KubeRay's)",
               [*kubectl, "apply", "--server-side", "--force-conflicts", "-f", path(crds)]),
              (f"{op.pin.title}: its RBAC, " + ("Service, webhook registrations and " if op.pin.webhooks else "")
               + "Deployment on the real node",
               [*kubectl, "apply", "--server-side", "--force-conflicts", "-f", path(rest)]),
-             (f"Wait for {op.pin.title}'s {deployment(op)} to roll out (its own certificates in place)",
+             (f"Wait for {op.pin.title}'s {deployment(op)} to roll out"
+              + (" (ready once its own certificates are in place)" if op.pin.webhooks else ""),
               [*kubectl, "-n", op.pin.namespace, "rollout", "status", f"deployment/{deployment(op)}",
                f"--timeout={rollout}"])]
     return files, steps
