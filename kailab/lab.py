@@ -21,7 +21,8 @@ from .runtimes import get_runtime as _bare_runtime
 from .runtimes.base import Runtime, Unsupported
 from .stacks import Stack, get_stack, stack_name, stack_of
 from .stacks.base import ConfiguresScheduler, ServesSnapshot, configurable
-from .stacks.combined import CombinedAddon, ProcessesOfParts
+from .runtimes.addon import InstallsFromCharts, RunsAsProcesses
+from .stacks.combined import ChartsOfParts, CombinedAddon, ProcessesOfParts
 from . import operators
 
 
@@ -32,26 +33,53 @@ def with_addon(spec: LabSpec) -> LabSpec:
         return spec
     addon = get_stack(stack_name(spec)).addon(spec)
     if spec.operators:
-        addon = WithOperators(addon, [operators.get(o) for o in operators.parse(spec.operators)])
+        ops = [operators.get(o) for o in operators.parse(spec.operators)]
+        addon = _with_operators(addon, ops)
     return dataclasses.replace(spec, addon=addon)
 
 
-class WithOperators(CombinedAddon, ProcessesOfParts):
-    """The stack's addon, then each workload operator (kailab/operators), as one addon: the lab record
-    still names the stack (its name, version, components) and lists the operators beside it."""
+def _with_operators(stack, ops: list):
+    """The stack's addon with the operators, declaring what the stack declares of running as processes
+    (binary) and installing from charts (kind): an operator does both."""
+    kinds = {cap for cap in (RunsAsProcesses, InstallsFromCharts) if isinstance(stack, cap)}
+    cls = {frozenset({RunsAsProcesses, InstallsFromCharts}): WithOperatorsOnKind,
+           frozenset({InstallsFromCharts}): WithOperatorsChartsOnly}.get(frozenset(kinds), WithOperators)
+    return cls(stack, ops)
+
+
+class _OperatorsBeside(CombinedAddon):
+    """The stack's addon, then each workload operator: the lab record still names the stack (its name,
+    version, components) and lists the operators (and their Deployments on kind) beside it."""
 
     def __init__(self, stack, ops: list) -> None:
         super().__init__(stack, *ops, name=stack.name)
         self.stack, self.operators = stack, ops
         self.version = stack.version
 
+    def record(self) -> dict:
+        return {**self.stack.record(), "processes": self.processes(), "namespaces": self.namespaces(),
+                "deployments": self.deployments(), "operators": {o.name: o.version for o in self.operators}}
+
+    @property
+    def image_stack(self) -> str | None:
+        return getattr(self.stack, "image_stack", None)
+
+    @property
+    def image_operators(self) -> str:
+        """What `kailab tools images --operators` names to build the operators' images."""
+        return ",".join(o.name for o in self.operators)
+
+
+class WithOperatorsChartsOnly(_OperatorsBeside, ChartsOfParts):
+    """On kind only (the stack does not run as processes)."""
+
+
+class WithOperators(_OperatorsBeside, ProcessesOfParts):
+    """The stack's addon, then each workload operator (kailab/operators), as one addon (binary runtime)."""
+
     @property
     def start_title(self) -> str:
         return ", and ".join(p.start_title for p in self.parts if p.start_title)
-
-    def record(self) -> dict:
-        return {**self.stack.record(), "processes": self.processes(), "namespaces": self.namespaces(),
-                "operators": {o.name: o.version for o in self.operators}}
 
     def start(self, host) -> None:
         """The stack and every operator at once: none needs another (each waits for the API server
@@ -59,6 +87,10 @@ class WithOperators(CombinedAddon, ProcessesOfParts):
         with ThreadPoolExecutor(max_workers=len(self.parts)) as pool:
             for done in [pool.submit(part.start, host) for part in self.parts]:
                 done.result()
+
+
+class WithOperatorsOnKind(WithOperators, ChartsOfParts):
+    """Both: as processes on the binary runtime, as Deployments beside the stack's charts on kind."""
 
 
 class Lab:
@@ -93,9 +125,9 @@ class Lab:
         return self.runtime.up(with_addon(spec))
 
     def _refuse_operators(self, spec: LabSpec) -> None:
-        if spec.operators and not self.runtime.controls_processes:
+        if spec.operators and not (self.runtime.controls_processes or self.runtime.makes_labs):
             raise Unsupported(f"--operators: the {self.runtime.name} runtime runs no workload operators yet "
-                              "(they run as local processes): use --runtime binary")
+                              "(they run as local processes or Deployments kailab installs): use --runtime binary or kind")
 
     def plan(self, spec: LabSpec) -> str:
         return self.runtime.plan(with_addon(spec))

@@ -71,7 +71,10 @@ def tools_build(kai_version, without_kai, stacks, operators) -> None:
 @click.option("--stack", "stacks", multiple=True, metavar="NAME",
               help="Also this scheduler stack's images and chart for kind labs (kueue, kueue+kai, volcano: from "
                    "their registered repositories); repeatable.")
-def tools_images(kai_version, with_vcluster, stacks) -> None:
+@click.option("--operators", default="", metavar="NAME[@VERSION],...",
+              help="Also these workload operators' images for kind labs (kubeflow, jobset, lws, ray; `all` for "
+                   "every one): kailab.local/<component>:<version>, from their cached binaries.")
+def tools_images(kai_version, with_vcluster, stacks, operators) -> None:
     """Build every image a kind lab needs from source, for hosts that reach no registry.
 
     The node image (Debian rootfs by mmdebstrap, kind's base files, Kubernetes, containerd, runc,
@@ -98,6 +101,11 @@ def tools_images(kai_version, with_vcluster, stacks) -> None:
         if missing:
             raise KailabError(sources.missing_message(missing, "`kailab tools images --vcluster`"))
     addons = _stack_addons(stacks, kai_version)  # unknown names and missing sources: before anything builds
+    if operators:
+        from .. import operators as ops
+
+        wanted = ",".join(ops.OPERATORS) if operators.strip() == "all" else operators
+        addons += [ops.get(o) for o in ops.parse(wanted)]  # an unknown name: one line, before anything builds
     s = build_images(versions.normalise(kai_version), console, phase)
     for ref in s.built_images:
         out.print(ref, markup=False, highlight=False)
@@ -107,7 +115,8 @@ def tools_images(kai_version, with_vcluster, stacks) -> None:
         addon.build_local(s, console, phase)
         for ref in addon.local_images(s):
             out.print(ref, markup=False, highlight=False)
-        out.print(f"{addon.name}: {', '.join(str(f) for f in addon.local_files(s))}", markup=False, highlight=False)
+        if addon.local_files(s):
+            out.print(f"{addon.name}: {', '.join(str(f) for f in addon.local_files(s))}", markup=False, highlight=False)
     if with_vcluster:
         vs = vcluster_images.build_vcluster(s.kubernetes, console, phase)
         for ref in vs.images:

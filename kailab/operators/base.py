@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import toolchain, yamlfast
 from ..errors import BuildError, LabError
-from ..runtimes.addon import Addon, ProcessHost, RunsAsProcesses
+from ..runtimes.addon import Addon, InstallsFromCharts, ProcessHost, RunsAsProcesses
 from . import pins
 
 MANAGED = {"app.kubernetes.io/managed-by": "kailab"}
@@ -45,6 +45,7 @@ class Pin:
     webhooks: str
     kinds: dict
     pod_label: str = ""
+    role: str = ""   # the module's kubebuilder RBAC (kind labs)
 
     @classmethod
     def of(cls, name: str, version: str | None = None) -> "Pin":
@@ -73,8 +74,8 @@ def module_tree(module: str, version: str) -> Path:
     return Path(info["Dir"])
 
 
-class Operator(Addon, RunsAsProcesses):
-    """One workload operator as local processes. Subclasses give `argv` (and `prepare` for what the
+class Operator(Addon, RunsAsProcesses, InstallsFromCharts):
+    """One workload operator as local processes, or as a Deployment on kind (kailab/operators/kind.py). Subclasses give `argv` (and `prepare` for what the
     process reads before it starts); ports are `<process>.metrics`, `.probe` and `.webhook`."""
 
     def __init__(self, name: str, version: str | None = None) -> None:
@@ -88,6 +89,10 @@ class Operator(Addon, RunsAsProcesses):
 
     def namespaces(self) -> list[str]:
         return [self.pin.namespace]
+
+    def deployments(self) -> dict[str, list[str]]:
+        from . import kind
+        return {self.pin.namespace: [kind.deployment(self)]}
 
     def kinds(self) -> dict[str, str]:
         """Its kinds, each with its apiVersion."""
@@ -144,6 +149,39 @@ class Operator(Addon, RunsAsProcesses):
             # certificates are in place, and a kind created before that waits unreconciled
             wait_ready(self.health_url(self.pin.process, host.ports), self.pin.process,
                        host.lab / "logs" / f"{self.pin.process}.log")
+
+    # ------------------------------------------------------------ on kind (kailab/operators/kind.py)
+    image_stack = None  # built by `kailab tools images --operators`
+
+    def kind_files_and_steps(self, kubeconfig: str, path, local, node_selector: dict | None = None):
+        from . import kind
+        return kind.files_and_steps(self, kubeconfig, path, node_selector or {"node-role.kubernetes.io/control-plane": ""})
+
+    def images(self, local) -> list[str]:
+        from . import kind
+        return [kind.image(self)]  # built here under a local name whichever images the lab uses: none is published
+
+    def local_images(self, local) -> list[str]:
+        from . import kind
+        return [kind.image(self)]
+
+    def local_files(self, local) -> list[Path]:
+        return []
+
+    def build_local(self, local, console=None, phase=print) -> list[str]:
+        from . import kind
+        return kind.build_local(self, console, phase)
+
+    def plan_lines(self) -> list[str]:
+        from . import kind
+        return [f"{self.pin.title} {self.version} (image {kind.image(self)}, built here), its CRDs, RBAC and "
+                + ("webhooks with its own certificate management" if self.pin.webhooks else "no webhooks")]
+
+    def probe_text(self) -> str:
+        return ""
+
+    def await_ready(self, kube) -> None:
+        """Its rollout (a step) proved it: ready once its certificates are in place."""
 
     # ------------------------------------------------------------ webhooks on loopback
     def webhook_configurations(self, host: ProcessHost) -> list[dict]:

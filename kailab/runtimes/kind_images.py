@@ -32,6 +32,8 @@ def missing_local(s: ImageSet, addon: InstallsFromCharts | None = None) -> list[
 
 def build_command(kai_version: str, addon: InstallsFromCharts | None = None) -> str:
     stack = f" --stack {addon.image_stack}" if addon is not None and addon.image_stack else ""
+    ops = getattr(addon, "image_operators", "") if addon is not None else ""
+    stack += f" --operators {ops}" if ops else ""
     return f"`kailab tools images --kai-version {kai_version}{stack}`"
 
 
