@@ -25,7 +25,7 @@ import cpu_accounting
 # xdist_group name, or "file::test" for a long test of no group: about how long it keeps a worker
 LONGEST = {
     "fill_labs": 1500,  # `full` only
-    "kind": 1400,  # Kueue's kind lab, then the fan-out's three-node host (and, in `make test-full`, Volcano's and the metrics one): one kind cluster at a time
+    "kind": 1650,  # Kueue's kind lab, then the fan-out's three-node host (and, in `make test-full`, Volcano's and the metrics one): one kind cluster at a time
     "own_labs": 1300,
     "operator_labs": 800,  # the workload operators' live tests and the operator exercises' broken variants
     "test_existing_runtime.py::test_exercises_pass_through_the_existing_runtime": 250,
@@ -51,6 +51,7 @@ SESSION_FLEETS = ("tiny", "small")
 OTHER_FLEETS_GROUPS = ("other_fleets", "operator_labs")
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own teardown: the test's fixtures may still use the lab
 def pytest_runtest_teardown(item, nextitem):
     """A group's labs of other fleets go down when its last test on this worker is done: xdist sends a
     group whole, so none of its tests comes later, and an idle lab spent ~9 % of a core for the rest of

@@ -162,3 +162,15 @@ def assert_self_contained_page(page: str) -> None:
     assert "@import" not in lower and "url(" not in lower
     assert "<link" not in lower and "<img" not in lower and "<iframe" not in lower
     assert "file://" not in lower
+
+
+def wait_for(what: str, probe, timeout: float = 60, every: float = 0.5, seen=lambda: ""):
+    """`probe()`'s first truthy answer within `timeout` seconds; else the test fails naming `what` and
+    what was `seen` last."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = probe()
+        if got:
+            return got
+        time.sleep(every)
+    pytest.fail(f"within {timeout:g} s: {what} (seen: {seen()})", pytrace=False)

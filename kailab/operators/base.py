@@ -185,23 +185,29 @@ class Operator(Addon, RunsAsProcesses, InstallsFromCharts):
 
     # ------------------------------------------------------------ webhooks on loopback
     def webhook_configurations(self, host: ProcessHost) -> list[dict]:
-        """Its own webhook registrations (the module's manifests), reaching the lab's process by `url`
-        on 127.0.0.1 with `ca` (the lab's CA unless the operator makes its own); its pod webhooks see
-        only its own pods, as its kustomize patch has them."""
+        """Its own webhook registrations reaching the lab's process by `url` on 127.0.0.1 with `ca` (the
+        lab's CA unless the operator makes its own)."""
         if not self.pin.webhooks:
             return []
         port = host.ports[f"{self.pin.process}.webhook"]
         ca = base64.b64encode(self.webhook_ca(host)).decode()
+        return self.registrations(lambda path: {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca},
+                                  self.webhook_configuration_name)
+
+    def registrations(self, client, name) -> list[dict]:
+        """The module's webhook registrations, each hook reaching `client(path)` (a url on a binary lab, the
+        operator's Service on kind), each configuration named `name(doc)`; its pod webhooks see only its
+        own pods, as its kustomize patch has them."""
         out = []
         for doc in yamlfast.load_all((self.tree() / self.pin.webhooks).read_text()):
             if not doc:
                 continue
             for hook in doc.get("webhooks") or []:
                 path = hook["clientConfig"]["service"]["path"]
-                hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
+                hook["clientConfig"] = client(path)
                 if path.endswith("--v1-pod") and self.pin.pod_label:
                     hook["objectSelector"] = {"matchExpressions": [{"key": self.pin.pod_label, "operator": "Exists"}]}
-            doc["metadata"] = {"name": self.webhook_configuration_name(doc), "labels": dict(MANAGED)}
+            doc["metadata"] = {"name": name(doc), "labels": dict(MANAGED)}
             out.append(doc)
         return out
 

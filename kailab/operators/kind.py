@@ -83,19 +83,9 @@ def webhook_configurations(op: Operator) -> list[dict]:
     if not op.pin.webhooks:
         return []
     names = WEBHOOKS[op.name]
-    out = []
-    for doc in yamlfast.load_all((op.tree() / op.pin.webhooks).read_text()):
-        if not doc:
-            continue
-        for hook in doc.get("webhooks") or []:
-            path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {"service": {"name": names["service"], "namespace": op.pin.namespace,
-                                                "path": path, "port": 443}}
-            if path.endswith("--v1-pod") and op.pin.pod_label:
-                hook["objectSelector"] = {"matchExpressions": [{"key": op.pin.pod_label, "operator": "Exists"}]}
-        doc["metadata"] = {"name": names["configurations"][doc["kind"]], "labels": dict(MANAGED)}
-        out.append(doc)
-    return out
+    return op.registrations(lambda path: {"service": {"name": names["service"], "namespace": op.pin.namespace,
+                                                      "path": path, "port": 443}},
+                            lambda doc: names["configurations"][doc["kind"]])
 
 
 def configuration(op: Operator) -> dict:

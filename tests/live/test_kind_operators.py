@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 
 import pytest
+
+from helpers import wait_for
 import yaml
 
 from kailab.lab import LabSpec, get_runtime
@@ -67,13 +68,7 @@ def _kubectl(lab, *args: str, stdin: str | None = None, check: bool = True) -> s
 
 
 def _until(what: str, probe, timeout: float = 90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = probe()
-        if got:
-            return got
-        time.sleep(2)
-    pytest.fail(f"{what} within {timeout} s")
+    return wait_for(what, probe, timeout, every=2)
 
 
 def test_status_names_each_operators_deployment_running_on_the_real_node(ops_kind_lab):

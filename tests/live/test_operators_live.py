@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from helpers import lab_listeners
+from helpers import lab_listeners, wait_for
 from kailab import workloads
 from kailab.exercise.state import GANG_COMMIT_GRACE
 from kailab.kube import Kube
@@ -73,14 +73,7 @@ def _podgroups(kube) -> list[dict]:
     return kube.list(PG, "PodGroup", kube.ns)
 
 
-def _wait(what: str, check, timeout: float = 60, seen=lambda: ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"within {timeout:g} s: {what} (seen: {seen()})")
+_wait = wait_for
 
 
 def test_the_lab_runs_each_operator_as_a_named_component_on_loopback(lab):
@@ -92,9 +85,12 @@ def test_the_lab_runs_each_operator_as_a_named_component_on_loopback(lab):
     for op in OPERATORS:
         assert report["components"][PROCESSES[op]]["state"] == "running", report["components"]
     assert report["stack"]["operators"] == lab.stack["operators"]
-    said = subprocess.run([sys.executable, "-m", "kailab.cli", "status", "--name", lab.name], capture_output=True,
-                          text=True, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"})
-    assert said.returncode == 0, said.stdout + said.stderr
+    def said():  # `status` exits 0 once Prometheus has scraped every target of a lab just up (it may not have yet)
+        done = subprocess.run([sys.executable, "-m", "kailab.cli", "status", "--name", lab.name], capture_output=True,
+                              text=True, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"})
+        return done if done.returncode == 0 else None
+
+    said = wait_for("`kailab status` to say the lab is up", said, timeout=60, every=2)
     assert "KAI v0.17.0, kubeflow v1.9.3, jobset v0.10.1, lws v0.7.0, ray v1.5.1, fleet small" in said.stdout, said.stdout
     # every listener the lab owns in the host's network is on loopback (the training-operator's webhook
     # server, which listens on every interface, is in a network namespace of its own)
