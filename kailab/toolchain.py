@@ -202,7 +202,7 @@ def go_binary() -> str:
 
 def _go_hint() -> str:
     need = versions.go_minimum()
-    return (f"kailab's builds need Go >= {need} (the newest go.mod it builds; Debian 12's golang-go is 1.19): "
+    return (f"install Go >= {need}, which kailab's builds need (the newest go.mod it builds; Debian 12's golang-go is 1.19): "
             f"the official archive, or the Go module proxy's toolchain - `GOTOOLCHAIN=go{need} go version` once, then "
             f"KAILAB_GO=$(go env GOMODCACHE)/golang.org/toolchain@v0.0.1-go{need}.linux-amd64/bin/go")
 

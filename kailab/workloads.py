@@ -198,8 +198,9 @@ def deployment(name: str, namespace: str, queue_name: str, replicas: int, gpus: 
 def adopt(obj: dict, namespace: str, queue_name: str | None) -> dict:
     """A user's manifest, made a workload of the run: its namespace, the workload label (on it and on
     every pod template it holds: a Job's, a PyTorchJob's replicas', a JobSet's jobs', an LWS's leader
-    and workers', a RayCluster's groups') and, when given, KAI's queue label. A pod template that names
-    no scheduler names the lab's, as every workload kailab builds does."""
+    and workers', a RayCluster's groups') and, when given, KAI's queue label. A workload operator's kind
+    (a PyTorchJob, a JobSet, ...): its pod templates that name no scheduler name the lab's, as every
+    workload kailab builds does; any other manifest keeps what it says (none: the default scheduler)."""
     out = copy.deepcopy(obj)
     name = out["metadata"]["name"]
     marks = {OWNER_LABEL: name, **({QUEUE_LABEL: queue_name, RUN_QUEUE_LABEL: queue_name} if queue_name else {})}
@@ -208,7 +209,8 @@ def adopt(obj: dict, namespace: str, queue_name: str | None) -> dict:
     for template in pod_templates(out):
         template.setdefault("metadata", {})
         template["metadata"]["labels"] = {**(template["metadata"].get("labels") or {}), **marks}
-        template["spec"].setdefault("schedulerName", SCHEDULER_NAME)
+        if of_an_operator(out):
+            template["spec"].setdefault("schedulerName", SCHEDULER_NAME)
     return out
 
 

@@ -35,9 +35,19 @@ def run_commands(kubectl: str, kubeconfig: str, commands: list[tuple[str, str]])
     return failures
 
 
+def _of_operator_lessons(page: str) -> bool:
+    """A page of a lesson whose exercise needs workload operators (its kinds are served only with them)."""
+    return page.split("-", 1)[-1].removesuffix(".md") in {
+        lesson.name for lesson in course.lessons() if lesson.exercise.operators}
+
+
+def _commands(operators: bool) -> list[tuple[str, str]]:
+    return [(p, c) for p, c in page_commands() if _of_operator_lessons(p) == operators]
+
+
 @pytest.mark.lab
 def test_course_kubectl_commands_without_kai_resources_run_on_a_lab(infra_lab, kubectl):
-    commands = [(p, c) for p, c in page_commands() if not involves_kai(c)]
+    commands = [(p, c) for p, c in _commands(operators=False) if not involves_kai(c)]
     assert len(commands) >= 5
     failures = run_commands(kubectl, infra_lab.kubeconfig, commands)
     assert not failures, "\n".join(failures)
@@ -47,7 +57,20 @@ def test_course_kubectl_commands_without_kai_resources_run_on_a_lab(infra_lab, k
 @pytest.mark.kai
 def test_every_course_kubectl_command_runs_on_a_lab_with_kai(infra_lab, kubectl):
     assert infra_lab.with_kai, f"lab {infra_lab.name} has no KAI"
-    failures = run_commands(kubectl, infra_lab.kubeconfig, page_commands())
+    failures = run_commands(kubectl, infra_lab.kubeconfig, _commands(operators=False))
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.lab
+@pytest.mark.kai
+@pytest.mark.xdist_group("operator_labs")
+def test_the_operator_lessons_kubectl_commands_run_on_a_lab_with_their_operators(kailab_labs, kubectl):
+    from kailab import operators
+
+    commands = _commands(operators=True)
+    assert any("pytorchjobs" in c for _, c in commands), commands
+    lab = kailab_labs.get("small", with_kai=True, operators=tuple(operators.OPERATORS))
+    failures = run_commands(kubectl, lab.kubeconfig, commands)
     assert not failures, "\n".join(failures)
 
 

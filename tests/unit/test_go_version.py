@@ -47,5 +47,5 @@ def test_an_older_go_is_refused_in_one_line_naming_how_to_get_the_right_one(tmp_
     with pytest.raises(BuildError) as err:
         toolchain.go_binary()
     said = str(err.value)
-    assert "\n" not in said and f"is go1.25.4: kailab's builds need Go >= {versions.go_minimum()}" in said
+    assert "\n" not in said and f"is go1.25.4: install Go >= {versions.go_minimum()}, which kailab's builds need" in said
     assert f"GOTOOLCHAIN=go{versions.go_minimum()} go version" in said
