@@ -24,6 +24,8 @@ from ..errors import KailabError
 if TYPE_CHECKING:
     from .base import Operator
 
+MANAGED = {"app.kubernetes.io/managed-by": "kailab"}
+
 # name -> "module:class", imported on first use (an exercise file's checks read only the pins)
 OPERATORS = {"kubeflow": "kailab.operators.kubeflow:Kubeflow", "jobset": "kailab.operators.configured:JobSet",
              "lws": "kailab.operators.configured:LeaderWorkerSet", "ray": "kailab.operators.configured:KubeRay"}

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from .. import toolchain, yamlfast
 from ..errors import BuildError, LabError
-from ..runtimes.addon import Addon, InstallsFromCharts, ProcessHost, RunsAsProcesses
-from . import pins
+from ..runtimes.addon import Addon, ProcessHost, RunsAsProcesses
+from . import MANAGED, pins
+from .kind import OnKind, deployment
 
-MANAGED = {"app.kubernetes.io/managed-by": "kailab"}
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def module_tree(module: str, version: str) -> Path:
     return Path(info["Dir"])
 
 
-class Operator(Addon, RunsAsProcesses, InstallsFromCharts):
+class Operator(Addon, RunsAsProcesses, OnKind):
     """One workload operator as local processes, or as a Deployment on kind (kailab/operators/kind.py). Subclasses give `argv` (and `prepare` for what the
     process reads before it starts); ports are `<process>.metrics`, `.probe` and `.webhook`."""
 
@@ -91,8 +91,8 @@ class Operator(Addon, RunsAsProcesses, InstallsFromCharts):
         return [self.pin.namespace]
 
     def deployments(self) -> dict[str, list[str]]:
-        from . import kind
-        return {self.pin.namespace: [kind.deployment(self)]}
+        """On kind, its Deployment (the lab record's, which `status` reads)."""
+        return {self.pin.namespace: [deployment(self)]}
 
     def kinds(self) -> dict[str, str]:
         """Its kinds, each with its apiVersion."""
@@ -149,39 +149,6 @@ class Operator(Addon, RunsAsProcesses, InstallsFromCharts):
             # certificates are in place, and a kind created before that waits unreconciled
             wait_ready(self.health_url(self.pin.process, host.ports), self.pin.process,
                        host.lab / "logs" / f"{self.pin.process}.log")
-
-    # ------------------------------------------------------------ on kind (kailab/operators/kind.py)
-    image_stack = None  # built by `kailab tools images --operators`
-
-    def kind_files_and_steps(self, kubeconfig: str, path, local, node_selector: dict | None = None):
-        from . import kind
-        return kind.files_and_steps(self, kubeconfig, path, node_selector or {"node-role.kubernetes.io/control-plane": ""})
-
-    def images(self, local) -> list[str]:
-        from . import kind
-        return [kind.image(self)]  # built here under a local name whichever images the lab uses: none is published
-
-    def local_images(self, local) -> list[str]:
-        from . import kind
-        return [kind.image(self)]
-
-    def local_files(self, local) -> list[Path]:
-        return []
-
-    def build_local(self, local, console=None, phase=print) -> list[str]:
-        from . import kind
-        return kind.build_local(self, console, phase)
-
-    def plan_lines(self) -> list[str]:
-        from . import kind
-        return [f"{self.pin.title} {self.version} (image {kind.image(self)}, built here), its CRDs, RBAC and "
-                + ("webhooks with its own certificate management" if self.pin.webhooks else "no webhooks")]
-
-    def probe_text(self) -> str:
-        return ""
-
-    def await_ready(self, kube) -> None:
-        """Its rollout (a step) proved it: ready once its certificates are in place."""
 
     # ------------------------------------------------------------ webhooks on loopback
     def webhook_configurations(self, host: ProcessHost) -> list[dict]:

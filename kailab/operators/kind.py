@@ -20,7 +20,8 @@ from pathlib import Path
 import yaml
 
 from .. import yamlfast
-from .base import MANAGED, Operator
+from ..runtimes.addon import InstallsFromCharts
+from . import MANAGED
 
 IMAGE_REPO = "kailab.local"
 CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
@@ -41,26 +42,26 @@ WEBHOOKS = {
 CONFIG_GROUPS = {"jobset": "config.jobset.x-k8s.io", "lws": "config.lws.x-k8s.io"}
 
 
-def image(op: Operator) -> str:
+def image(op: "OnKind") -> str:
     return f"{IMAGE_REPO}/{op.pin.component}:{op.version}"
 
 
-def deployment(op: Operator) -> str:
+def deployment(op: "OnKind") -> str:
     return op.pin.process
 
 
-def _labels(op: Operator) -> dict:
+def _labels(op: "OnKind") -> dict:
     return {"app.kubernetes.io/name": op.pin.process, **MANAGED}
 
 
-def _meta(op: Operator, name: str, namespaced: bool = True) -> dict:
+def _meta(op: "OnKind", name: str, namespaced: bool = True) -> dict:
     meta = {"name": name, "labels": _labels(op)}
     if namespaced:
         meta["namespace"] = op.pin.namespace
     return meta
 
 
-def rbac(op: Operator) -> list[dict]:
+def rbac(op: "OnKind") -> list[dict]:
     """Its ServiceAccount and the module's role.yaml, each role renamed `kailab-<name>-<role>` and bound."""
     ns, sa = op.pin.namespace, op.pin.process
     out = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(op, sa)}]
@@ -77,7 +78,7 @@ def rbac(op: Operator) -> list[dict]:
     return out
 
 
-def webhook_configurations(op: Operator) -> list[dict]:
+def webhook_configurations(op: "OnKind") -> list[dict]:
     """The module's registrations under the names its certificate code injects its CA into, pointing at
     its Service; its pod webhooks see only its own pods (its kustomize patch)."""
     if not op.pin.webhooks:
@@ -88,7 +89,7 @@ def webhook_configurations(op: Operator) -> list[dict]:
                             lambda doc: names["configurations"][doc["kind"]])
 
 
-def configuration(op: Operator) -> dict:
+def configuration(op: "OnKind") -> dict:
     """JobSet's and LWS's Configuration: listeners in the pod, leader election off, their own
     certificate management with the Service and Secret their cert code expects."""
     names = WEBHOOKS[op.name]
@@ -102,7 +103,7 @@ def configuration(op: Operator) -> dict:
             "clientConnection": {"qps": 100, "burst": 200}}
 
 
-def _args(op: Operator) -> list[str]:
+def _args(op: "OnKind") -> list[str]:
     if op.name == "kubeflow":
         names = WEBHOOKS[op.name]
         return [f"--metrics-bind-address=:{METRICS_PORT}", f"--health-probe-bind-address=:{PROBE_PORT}",
@@ -116,7 +117,7 @@ def _args(op: Operator) -> list[str]:
             "--enable-leader-election=false", "--qps=100", "--burst=200", "--log-stdout-encoder=console"]
 
 
-def workload(op: Operator, node_selector: dict) -> list[dict]:
+def workload(op: "OnKind", node_selector: dict) -> list[dict]:
     """Its Service, Secret and ConfigMap (as it needs them) and its Deployment on `node_selector`."""
     ns, name = op.pin.namespace, deployment(op)
     out: list[dict] = []
@@ -159,13 +160,13 @@ def workload(op: Operator, node_selector: dict) -> list[dict]:
     return out
 
 
-def manifests(op: Operator, node_selector: dict) -> list[dict]:
+def manifests(op: "OnKind", node_selector: dict) -> list[dict]:
     """Everything but its CRDs, in the order they apply: namespace, RBAC, webhooks' registrations, workload."""
     return ([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": op.pin.namespace, "labels": dict(MANAGED)}}]
             + rbac(op) + workload(op, node_selector) + webhook_configurations(op))
 
 
-def files_and_steps(op: Operator, kubeconfig: str, path, node_selector: dict, rollout: str = "180s"
+def files_and_steps(op: "OnKind", kubeconfig: str, path, node_selector: dict, rollout: str = "180s"
                     ) -> tuple[dict[str, str], list[tuple[str, list[str]]]]:
     kubectl = ["kubectl", "--kubeconfig", kubeconfig]
     crds, rest = f"operator-{op.name}-crds.yaml", f"operator-{op.name}.yaml"
@@ -183,7 +184,7 @@ def files_and_steps(op: Operator, kubeconfig: str, path, node_selector: dict, ro
     return files, steps
 
 
-def image_specs(op: Operator) -> list:
+def image_specs(op: "OnKind") -> list:
     from ..images.assemble import ImageSpec
     from ..images.extra import binary
 
@@ -191,12 +192,46 @@ def image_specs(op: Operator) -> list:
                       entrypoint=("/manager",), user=f"{NONROOT}:{NONROOT}", workdir="/")]
 
 
-def build_local(op: Operator, console=None, phase=print) -> list[str]:
+def build_local(op: "OnKind", console=None, phase=print) -> list[str]:
     from ..images import extra
 
     extra.build_binaries([op.recipe()], console)
     return extra.make(image_specs(op), [], phase)
 
 
-def local_files(op: Operator) -> list[Path]:
+def local_files(op: "OnKind") -> list[Path]:
     return []
+
+
+class OnKind(InstallsFromCharts):
+    """An operator's capability on kind: a Deployment on the real node, its manifests made here (below)."""
+
+    pin: object
+    version: str
+
+    image_stack = None  # built by `kailab tools images --operators`
+
+    def kind_files_and_steps(self, kubeconfig: str, path, local, node_selector: dict | None = None):
+        return files_and_steps(self, kubeconfig, path, node_selector or {"node-role.kubernetes.io/control-plane": ""})
+
+    def images(self, local) -> list[str]:
+        return [image(self)]  # built here under a local name whichever images the lab uses: none is published
+
+    def local_images(self, local) -> list[str]:
+        return [image(self)]
+
+    def local_files(self, local) -> list[Path]:
+        return []
+
+    def build_local(self, local, console=None, phase=print) -> list[str]:
+        return build_local(self, console, phase)
+
+    def plan_lines(self) -> list[str]:
+        return [f"{self.pin.title} {self.version} (image {image(self)}, built here), its CRDs, RBAC and "
+                + ("webhooks with its own certificate management" if self.pin.webhooks else "no webhooks")]
+
+    def probe_text(self) -> str:
+        return ""
+
+    def await_ready(self, kube) -> None:
+        """Its rollout (a step) proved it: ready once its certificates are in place."""
