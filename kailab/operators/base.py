@@ -94,10 +94,6 @@ class Operator(Addon, RunsAsProcesses, OnKind):
         """On kind, its Deployment (the lab record's, which `status` reads)."""
         return {self.pin.namespace: [deployment(self)]}
 
-    def kinds(self) -> dict[str, str]:
-        """Its kinds, each with its apiVersion."""
-        return dict(self.pin.kinds)
-
     # ------------------------------------------------------------ the build and its tree
     def recipe(self) -> toolchain.Recipe:
         pkg = f"{self.pin.module}/{self.pin.package}".rstrip("/")
