@@ -11,7 +11,6 @@ that lab runs every exercise under it, and its stack.json and each run's evidenc
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import re
@@ -118,15 +117,18 @@ def run_compare(stacks: list[str], exercises: list[str], fleet: str = "small", r
     kai_version = versions.kai_release(kai_version or versions.DEFAULT_KAI).version
     the_plan = {**trial.checked_plan(stacks, exercises, fleet), "repeat": repeat, "runtime": "binary",
                 "axis": AXIS, "kai_version": kai_version}
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     wanted = tuple(dict.fromkeys(o for p in the_plan["exercises"] for o in load_exercise(p).operators))
-    specs = {s: with_addon(lab_spec(s, stamp, fleet, kai_version, wanted)) for s in stacks}
-    # builds before any lab, one after the other (each already uses every core)
-    toolchain.build_all(toolchain.cluster_recipes(kai_version), console)
-    for spec in specs.values():
-        toolchain.build_all(need(spec.addon, RunsAsProcesses, "binary").recipes(), console)
-    out = (root or evidence_dir()) / f"compare-{stamp}"
-    out.mkdir(parents=True)
+    out = evidence.new_folder(root or evidence_dir(), "compare")  # two in one second: compare-<time>-2
+    stamp = evidence.stamp_of(out, "compare")  # its labs' names: unique with the folder
+    try:
+        specs = {s: with_addon(lab_spec(s, stamp, fleet, kai_version, wanted)) for s in stacks}
+        # builds before any lab, one after the other (each already uses every core)
+        toolchain.build_all(toolchain.cluster_recipes(kai_version), console)
+        for spec in specs.values():
+            toolchain.build_all(need(spec.addon, RunsAsProcesses, "binary").recipes(), console)
+    except BaseException:
+        out.rmdir()  # nothing ran: no empty folder left behind
+        raise
     (out / "plan.json").write_text(json.dumps(the_plan, indent=2))
 
     def one(stack: str) -> None:

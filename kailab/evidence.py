@@ -17,6 +17,7 @@ Secrets are never written: nothing here reads them, and the namespace dump skips
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import re
 import urllib.request
@@ -39,6 +40,37 @@ SNAPSHOT_FILES = ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "e
                   "claims.yaml")
 TOP_FILES = (EXERCISE, RUN, VERDICT, TIMELINE, SCHEDULER_SNAPSHOT)
 MATRIX = "matrix.json"  # a trial directory's
+
+
+STAMP = "%Y%m%dT%H%M%SZ"  # a folder's UTC time: twin-20250101T120000Z
+
+
+def new_folder(root: Path, prefix: str, stamp_format: str = STAMP, utc: bool = True) -> Path:
+    """Make root/<prefix>-<time> for this caller alone and return it: a second caller in the same second
+    (two `kailab twin` started at once) gets <prefix>-<time>-2, then -3, ... — each made with
+    exist_ok=False, so two processes never share one. What follows `<prefix>-` is the run's stamp
+    (`stamp_of`): labs named after it are unique too."""
+    now = dt.datetime.now(dt.timezone.utc) if utc else dt.datetime.now()
+    return made_alone(Path(root), f"{prefix}-{now.strftime(stamp_format)}")
+
+
+def made_alone(root: Path, base: str) -> Path:
+    """root/base, or root/base-2, -3, ... where another process made it first; made by us alone."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for n in itertools.count(1):
+        path = root / (base if n == 1 else f"{base}-{n}")
+        try:
+            path.mkdir(exist_ok=False)
+            return path
+        except FileExistsError:
+            continue
+    raise AssertionError("unreachable")
+
+
+def stamp_of(folder: Path, prefix: str) -> str:
+    """The stamp `new_folder` gave `folder` (its time, and -N when another took that second first)."""
+    return Path(folder).name.removeprefix(f"{prefix}-")
 
 
 def write_matrix(folder: Path, matrix: dict, markdown: str) -> None:
@@ -110,8 +142,7 @@ def claims_table(kube: Kube, namespace: str) -> list[dict]:
 class EvidenceDir:
     def __init__(self, root: Path, exercise: str):
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")[:-4] + "Z"
-        self.path = Path(root) / f"{stamp}-{exercise}"
-        self.path.mkdir(parents=True, exist_ok=False)
+        self.path = made_alone(Path(root), f"{stamp}-{exercise}")  # the same millisecond twice: -2, -3, ...
 
     def write(self, rel: str, data) -> Path:
         target = self.path / rel

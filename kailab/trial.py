@@ -8,7 +8,6 @@ The matrix (exercise x version) is built from each run's verdict.json, never fro
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -77,8 +76,6 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
     if runtime == "binary" or against_binary:  # every binary lab's build before anything is made
         for v in version_list:  # sequential: each build already uses every core
             toolchain.build_all(toolchain.recipes_for(v), console)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    trial_dir = (root or evidence_dir()) / f"trial-{stamp}"
     if runtime in ("kind", "existing"):
         from .vcluster import run as vtrial
 
@@ -89,7 +86,8 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
         if isinstance(blast, (list, tuple)):
             the_plan["blast_exercises"] = [str(resolve_exercise(e)) for e in blast]
         vtrial.check(the_plan, kubeconfig)  # before anything is made
-        trial_dir.mkdir(parents=True)
+        trial_dir = evidence.new_folder(root or evidence_dir(), "trial")  # two in one second: trial-<time>-2
+        stamp = evidence.stamp_of(trial_dir, "trial")
         (trial_dir / "plan.json").write_text(json.dumps(the_plan, indent=2))
         vtrial.run_versions(trial_dir, stamp, the_plan, str(Path(kubeconfig).expanduser().resolve()) if kubeconfig else None,
                             hooks)
@@ -97,7 +95,8 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
             (trial_dir / BINARY).mkdir()
             _run_binary(trial_dir / BINARY, f"{stamp}-bin", the_plan, parallel)
     else:
-        trial_dir.mkdir(parents=True)
+        trial_dir = evidence.new_folder(root or evidence_dir(), "trial")
+        stamp = evidence.stamp_of(trial_dir, "trial")
         (trial_dir / "plan.json").write_text(json.dumps(the_plan, indent=2))
         _run_binary(trial_dir, stamp, the_plan, parallel)
     write_outputs(trial_dir)
@@ -360,8 +359,7 @@ def bring_together(kind: str, plan: dict, units: list[Unit], results: list[UnitR
                    write: Callable[[Path], object]) -> Path:
     """evidence/<kind>-<time>/ (a trial's, a comparison's): the plan, each column's folder from its unit
     (a unit that brought nothing back: that column's lab error), then what `write` makes of them."""
-    out = (root or evidence_dir()) / f"{kind}-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-    out.mkdir(parents=True)
+    out = evidence.new_folder(root or evidence_dir(), kind)
     (out / "plan.json").write_text(json.dumps(plan, indent=2))
     for u, r in zip(units, results):
         (column,) = u.part

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from ..errors import KailabError
+from ..evidence import new_folder
 from ..paths import evidence_dir
 from ..lab import LabSpec, lab
 from .common import _record, machine
@@ -55,7 +56,7 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
 
 def _repeat_on(lab_rec, runs: int, paths: list[Path], echo) -> list[dict]:
     records: list[dict] = []
-    root = evidence_dir() / f"repeat-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    root = new_folder(evidence_dir(), "repeat")
     for i in range(1, runs + 1):
         for p in paths:
             start = time.perf_counter()
@@ -110,7 +111,7 @@ def compare_labs(names: list[str], exercise_names: list[str] | None = None, out_
                           + ", ".join(f"{r.name}: {r.fleet} {r.kai_version}" for r in labs) + "): compare like with like")
     paths = ([resolve_exercise(n) for n in exercise_names] if exercise_names
              else sorted(p for p in exercises_dir().glob("*.yaml") if load_exercise(p).fleet == labs[0].fleet))
-    root = evidence_dir() / f"compare-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    root = new_folder(evidence_dir(), "compare")
     rows = []
     for p in paths:
         row = {"exercise": p.stem, "labs": {}}

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..exercise.runner import resolve_exercise, run_exercise
 from ..lab import LabRecord, LabSpec, get_runtime
+from ..evidence import new_folder
 from ..paths import evidence_dir
 from .common import _record, machine
 
@@ -79,8 +80,7 @@ def vcluster_bench(version_list: list[str], exercises: list[str], repeat: int, e
                    out_dir: Path | None = None, trial_dir: Path | None = None) -> dict:
     """`trial_dir`: a finished vCluster trial of these versions and exercises, read instead of run
     again (its whole wall time is then not known)."""
-    root = evidence_dir() / time.strftime("bench-vcluster-%Y%m%dT%H%M%SZ", time.gmtime())
-    root.mkdir(parents=True, exist_ok=True)
+    root = new_folder(evidence_dir(), "bench-vcluster")
     vc = _finished(trial_dir) if trial_dir else _trial("kind", version_list, exercises, repeat, root / "vcluster", echo)
     promises = vc["matrix"].get("promises") or {}
     timings = promises.get("timings") or {}

@@ -16,7 +16,6 @@ On disk (evidence/e2e-<stamp>/):
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import subprocess
@@ -31,6 +30,7 @@ from .. import versions
 from ..errors import KailabError
 from ..kube import Kube
 from ..lab import LabRecord, LabSpec, lab, runtime_of
+from ..evidence import new_folder, stamp_of
 from ..paths import evidence_dir
 from ..stacks.kai.e2e import build, cluster, ginkgo, junit
 from ..stacks.kai.e2e.suites import Suite, registry
@@ -109,9 +109,8 @@ class Plan:
 
 
 def run_e2e(plan: Plan, root: Path | None = None, echo=print) -> Path:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = (root or evidence_dir()) / f"e2e-{stamp}"
-    out.mkdir(parents=True)
+    out = new_folder(root or evidence_dir(), "e2e", "%Y%m%d-%H%M%S", utc=False)
+    stamp = stamp_of(out, "e2e")
     lanes = plan.lanes()
     lock = threading.Lock()
 

@@ -21,7 +21,6 @@ line per step) and error.txt when a run could not finish; fill.json, fill.md, fi
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import random
@@ -39,6 +38,7 @@ from ..errors import KailabError
 from ..fleet import fleet_path, load_fleet, node_name
 from ..kube import Kube
 from ..lab import LabSpec, lab, runtime_of
+from ..evidence import new_folder, stamp_of
 from ..paths import evidence_dir
 from ..scale import cpu_seconds, machine_busy_seconds, peak_memory_mib
 from .design import Design
@@ -296,9 +296,8 @@ def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
     check_plan(plan)
     fleet = load_fleet(plan.fleet)
     toolchain.build_all(toolchain.recipes_for(versions.normalise(plan.kai_version)), None)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = (root or evidence_dir()) / f"fill-{stamp}"
-    out.mkdir(parents=True)
+    out = new_folder(root or evidence_dir(), "fill")
+    stamp = stamp_of(out, "fill")
     (out / "plan.json").write_text(json.dumps(plan.as_json(), indent=2))
     echo(f"fill: {len(plan.designs)} design(s) x {len(plan.seeds)} seed(s) to {plan.target:.0%} of "
          f"{fleet.gpus_total} GPUs in steps of {plan.step:.1%}; evidence: {out}")

@@ -15,12 +15,12 @@ a fill can still be read with another after its evidence folder is gone."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import shutil
 from pathlib import Path
 
 from ..errors import KailabError
+from ..evidence import new_folder
 from ..paths import evidence_dir
 from .fill import write_outputs
 
@@ -164,9 +164,7 @@ def merge(sources: list[str], root: Path | None = None, plan_changes=None, least
     plan, take = collect(sources, least)
     if plan_changes is not None:
         plan.update(plan_changes(plan))
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = (root or evidence_dir()) / f"fill-merged-{stamp}"
-    out.mkdir(parents=True)
+    out = new_folder(root or evidence_dir(), "fill-merged")
     try:
         (out / "plan.json").write_text(json.dumps(plan, indent=2))
         errors: dict[str, list[str]] = {}

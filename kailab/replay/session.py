@@ -12,7 +12,6 @@ On disk (evidence/replay-<stamp>/):
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import shutil
 import threading
@@ -25,6 +24,7 @@ from .. import toolchain, versions, workloads
 from ..errors import KailabError
 from ..fleet import load_fleet
 from ..kube import Kube
+from ..evidence import new_folder, stamp_of
 from ..paths import evidence_dir
 from ..lab import LabSpec, lab, runtime_of
 from ..scale import cpu_seconds
@@ -141,7 +141,7 @@ def run_replay(plan: Plan, root: Path | None = None, echo=print) -> Path:
     for version in dict.fromkeys(v.kai_version for v in plan.variants):  # builds first, one at a time
         toolchain.build_all(toolchain.recipes_for(versions.normalise(version)), None)
     out = begin(plan, root)
-    stamp = out.name.removeprefix("replay-")
+    stamp = stamp_of(out, "replay")
     echo(f"replay: {len(plan.trace.jobs)} jobs, {plan.trace.span_s / 3600:.2f} h of trace compressed "
          f"{plan.compress:g}x (at most {plan.deadline_s() / 60:.1f} min per run), {plan.repeat} run(s) on each of "
          f"{', '.join(v.label for v in plan.variants)}; evidence: {out}")
@@ -159,9 +159,8 @@ def run_replay(plan: Plan, root: Path | None = None, echo=print) -> Path:
 
 def begin(plan: Plan, root: Path | None = None) -> Path:
     """evidence/replay-<stamp>/ with the plan, the trace and the designs as given; its path."""
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = (root or evidence_dir()) / f"replay-{stamp}"
-    (out / "designs").mkdir(parents=True)
+    out = new_folder(root or evidence_dir(), "replay")
+    (out / "designs").mkdir()
     (out / "plan.json").write_text(json.dumps(plan.as_json(), indent=2))
     shutil.copyfile(plan.trace.path, out / f"trace{plan.trace.path.suffix.lower()}")
     for v in plan.variants:

@@ -28,6 +28,7 @@ from ..errors import KailabError, LabError
 from ..kube import Kube
 from ..node_labels import FLEET_LABEL
 from ..workloads import service_account
+from ..evidence import made_alone
 from ..paths import evidence_dir, lab_dir, state_dir
 from .waits import wait_until, why_it_died
 from . import clusterinfo, metrics, processes, seed
@@ -509,9 +510,10 @@ class BinaryRuntime(Runtime):
         if keep_logs and lab.exists():  # before stopping: how each died, while its exit status is ours to read
             causes = {c: why_it_died(lab, c) for c, r in processes.records(lab).items() if not r.alive()}
         stopped = processes.stop_all(lab, STOP_ORDER, kill_tail=not keep_logs) if lab.exists() else []
-        kept = failed_start_dir(name)
+        kept = "nowhere: the lab had written no logs yet"
         if lab.exists():
             if keep_logs and processes.logs_dir(lab).exists():
+                kept = failed_start_dir(name)
                 shutil.copytree(processes.logs_dir(lab), kept, dirs_exist_ok=True)
                 (kept / "deaths.txt").write_text("".join(f"{c}: {why}\n" for c, why in sorted(causes.items()))
                                                  or "no component had died: the start timed out\n")
@@ -553,9 +555,9 @@ class _Host(ProcessHost):
 
 
 def failed_start_dir(name: str) -> Path:
-    """Where a failed `up` keeps every component's whole log and how each died: under evidence/
-    (failed-starts/<UTC time>-<lab>), which no later up or down removes."""
-    return evidence_dir() / "failed-starts" / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{name}"
+    """Where a failed `up` keeps every component's whole log and how each died, made now: under evidence/
+    (failed-starts/<UTC time>-<lab>, -2 after it when that second has one), which no later up or down removes."""
+    return made_alone(evidence_dir() / "failed-starts", f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{name}")
 
 
 def _rmtree(path: Path) -> None:

@@ -9,7 +9,6 @@ it could not finish), comparison.json, comparison.md.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 import threading
@@ -20,6 +19,7 @@ from typing import Callable
 
 from .. import toolchain, versions
 from ..errors import KailabError
+from ..evidence import new_folder
 from ..paths import evidence_dir
 from .design import AS_IS, TwinDesign
 from .run import make_twin, twin_plan
@@ -85,9 +85,7 @@ def run_side_by_side(snapshot: str | Path, variants: list[TwinVariant], name: st
 
 
 def twins_folder(root: Path | None = None) -> Path:
-    out = (root or evidence_dir()) / f"twins-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-    out.mkdir(parents=True)
-    return out
+    return new_folder(root or evidence_dir(), "twins")
 
 
 def write_comparison(out: Path, labels: list[str], echo: Callable[[str], None] = print) -> Path:

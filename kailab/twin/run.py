@@ -9,7 +9,6 @@ the lab's state against the snapshot's before KAI acted, and what KAI then decid
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 import time
@@ -23,6 +22,7 @@ from .. import toolchain, versions
 from ..errors import KailabError
 from ..kube import Kube
 from ..lab import LabRecord, LabSpec, get_runtime
+from ..evidence import new_folder
 from ..paths import evidence_dir, lab_dir
 from ..runtimes import processes
 from ..runtimes.waits import wait_until
@@ -156,8 +156,10 @@ def make_twin(snapshot: str | Path, name: str, kai_version: str = "", anonymise:
         plan = replace(plan, args=plan.args + [snapshot_tool.TWIN_VERBOSITY])
     if LabRecord.load(name) is not None:
         raise KailabError(f"a lab named {name!r} exists: `kailab down --name {name}`, or --name another")
-    out = out or evidence_dir() / f"twin-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-    out.mkdir(parents=True)
+    if out is None:
+        out = new_folder(evidence_dir(), "twin")  # two twins in one second: twin-<time>-2
+    else:
+        out.mkdir(parents=True)
     (out / "fleet.yaml").write_text(_fleet_yaml(plan))
     (out / "objects.yaml").write_text(yaml.safe_dump_all(plan.objects + plan.bound + plan.pending, sort_keys=False))
     if design is not None:
