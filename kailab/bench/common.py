@@ -6,13 +6,15 @@ import datetime as dt
 import json
 import os
 import platform
+import re
+import tempfile
 import time
 from pathlib import Path
 import subprocess
 import threading
 import xml.etree.ElementTree as ET
 
-from ..paths import PROJECT_ROOT
+from ..paths import PROJECT_ROOT, cache_dir, evidence_dir
 
 
 def machine() -> dict:
@@ -38,9 +40,26 @@ def _time(fn) -> float:
     return round(time.perf_counter() - start, 2)
 
 
+def portable(text: str) -> str:
+    """`text` with no absolute path of this machine: the project's own paths relative to it
+    (evidence/fill-…), kailab's evidence and cache folders elsewhere as $KAILAB_EVIDENCE/… and
+    $KAILAB_CACHE/…, a temporary folder as $TMPDIR/<its prefix>-*, the home folder as ~. A record is
+    committed, and read on machines where none of those paths exists."""
+    tmp = re.escape(tempfile.gettempdir().rstrip("/"))
+    text = re.sub(tmp + r"/(tmp|[A-Za-z][\w.-]*?-)?\w{8}(?=/|\b)",
+                  lambda m: f"$TMPDIR/{m.group(1) or 'tmp'}*", text)  # mkdtemp's random names
+    bases = {f"{PROJECT_ROOT}/": "", f"{cache_dir()}/": "$KAILAB_CACHE/", f"{Path.home()}/": "~/"}
+    if not evidence_dir().resolve().is_relative_to(PROJECT_ROOT):  # inside the project: evidence/… as it is
+        bases[f"{evidence_dir()}/"] = "$KAILAB_EVIDENCE/"
+    for base in sorted(bases, key=len, reverse=True):  # the longest first: the evidence folder before the project
+        if len(base) > 2:  # never "/" itself (a home or root of "/")
+            text = text.replace(base, bases[base])
+    return text
+
+
 def _record(results: dict, suffix: str, text: str, out_dir: Path | None) -> dict:
-    """Write a mode's results as bench/results/<date><suffix>.json and .md; returns them, with
-    where they went."""
+    """Write a mode's results as bench/results/<date><suffix>.json and .md (paths in them `portable`);
+    returns them, with where they went."""
     out_dir = out_dir or PROJECT_ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     results.setdefault("commit", _commit())  # what a figure rendered from it says it measured
@@ -49,8 +68,8 @@ def _record(results: dict, suffix: str, text: str, out_dir: Path | None) -> dict
     while (out_dir / f"{stem}.json").exists() and not suffix.endswith("-quick"):  # never over a recorded result
         n += 1
         stem = f"{dt.date.today().isoformat()}{suffix}-{n}"
-    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out_dir / f"{stem}.md").write_text(text)
+    (out_dir / f"{stem}.json").write_text(portable(json.dumps(results, indent=2)) + "\n")
+    (out_dir / f"{stem}.md").write_text(portable(text))
     results["written"] = str(out_dir / f"{stem}.json")
     return results
 
