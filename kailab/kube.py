@@ -183,25 +183,38 @@ class Kube:
 
 def watch_pods(kube: Kube, namespace: str, on_event, stopping, errors: list[str], ready=None,
                timeout_s: int = 120) -> None:
-    """List, then watch, the pods of `namespace` until `stopping` is set, calling on_event(type,
-    pod) for every pod listed ("LISTED") and every ADDED / MODIFIED / DELETED event. A watch that
-    ends at its timeout goes on from the last resourceVersion seen (bookmarks keep it current); only
-    a dropped or expired one relists (a namespace of 10,000 pods is tens of MB to list and decode).
-    Lean on purpose (JSON over the client's connection pool, no typed models): the harness must
-    keep up with thousands of pods. Errors are kept in `errors`, never raised."""
+    """List, then watch, the pods of `namespace` (see watch_path)."""
+    watch_path(kube, f"/api/v1/namespaces/{namespace}/pods", on_event, stopping, errors, ready, timeout_s)
+
+
+def watch_path(kube: Kube, path: str, on_event, stopping, errors: list[str], ready=None,
+               timeout_s: int = 120, query: str = "", on_relist=None) -> None:
+    """List, then watch, the objects at `path` (e.g. /api/v1/pods; `query` a field or label selector
+    like `fieldSelector=reason%3DEvict`) until `stopping` is set, calling on_event(type, obj) for every
+    object listed ("LISTED"; `on_relist()` first, when a list starts again after a dropped watch) and every
+    ADDED / MODIFIED / DELETED event. A watch that ends at its timeout goes on from the last
+    resourceVersion seen (bookmarks keep it current); only a dropped or expired one relists (10,000
+    pods are tens of MB to list and decode). Lean on purpose (JSON over the client's connection
+    pool, no typed models): the harness must keep up with thousands of pods. Errors are kept in
+    `errors`, never raised."""
     pool = kube.api_client.rest_client.pool_manager
-    base = f"{kube.api_client.configuration.host}/api/v1/namespaces/{namespace}/pods"
+    base = f"{kube.api_client.configuration.host}{path}"
+    sep = f"?{query}&" if query else "?"
     rv = None
     while not stopping.is_set():
         try:
             if rv is None:
-                listed = json.loads(pool.request("GET", base, timeout=60).data)
+                listed = json.loads(pool.request("GET", base + (f"?{query}" if query else ""), timeout=60).data)
+                if "items" not in listed:
+                    raise RuntimeError(f"list answered: {listed.get('message') or listed}"[:200])
+                if on_relist is not None:
+                    on_relist()
                 for pod in listed.get("items", []):
                     on_event("LISTED", pod)
                 if ready is not None:
                     ready.set()
                 rv = listed["metadata"]["resourceVersion"]
-            resp = pool.request("GET", f"{base}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
+            resp = pool.request("GET", f"{base}{sep}watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
                                 f"&timeoutSeconds={timeout_s}", preload_content=False, timeout=None)
             if resp.status != 200:
                 raise RuntimeError(f"watch answered {resp.status}: {resp.data[:200]!r}")

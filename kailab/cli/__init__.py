@@ -8,7 +8,7 @@ import sys
 import click
 
 from ..errors import KailabError
-from . import bench, course, e2e, exercises, labs, tools, trials, twin  # noqa: F401 - each registers its verbs
+from . import bench, course, e2e, exercises, labs, tools, top, trials, twin  # noqa: F401 - each registers its verbs
 from .base import cli, console
 
 

@@ -1,0 +1,56 @@
+"""`kailab top`: the live view of KAI's queues, waits, quota and GPUs."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.console import Console
+
+from ..errors import KailabError
+from ..lab import LabRecord
+from ..runtimes import metrics
+from .base import cli, console, out
+
+
+@cli.command()
+@click.option("--name", default=None, help="The lab to watch (default: the lab `default`, unless --kubeconfig).")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
+              help="Any cluster running KAI instead of a lab (read only).")
+@click.option("--prometheus", default=None, metavar="URL",
+              help="A Prometheus scraping KAI (for the fair share column); a lab's own is used by default.")
+@click.option("--once", is_flag=True, help="Print one picture and exit (for scripts and CI logs).")
+@click.option("--json", "as_json", is_flag=True, help="One picture as JSON, and exit.")
+@click.option("--interval", type=click.FloatRange(0.2, 60), default=1.0, show_default=True,
+              help="Seconds between refreshes.")
+def top(name, kubeconfig, prometheus, once, as_json, interval) -> None:
+    """Watch the scheduler work: queues (GPUs against fair share, quota and limit; who waits and KAI's
+    reason), GPUs per node pool and node, the last evictions. `q` quits."""
+    from ..top import Top
+    from ..top.screen import live, render
+
+    if kubeconfig and name:
+        raise KailabError("--name and --kubeconfig: give one (a lab, or any cluster running KAI)")
+    if kubeconfig:
+        title = f"cluster {kubeconfig}"
+    else:
+        name = name or "default"
+        rec = LabRecord.load(name)
+        if rec is None or rec.state != "up":
+            raise KailabError(f"no lab named {name!r} is up: bring one up with `kailab up --name {name}`, "
+                              "or watch another cluster with --kubeconfig FILE")
+        kubeconfig = rec.kubeconfig
+        if prometheus is None and rec.metrics:
+            prometheus = metrics.url(rec.ports)
+        title = f"lab {name!r}"
+    with Top(kubeconfig, prometheus) as view:
+        if as_json:
+            click.echo(json.dumps(view.snapshot(), indent=2))
+        elif once:
+            wide = Console(width=max(out.width, 160)) if not out.is_terminal else out
+            wide.print(render(view.snapshot(), title, width=wide.width))
+        else:
+            try:
+                live(view.snapshot, title, console=out, interval=interval)
+            except KeyboardInterrupt:
+                pass

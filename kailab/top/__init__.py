@@ -1,0 +1,41 @@
+"""`kailab top`: the scheduler's picture, live — KAI's queues (GPUs against fair share, quota and
+limit; who waits, how long, and KAI's reason), GPUs per node pool and node, the last evictions with
+KAI's action and for whom. Read only, from the API server's watch and (when there is one) the lab's
+Prometheus; any cluster with KAI.
+
+The parts: mirror (the watched objects), model (one snapshot, a plain dict), prom (KAI's fair
+share), screen (the terminal)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..kube import Kube
+from .mirror import Mirror, NotKai
+from .model import pod_gpus, snapshot
+from .prom import fair_share
+
+
+class Top:
+    """A watched cluster for the length of a `with` block; `snapshot()` the picture now."""
+
+    def __init__(self, kubeconfig: str | Path, prometheus: str | None = None):
+        self.kube = Kube(kubeconfig)
+        self.prometheus = prometheus
+        self.mirror = Mirror(self.kube)
+
+    def __enter__(self) -> Top:
+        self.mirror.__enter__()
+        self.mirror.wait_ready()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.mirror.__exit__(*exc)
+        self.kube.close()
+
+    def snapshot(self) -> dict:
+        return snapshot(self.mirror.objects(), time.time(), fair_share(self.prometheus))
+
+
+__all__ = ["NotKai", "Top", "pod_gpus", "snapshot"]
