@@ -1,8 +1,8 @@
 """The suite's two tiers, and its order on workers side by side.
 
-Tiers: tests/unit/ needs no lab, no network and no build (`make unit`, first in `make test`);
-tests/live/ brings labs up (marked `lab`, `kind` or `alone`). A test in the wrong folder for its marks
-is a collection error, so the tiers stay what their names say.
+Tiers: tests/unit/ needs no lab, no network, no build and no browser (`make unit`, first in `make test`);
+tests/live/ brings labs up (marked `lab`, `kind` or `alone`) or opens a real browser (marked `browser`).
+A test in the wrong folder for its marks is a collection error, so the tiers stay what their names say.
 
 Order (`make test`: pytest -n, --dist loadgroup): longest first; in the `alone` phase, the vCluster
 trial before the kind lab's tests, which share its kind lab and take it down last.
@@ -64,12 +64,13 @@ def pytest_runtest_teardown(item, nextitem):
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "browser: opens pages in a real browser (Debian's Chromium): the live tier")
     # xdist reorders its work units by size unless told not to; this file's order is the one wanted
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
 
 
-LIVE_MARKS = ("lab", "kind", "alone")
+LIVE_MARKS = ("lab", "kind", "alone", "browser")
 LAB_FIXTURES = ("kailab_labs", "kai_lab", "infra_lab", "kind_lab")  # each brings a lab up
 
 
@@ -82,7 +83,7 @@ def _misplaced(item) -> str | None:
     if tier == "unit" and labs:
         return f"{item.nodeid}: uses {', '.join(labs)} (a lab) in tests/unit (move it to tests/live, marked lab)"
     if tier == "live" and not live:
-        return f"{item.nodeid}: in tests/live without a lab, kind or alone mark (mark it, or move it to tests/unit)"
+        return f"{item.nodeid}: in tests/live without a lab, kind, alone or browser mark (mark it, or move it to tests/unit)"
     return None
 
 

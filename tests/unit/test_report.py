@@ -1,127 +1,18 @@
-"""The evidence report: one self-contained HTML page per run (or trial), checked as text, in a
-real browser (headless Chromium) and on the evidence of a real exercise run."""
+"""The evidence report: one self-contained HTML page per run (or trial), checked as text (in a real
+browser and on the evidence of a real run: tests/live/test_report_live.py)."""
 
 from __future__ import annotations
 
 import html
 import json
 import re
-import subprocess
-from pathlib import Path
 
-import pytest
 import yaml
 
 from kailab.report import render_report, write_report
 
 from helpers import assert_self_contained_page
-
-CHROMIUM = Path("/usr/bin/chromium")
-PREFIX = "x7f3a"
-QUEUES = {"lab": f"{PREFIX}-lab", "research": f"{PREFIX}-research", "prod": f"{PREFIX}-prod"}
-
-EXPECTATIONS = [
-    {"step": "prod borrows research's idle share", "kind": "expect", "what": "queue prod bound GPUs",
-     "expected": "8", "observed": "8", "passed": True, "offending": [], "at": 1.42},
-    {"step": "research comes back", "kind": "expect", "what": "queue research bound GPUs",
-     "expected": ">= 4 & <= 8", "observed": "4 <of 4 requested>", "passed": True, "offending": [], "at": 5.611},
-    {"step": "research comes back", "kind": "expect", "what": "workload prod-train evicted",
-     "expected": "4", "observed": "4", "passed": True,
-     "offending": ["prod-train-4", "prod-train-5", "prod-train-6", "prod-train-7"], "at": 5.611},
-    {"step": "research comes back", "kind": "stays", "what": "queue prod bound GPUs for 3s",
-     "expected": "at least 4", "observed": "4 throughout", "passed": True, "offending": [], "at": 8.75},
-    {"step": "whole run", "kind": "invariant", "what": "no-gpu-overcommit", "expected": "never violated",
-     "observed": "never violated", "passed": True, "offending": [], "at": None},
-]
-FIGURES = {"binds": 10, "evictions": 4, "gang_bind_spread_s.research-train": 0.012}
-
-
-def _pod(name: str, queue: str, gpus: int, node: str | None, workload: str) -> dict:
-    return {"namespace": "kx-reclaim-7f3a", "name": name, "uid": f"uid-{name}", "workload": workload,
-            "queue": QUEUES[queue], "gpus": gpus, "node": node, "phase": "Running" if node else "Pending",
-            "deleting": False, "priority": 50, "preemptibility_label": None, "podgroup": f"pg-{workload}"}
-
-
-def _queue(logical: str, quota: int, limit: int, parent: str | None) -> dict:
-    spec = {"resources": {"gpu": {"quota": quota, "limit": limit, "overQuotaWeight": 1}}}
-    if parent:
-        spec["parentQueue"] = QUEUES[parent]
-    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": QUEUES[logical]},
-            "spec": spec, "status": {}}
-
-
-def make_evidence(root: Path) -> Path:
-    """A passed reclaim-like run on a 2 x 4 GPU fleet: prod borrows 8 GPUs, research returns and
-    takes its 4 back through 4 evictions; research's pods use 2 GPUs each."""
-    d = root / "20250101T120000.00Z-reclaim-lite"
-    d.mkdir(parents=True)
-    exercise = {"exercise": "reclaim-lite", "title": "The owner comes back", "fleet": "tiny",
-                "queues": {"lab": {"gpu": {"quota": -1, "limit": -1}, "children": {
-                    "research": {"gpu": {"quota": 4, "limit": -1}},
-                    "prod": {"gpu": {"quota": 4, "limit": 8}}}}},
-                "steps": [{"name": "prod borrows research's idle share"}, {"name": "research comes back"}]}
-    (d / "exercise.yaml").write_text(yaml.safe_dump(exercise, sort_keys=False))
-    (d / "run.json").write_text(json.dumps({
-        "exercise": "reclaim-lite", "lab": "pytest-1-tiny", "runtime": "binary", "kai_version": "v0.17.0",
-        "fleet": "tiny", "namespace": "kx-reclaim-7f3a", "queues": QUEUES, "started": "2025-01-01T12:00:00Z"}))
-    (d / "verdict.json").write_text(json.dumps({
-        "exercise": "reclaim-lite", "verdict": "passed", "error": "", "kai_version": "v0.17.0",
-        "lab": "pytest-1-tiny", "runtime": "binary", "expectations": EXPECTATIONS, "figures": FIGURES,
-        "observer_errors": [], "evidence_notes": []}, indent=2))
-    tl = []
-
-    def add(t, what, pod, workload, queue, node=None, detail=""):
-        tl.append({"t": t, "what": what, "pod": pod, "workload": workload, "queue": QUEUES[queue],
-                   "node": node, "detail": detail})
-
-    for i in range(8):
-        node = f"n-{i // 4}"
-        add(0.2, "created", f"prod-train-{i}", "prod-train", "prod")
-        add(round(0.5 + i * 0.1, 3), "bound", f"prod-train-{i}", "prod-train", "prod", node)
-        add(round(0.9 + i * 0.1, 3), "running", f"prod-train-{i}", "prod-train", "prod", node)
-    for i in range(2):
-        add(2.0, "created", f"research-train-{i}", "research-train", "research")
-    for i in range(4, 8):
-        add(3.25, "evicted", f"prod-train-{i}", "prod-train", "prod", "n-1",
-            "deleted while bound: KAI eviction/preemption or a controller")
-    for i in range(2):
-        add(3.5 + i * 0.012, "bound", f"research-train-{i}", "research-train", "research", "n-1")
-    (d / "timeline.jsonl").write_text("".join(json.dumps(e) + "\n" for e in tl))
-
-    prod_all = [_pod(f"prod-train-{i}", "prod", 1, f"n-{i // 4}", "prod-train") for i in range(8)]
-    research = [_pod(f"research-train-{i}", "research", 2, "n-1", "research-train") for i in range(2)]
-    queues = [_queue("lab", -1, -1, None), _queue("research", 4, -1, "lab"), _queue("prod", 4, 8, "lab")]
-    over_quota = {"name": "pg-inference-0", "labels": {},
-                  "spec": {"queue": QUEUES["research"], "minMember": 1},
-                  "status": {"schedulingConditions": [{
-                      "type": "UnschedulableOnNodePool", "nodePool": "default", "status": "True",
-                      "reasons": [{"reason": "NonPreemptibleOverQuota",
-                                   "message": "Non-preemptible workload is over quota in queue research"}]}]}}
-    snaps = {
-        "steps/01-prod-borrows-research-s-idle-share": (
-            prod_all, {"n-0": {"allocatable": 4, "used": 4, "pods": [f"prod-train-{i}" for i in range(4)]},
-                       "n-1": {"allocatable": 4, "used": 4, "pods": [f"prod-train-{i}" for i in range(4, 8)]}},
-            [{"name": "pg-prod-train", "labels": {}, "spec": {"queue": QUEUES["prod"]}, "status": {}}]),
-        "steps/02-research-comes-back": (
-            prod_all[:4] + research,
-            {"n-0": {"allocatable": 4, "used": 4, "pods": [f"prod-train-{i}" for i in range(4)]},
-             "n-1": {"allocatable": 4, "used": 4, "pods": ["research-train-0", "research-train-1"]}},
-            [{"name": "pg-prod-train", "labels": {}, "spec": {"queue": QUEUES["prod"]}, "status": {}},
-             over_quota]),
-        "final": (prod_all[:4] + research,
-                  {"n-0": {"allocatable": 4, "used": 4, "pods": [f"prod-train-{i}" for i in range(4)]},
-                   "n-1": {"allocatable": 4, "used": 4, "pods": ["research-train-0", "research-train-1"]}},
-                  []),
-    }
-    for rel, (pods, nodes, pgs) in snaps.items():
-        s = d / rel
-        s.mkdir(parents=True)
-        for name, data in (("queues", queues), ("podgroups", pgs), ("pods", pods), ("nodes", nodes),
-                           ("events", [{"time": "2025-01-01T12:00:03Z", "type": "Normal", "reason": "Evict",
-                                        "object": "PodGroup/pg-prod-train", "count": 4, "source": "kai-scheduler",
-                                        "message": "evicted 4 pods"}])):
-            (s / f"{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    return d
+from report_sample import FIGURES, PREFIX, make_evidence
 
 
 def _chart(page: str) -> str:
@@ -276,42 +167,3 @@ def test_report_survives_damaged_files_and_a_large_fleet(tmp_path):
     assert "1000 nodes, 5328/8000 GPUs used" in page
     assert "steps/01-prod-borrows-research-s-idle-share/podgroups.yaml: unreadable" in page
     assert "steps/02-research-comes-back/pods.yaml: unexpected shape, ignored" in page
-
-
-def _chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--disable-dev-shm-usage", f"--user-data-dir={tmp}", "--host-resolver-rules=MAP * ~NOTFOUND"]
-    return subprocess.run([str(CHROMIUM), *flags, *args], capture_output=True, text=True, timeout=180)
-
-
-def test_report_renders_in_a_real_browser(tmp_path):
-    if not CHROMIUM.exists():
-        pytest.fail("this test needs a real browser: /usr/bin/chromium is missing; install it with "
-                    "`apt-get install -y chromium` (CI installs it)", pytrace=False)
-    d = make_evidence(tmp_path / "evidence")
-    report = write_report([d])
-    shot = d / "report.png"  # kept with the evidence
-    shown = _chromium(f"--screenshot={shot}", "--window-size=1280,2000", f"file://{report}",
-                      tmp=tmp_path / "profile-shot")
-    assert shot.exists(), f"no screenshot; chromium said:\n{shown.stderr[-3000:]}"
-    assert shot.stat().st_size > 10_000, f"screenshot is {shot.stat().st_size} bytes: blank page?"
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-    dom = _chromium("--enable-logging=stderr", "--v=0", "--dump-dom", f"file://{report}",
-                    tmp=tmp_path / "profile-dom")
-    assert dom.returncode == 0, dom.stderr[-3000:]
-    console = [ln for ln in dom.stderr.splitlines()
-               if "CONSOLE" in ln or "Uncaught" in ln or "Failed to load resource" in ln]
-    assert not console, "browser console reported:\n" + "\n".join(console)
-    assert '<svg class="chart timeline"' in dom.stdout
-    assert len(re.findall(r'<polyline class="series"', dom.stdout)) == 2
-    assert len(re.findall(r'<rect class="node-bar"', dom.stdout)) == 6
-    assert 'data-verdict="passed"' in dom.stdout
-    # as the browser shows it: the summary's figures have labels and units, no machine key is shown
-    summary = dom.stdout[dom.stdout.index('<section class="summary">'):]
-    shown = re.sub(r'title="[^"]*"', "", summary[:summary.index("</section>")])
-    assert "gang bind spread" in shown and "research-train 0.012 s" in shown
-    assert not re.search(r"[a-z_]+_s\.|[a-z]+=[0-9]", shown), shown
-
-
