@@ -55,4 +55,12 @@ def exercises_dir() -> Path:
 
 
 def evidence_dir() -> Path:
-    return Path(os.environ.get("KAILAB_EVIDENCE") or PROJECT_ROOT / "evidence")
+    """Where runs keep their evidence: $KAILAB_EVIDENCE, else evidence/ in the current folder — a team's
+    own repository keeps its runs (`pytest my-exercises/ --kailab-lab X` there), and `make exercises`,
+    run from kailab's root, kailab's evidence/."""
+    return Path(os.environ.get("KAILAB_EVIDENCE") or Path.cwd() / "evidence")
+
+
+def evidence_dir_why() -> str:
+    """Which rule `evidence_dir` followed, in words for a summary line."""
+    return "$KAILAB_EVIDENCE" if os.environ.get("KAILAB_EVIDENCE") else "evidence/ in the current folder"

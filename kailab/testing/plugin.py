@@ -23,7 +23,7 @@ import yaml
 
 from ..exercise.load import load_exercise
 from ..lab import LabRecord, get_runtime
-from ..paths import evidence_dir
+from ..paths import evidence_dir, evidence_dir_why
 from ..toolchain import kai_unavailable_reason
 from ..replay import alibaba
 from .deal import deal, last_durations
@@ -201,6 +201,13 @@ def pytest_testnodedown(node, error):
             setattr(config, key, tuple(value) if isinstance(value, list) else value)
 
 
+def evidence_root(config) -> tuple[Path, str]:
+    """Where this session's runs keep their evidence, and why there: --kailab-evidence, else
+    $KAILAB_EVIDENCE, else evidence/ in the folder pytest runs in."""
+    given = config.getoption("--kailab-evidence")
+    return (Path(given), "--kailab-evidence") if given else (evidence_dir(), evidence_dir_why())
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     outcomes = getattr(config, "_kailab_outcomes", [])
     if outcomes:
@@ -212,6 +219,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_sep("=", "kailab exercises")
         stream = terminalreporter._tw._file
         print_summary(Console(file=stream, soft_wrap=True), outcomes)
+        root, why = evidence_root(config)
+        terminalreporter.write_line(f"evidence: {root.resolve()} ({why})")
         try:
             page = write_report([Path(o.evidence) for o in outcomes])
             terminalreporter.write_line(f"report: {page}")
