@@ -39,7 +39,8 @@ def twins_html(d: Path, base: Path, link) -> str:
         try:
             a = json.loads((d / k / "twin.json").read_text()).get("against_snapshot_tool")
             if a:
-                tool = f'{a["alike"]} of {a["pods_decided"]} pods alike ({a["agreement"]:.0%})'
+                tool = (f'{a["alike"]} of {a["pods_decided"]} pods alike ({a["agreement"]:.0%})' if a["pods_decided"]
+                        else f'neither placed a pod: {(a.get("neither") or {}).get("pending", 0)} pending in both')
         except (OSError, ValueError):
             pass
         out.append(f'<tr><td>{esc(k)}</td><td>{esc(fmt(v["kai_version"]))}</td><td>{esc(fmt(v["design"]))}</td>'

@@ -15,6 +15,7 @@ import subprocess
 import time
 import uuid
 import zipfile
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -154,7 +155,8 @@ def agreement(tool: dict, twin_sessions: list[tuple[str, dict]], twin_final: dic
     difference with its cause. `twin_final`: the twin's settled decisions (placed, evicted);
     `same_nodes(a, b)`: whether two nodes are alike for a scheduler (labels but the name, taints, capacity);
     `equivalent(a, b)`: whether two pods are (same queue, shape, priority, on nodes alike); `similar(a, b)`:
-    whether they share a queue and a priority class."""
+    whether they share a queue and a priority class. When neither side decided a pod, `neither` says what
+    both did: every pod the twin left pending (`twin_final`'s still_pending) and KAI's reasons for them."""
     varied = tool.get("varied_between_runs") or []
     first_id, first = twin_sessions[0] if twin_sessions else ("", {"placed": {}, "evicted": [], "pipelined": []})
     later = {}
@@ -205,17 +207,34 @@ def agreement(tool: dict, twin_sessions: list[tuple[str, dict]], twin_final: dic
     for d in differences:
         d.pop("paired", None)
     total = len(pods)
-    return {"tool_session": {k: tool[k] for k in ("placed", "evicted", "pipelined")},
+    neither = {}
+    if not total:  # nothing to agree on: what both did is leave the pending pods pending, for KAI's reasons
+        why = twin_final.get("why_pending") or {}
+        left = twin_final.get("still_pending") or []
+        neither = {"neither": {"pending": len(left),
+                               "reasons": dict(Counter(why.get(p) or "no reason recorded" for p in left).most_common())}}
+    return {**neither, "tool_session": {k: tool[k] for k in ("placed", "evicted", "pipelined")},
             "twin_first_session": {"id": first_id, **first}, "pods_decided": total, "alike": len(same),
             "agreement": round(len(same) / total, 4) if total else 1.0, "differences": differences,
             "tool_seconds": tool.get("seconds"), "tool_runs": tool.get("runs", 1),
             "tool_varied_between_runs": len(varied)}
 
 
+def alike_words(a: dict) -> str:
+    """How the tool and the twin agreed, in words: "3 of 4 pods decided alike (agreement 75%)", or, when
+    neither decided a pod, what both did ("neither side placed a pod: 4 pending in both")."""
+    if a["pods_decided"]:
+        return f"{a['alike']} of {a['pods_decided']} pods decided alike (agreement {a['agreement']:.0%})"
+    n = (a.get("neither") or {}).get("pending", 0)
+    return f"neither side placed, evicted or pipelined a pod: {n} pending in both"
+
+
 def markdown(a: dict) -> str:
+    reasons = (a.get("neither") or {}).get("reasons") or {}
     lines = [f"Against KAI's snapshot tool (one session on fake clients) and the twin's first deciding session "
-             f"({a['twin_first_session']['id'] or 'none'}): {a['alike']} of {a['pods_decided']} pods decided alike "
-             f"(agreement {a['agreement']:.0%})."
+             f"({a['twin_first_session']['id'] or 'none'}): {alike_words(a)}"
+             + (" (KAI's reason: " + "; ".join(f"{why} — {n} pod{'s' if n != 1 else ''}" for why, n in reasons.items())
+                + ")" if reasons else "") + "."
              + (f" The tool itself, run {a['tool_runs']} times on this state, decided {a['tool_varied_between_runs']} pods "
                 "otherwise between runs." if a.get("tool_runs", 1) > 1 else "")]
     if a["differences"]:

@@ -180,6 +180,33 @@ def test_the_agreement_explains_every_difference():
     assert none["agreement"] == 1.0 and none["pods_decided"] == 0
 
 
+def test_when_neither_side_placed_a_pod_the_line_says_what_both_did(tmp_path):
+    """Not "0 of 0 pods decided alike (agreement 100%)": every pending pod left pending, with KAI's reason."""
+    import json as _json
+
+    from kailab.report.twins import twins_html
+    from kailab.twin.snapshot_tool import agreement, markdown as tool_markdown
+
+    over = "Non-preemptible workload is over quota. Workload requested 1 GPUs, queue quota 0"
+    settled = {"placed": {}, "evicted": [], "still_pending": ["ml/a", "ml/b", "ml/c"],
+               "why_pending": {"ml/a": over, "ml/b": over}}
+    a = agreement({"placed": {}, "evicted": [], "pipelined": []}, [], settled, lambda x, y: False)
+    assert a["neither"] == {"pending": 3, "reasons": {over: 2, "no reason recorded": 1}}
+    line = tool_markdown(a)
+    assert "0 of 0" not in line and "100%" not in line
+    assert "neither side placed, evicted or pipelined a pod: 3 pending in both" in line
+    assert f"{over} — 2 pods" in line and "no reason recorded — 1 pod)" in line
+    folder = tmp_path / "twins-x"
+    (folder / "as-is").mkdir(parents=True)
+    (folder / "as-is" / "twin.json").write_text(_json.dumps({"against_snapshot_tool": a}))
+    (folder / "comparison.json").write_text(_json.dumps({
+        "variants": {"as-is": {"kai_version": "v0.17.0", "design": None, "placed": 0, "still_pending": 3, "evicted": 0,
+                               "settled": True, "seconds": 1}},
+        "pending_in_snapshot": 3, "decided_differently": 0, "placed_differently": 0}))
+    page = twins_html(folder, tmp_path, lambda path, base: str(path))
+    assert "neither placed a pod: 3 pending in both" in page and "0 of 0" not in page
+
+
 def test_the_tool_reads_the_twins_kept_state_with_what_an_api_server_adds(tmp_path):
     import json as _json
 
