@@ -83,12 +83,22 @@ from .base import cli, console, out
               help="Instead: record a finished `kailab twin --versions/--designs` (evidence/twins-<time>) as "
                    "bench/results/<date>-twins-<--twins-label>: counts per twin, no pod or node name.")
 @click.option("--twins-label", default="comparison", show_default=True, help="With --record-twins: the record's name.")
+@click.option("--top", "top_cost", is_flag=True,
+              help="Instead: what `kailab top` costs watching a busy lab of --scale-fleet (default large: 1,000 "
+                   "nodes): its CPU as a share of one core and the refreshes it drew over 60 s.")
 def bench(quick, render_docs, repeats, repeat_exercises, exercise_names, lab_name, soak, churn, churn_at_once, churn_load, scale_shapes, scale_count,
           scale_fleet, peer_only, replay_scale, side_by_side, compare_labs, vcluster_versions, vcluster_trial, endings_pods, fill_source, fill_tasks,
           fill_seeds, fill_sample, fill_step, fill_designs, fill_repeat, twin_pending, twin_sample, twins_folder,
-          twins_label) -> None:
+          twins_label, top_cost) -> None:
     """Measure warm lab up/down per fleet and cold build times; write bench/results/."""
     from .. import bench as bench_mod
+
+    if top_cost:
+        from ..bench.top import top_cost as measure
+
+        results = measure(scale_fleet, echo=lambda text: console.print(text, markup=False, highlight=False))
+        out.print(Path(results["written"]).with_suffix(".md").read_text(), markup=False, highlight=False)
+        return
 
     if twins_folder:
         from ..bench.twin_scale import record_twins

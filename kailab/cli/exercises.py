@@ -10,9 +10,11 @@ from pathlib import Path
 import click
 
 from .. import versions
+from ..errors import KailabError
 from ..lab import require_kai_lab
 from .base import cli, console, name_option, out
 from .fanout import fan_out, on_options
+from .top import watch_lab, watch_option
 
 
 @cli.command()
@@ -24,13 +26,16 @@ from .fanout import fan_out, on_options
 @on_options
 @click.option("--kai-version", default=lambda: os.environ.get("KAI_VERSION") or versions.DEFAULT_KAI,
               show_default=versions.DEFAULT_KAI, help="With --on: the KAI version each pod's lab runs.")
+@watch_option
 @name_option
-def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, namespace_labels, name) -> None:
+def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, namespace_labels, watch, name) -> None:
     """Run exercises (names from exercises/ or paths) against a running lab, or with --on as Jobs on a
     cluster, one lab per pod."""
     from ..exercise.runner import resolve_exercise, run_exercise
     from ..exercise.load import load_exercise
 
+    if watch and (labs > 1 or on):
+        raise KailabError("--watch shows one lab: drop --labs and --on, or watch a lab with `kailab top --name LAB`")
     if on:
         sys.exit(_run_on(on, exercises, evidence_root, versions.normalise(kai_version), unit_cpu, unit_memory,
                          namespace_labels))
@@ -47,11 +52,12 @@ def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, 
             args += ["--kailab-evidence", str(evidence_root)]
         sys.exit(int(pytest.main(args)))
     outcomes = []
-    for p in paths:
-        console.print(f"[bold]running[/] {p.stem} on lab {name!r} ...")
-        outcome = run_exercise(p, rec, Path(evidence_root) if evidence_root else None)
-        outcomes.append(outcome)
-        out.print(outcome.report(), markup=False, highlight=False)
+    with watch_lab(rec, watch):
+        for p in paths:
+            console.print(f"[bold]running[/] {p.stem} on lab {name!r} ...")
+            outcome = run_exercise(p, rec, Path(evidence_root) if evidence_root else None)
+            outcomes.append(outcome)
+            out.print(outcome.report(), markup=False, highlight=False)
     from ..exercise.summary import print_summary
 
     print_summary(out, outcomes)
@@ -86,14 +92,21 @@ def report(evidence_dirs) -> None:
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 def validate(paths) -> None:
-    """Validate exercise files (default: every file in exercises/) without touching a cluster."""
+    """Validate exercise files (default: every file in exercises/) without touching a cluster: every
+    problem of every file, one line each naming the file, the field and the fix."""
+    from ..errors import InputError, raise_all
     from ..exercise.load import load_exercise
     from ..paths import exercises_dir
 
     files = [Path(p) for p in paths] or sorted(exercises_dir().glob("*.yaml"))
     unchecked = None
+    problems: list[InputError] = []
     for f in files:
-        ex = load_exercise(f)
+        try:
+            ex = load_exercise(f)
+        except InputError as err:  # every problem of every file, a line each, at the end
+            problems.append(err)
+            continue
         shards = [(i, s.scheduler) for i, s in enumerate(ex.steps) if s.scheduler is not None and s.scheduler.shard]
         if shards:  # a SchedulingShard fragment is KAI's to accept: its operator code renders it
             from .. import toolchain
@@ -105,6 +118,7 @@ def validate(paths) -> None:
         out.print(f"{f}: ok ({len(ex.steps)} steps, fleet {ex.fleet})")
     if unchecked:
         out.print(f"scheduler.shard fragments not checked against KAI (its source is not here: {unchecked})")
+    raise_all(problems)
 
 
 @cli.command()

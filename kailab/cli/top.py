@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import click
@@ -39,10 +40,7 @@ def top(name, kubeconfig, prometheus, once, as_json, interval) -> None:
         if rec is None or rec.state != "up":
             raise KailabError(f"no lab named {name!r} is up: bring one up with `kailab up --name {name}`, "
                               "or watch another cluster with --kubeconfig FILE")
-        kubeconfig = rec.kubeconfig
-        if prometheus is None and rec.metrics:
-            prometheus = metrics.url(rec.ports)
-        title = f"lab {name!r}"
+        kubeconfig, prometheus, title = rec.kubeconfig, prometheus or lab_prometheus(rec), f"lab {name!r}"
     with Top(kubeconfig, prometheus) as view:
         if as_json:
             click.echo(json.dumps(view.snapshot(), indent=2))
@@ -54,3 +52,27 @@ def top(name, kubeconfig, prometheus, once, as_json, interval) -> None:
                 live(view.snapshot, title, console=out, interval=interval)
             except KeyboardInterrupt:
                 pass
+
+
+def lab_prometheus(rec: LabRecord) -> str | None:
+    return metrics.url(rec.ports) if rec.metrics else None
+
+
+@contextlib.contextmanager
+def watch_lab(rec: LabRecord | None, wanted: bool):
+    """`--watch` of a command running on a lab: `kailab top`'s picture below the command's own lines
+    while the block runs (nothing when not `wanted`)."""
+    if not wanted or rec is None:
+        yield
+        return
+    from ..top import Top
+    from ..top.screen import watching
+
+    with Top(rec.kubeconfig, lab_prometheus(rec)) as view, watching(view.snapshot, f"lab {rec.name!r}", console):
+        yield
+
+
+def watch_option(f):
+    return click.option("--watch", is_flag=True,
+                        help="Show `kailab top`'s live picture of the lab below the run's lines (KAI's queues, "
+                             "waits, GPUs, evictions).")(f)

@@ -34,7 +34,7 @@ def pod_gpus(pod: dict, node_gpu_mib: float | None = None) -> float:
     whole = 0.0
     for c in pod["spec"].get("containers") or []:
         res = c.get("resources") or {}
-        whole += float((res.get("requests") or {}).get(GPU) or (res.get("limits") or {}).get(GPU) or 0)
+        whole += _float((res.get("requests") or {}).get(GPU) or (res.get("limits") or {}).get(GPU) or 0)
     if whole:
         return whole
     ann = pod["metadata"].get("annotations") or {}
@@ -118,7 +118,7 @@ def snapshot(objects: dict[str, list[dict]], now: float, fair_share: dict[str, f
     node_rows = []
     for name in sorted(nodes):
         node = nodes[name]
-        alloc = float((node["status"].get("allocatable") or {}).get(GPU) or 0)
+        alloc = _float((node["status"].get("allocatable") or {}).get(GPU) or 0)
         used = round(used_on.get(name, 0.0), 3)
         pool = _pool(node)
         row = {"name": name, "pool": pool, "ready": _ready(node), "gpus_used": used, "gpus": alloc}
@@ -183,10 +183,12 @@ def _queue_tree(queue_objs: list[dict], per_queue: dict, fair_share: dict | None
 
 
 def _float(v) -> float | None:
+    """A Kubernetes quantity ("3", "500m", "1k") as a number; None for none."""
     if v is None:
         return None
-    s = str(v)
-    return float(s[:-1]) / 1000 if s.endswith("m") else float(s)
+    from kubernetes.utils.quantity import parse_quantity
+
+    return float(parse_quantity(v))
 
 
 def _evictions(events: list[dict], now: float) -> list[dict]:

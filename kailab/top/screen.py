@@ -156,3 +156,21 @@ def live(take, title: str, console, interval: float = 1.0, history_len: int = 12
             while (now := time.monotonic()) < deadline:
                 if read(deadline - now).lower() == "q":
                     return
+
+
+@contextlib.contextmanager
+def watching(take, title: str, console, interval: float = 1.0, history_len: int = 120):
+    """The picture redrawn below whatever the block prints (a run's log lines go above it), every
+    `interval` seconds, until the block ends."""
+    from rich.live import Live
+
+    history: deque = deque(maxlen=history_len)
+
+    def picture():
+        snap = take()
+        history.append(snap["cluster"]["utilisation"])
+        return render(snap, title, history, console.width)
+
+    with Live(get_renderable=picture, console=console, refresh_per_second=1 / interval, transient=False,
+              vertical_overflow="visible"):
+        yield

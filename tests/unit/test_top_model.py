@@ -57,7 +57,9 @@ def test_the_queue_tree_rolls_children_up_and_keeps_the_oldest_wait_with_kais_la
                  pod("done", "a", 4, "n1", phase="Succeeded")],
         "evictions": [],
     }
+    objects["queues"][0]["status"] = {"allocated": {"nvidia.com/gpu": "1k"}}  # KAI writes quantities
     snap = snapshot(objects, NOW, fair_share={"a": 3.0})
+    assert snap["queues"][0]["kai_allocated"] == 1000.0
     rows = {r["name"]: r for r in snap["queues"]}
     assert [r["name"] for r in snap["queues"]] == ["root", "a", "b"]
     assert (rows["a"]["gpus"], rows["b"]["gpus"], rows["root"]["gpus"]) == (2, 0.5, 2.5)
