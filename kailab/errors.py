@@ -16,6 +16,25 @@ class InputError(KailabError):
         super().__init__(f"{where}: {problem}" + (f" ({fix})" if fix else ""))
 
 
+class InputErrors(InputError):
+    """Several problems found at once (every one in a file, say): each prints as its own line.
+    As an InputError it reads as its first problem."""
+
+    def __init__(self, errors: list[InputError]):
+        self.errors = [e for err in errors for e in getattr(err, "errors", [err])]
+        KailabError.__init__(self, "\n".join(str(e) for e in self.errors))
+        first = self.errors[0]
+        self.path, self.field, self.problem, self.fix = first.path, first.field, first.problem, first.fix
+
+
+def raise_all(errors: list[InputError]) -> None:
+    """Nothing when `errors` is empty; the one error, or all of them as one InputErrors."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise InputErrors(errors)
+
+
 class BuildError(KailabError):
     """A Go build failed or its inputs cannot be had."""
 

@@ -112,30 +112,62 @@ def field_path(loc: tuple) -> str:
 
 def validate(model: type[M], data: object, path: Path, fixes: dict[str, str] | None = None) -> M:
     """Validate `data` as `model`; the first error becomes an InputError naming file and field."""
+    valid, errors = validate_all(model, data, path, fixes)
+    if errors:
+        raise errors[0]
+    return valid  # type: ignore[return-value]
+
+
+# the tags of a union's branches where pydantic tries each (a discriminated union, whose tags
+# UNION_TAGS also holds, tries one): the errors past one of these are one problem told several ways
+BRANCH_TAGS = {"int", "Range", "constrained-int"}
+
+
+def _tagless(loc: tuple) -> bool:
+    return not any(str(p).startswith("function-") or str(p) in UNION_TAGS for p in loc)
+
+
+def _branch(part: object) -> bool:
+    return str(part).startswith("function-") or str(part) in BRANCH_TAGS
+
+
+def validate_all(model: type[M], data: object, path: Path,
+                 fixes: dict[str, str] | None = None) -> tuple[M | None, list[InputError]]:
+    """Validate `data` as `model`: (the model, []) or (None, one InputError per problem, in the file's
+    order). A problem is one place in the file: the errors pydantic gives for each branch of a union
+    there (a count as number or range) are one problem, told as its most helpful branch."""
     if not isinstance(data, dict):
-        raise InputError(path, "", "expected a mapping at the top level", "see the documented format")
+        return None, [InputError(path, "", "expected a mapping at the top level", "see the documented format")]
     try:
-        return model.model_validate(data)
+        return model.model_validate(data), []
     except ValidationError as err:
-        errors = err.errors()
-        first = errors[0]
-        raw = tuple(first["loc"])
-        if "constrained-int" in raw and isinstance(first.get("input"), dict):
-            # a Count (number | range) given a mapping: the range's complaint is the one that helps
-            prefix = raw[:raw.index("constrained-int")]
-            first = next((e for e in errors[1:] if tuple(e["loc"])[:len(prefix)] == prefix), first)
-        # drop union/discriminator tags pydantic puts in the location: users never wrote them
-        loc = field_path(tuple(p for p in first["loc"]
-                               if not str(p).startswith("function-") and str(p) not in UNION_TAGS))
-        kind = first["type"]
-        if kind == "extra_forbidden":
-            problem, fix = "unknown field", "remove it or check its spelling"
-        elif kind == "missing":
-            problem, fix = "required field is missing", "add it"
-        else:
-            problem = one_line(first["msg"].removeprefix("Value error, "))
-            fix = ""
-        for key, hint in (fixes or {}).items():
-            if loc.endswith(key):
-                fix = hint
-        raise InputError(path, loc, problem, fix) from None
+        groups: dict[tuple, list[dict]] = {}
+        for e in err.errors():
+            raw = tuple(e["loc"])
+            cut = next((i for i, p in enumerate(raw) if _branch(p)), len(raw))
+            groups.setdefault(raw[:cut], []).append(e)
+        return None, [_input_error(group, path, fixes) for group in groups.values()]
+
+
+def _input_error(errors: list[dict], path: Path, fixes: dict[str, str] | None) -> InputError:
+    """One problem's InputError from pydantic's errors at one place (several: a union's branches)."""
+    first = errors[0]
+    raw = tuple(first["loc"])
+    if "constrained-int" in raw and isinstance(first.get("input"), dict):
+        # a Count (number | range) given a mapping: the range's complaint is the one that helps
+        prefix = raw[:raw.index("constrained-int")]
+        first = next((e for e in errors[1:] if tuple(e["loc"])[:len(prefix)] == prefix), first)
+    # drop union/discriminator tags pydantic puts in the location: users never wrote them
+    loc = field_path(tuple(p for p in first["loc"] if _tagless((p,))))
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        problem, fix = "unknown field", "remove it or check its spelling"
+    elif kind == "missing":
+        problem, fix = "required field is missing", "add it"
+    else:
+        problem = one_line(first["msg"].removeprefix("Value error, "))
+        fix = ""
+    for key, hint in (fixes or {}).items():
+        if loc.endswith(key):
+            fix = hint
+    return InputError(path, loc, problem, fix)

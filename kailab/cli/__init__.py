@@ -31,7 +31,8 @@ def main() -> None:
         err.show()
         sys.exit(err.exit_code)
     except KailabError as err:
-        click.echo(f"kailab: error: {err}", err=True)
+        for each in getattr(err, "errors", None) or [err]:  # InputErrors: every problem, a line each
+            click.echo(f"kailab: error: {each}", err=True)
         sys.exit(err.exit_code)
     except KeyboardInterrupt:
         console.print("interrupted")

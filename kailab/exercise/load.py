@@ -4,14 +4,15 @@ choices, device classes, placeholders) — one line naming file and field for an
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 
 
-from ..errors import InputError
+from ..errors import InputError, raise_all
 from ..fleet import (Fleet, fleet_path, load_fleet)
 from ..paths import fleets_dir
-from ..inputs import one_line, read_yaml, validate
+from ..inputs import one_line, read_yaml, validate_all
 
 from .spec import (CountExpect, EventExpect, Exercise, ExpectItem, NodeChoice, ObjectExpect, Step, WaitExpect,
                    _name)
@@ -19,21 +20,26 @@ from ..stacks import STACKS
 from .match import placeholders
 
 
-def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
+def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> Iterator[InputError]:
+    """Cross-field checks pydantic cannot do: names exist, sizes fit the fleet. Every problem, each
+    once: a check that fails does not lead to another about the same thing."""
     for stack in ex.invariants_on:
-        _check_stack(stack, path, f"invariantsOn.{stack}")
+        yield from _check_stack(stack, path, f"invariantsOn.{stack}")
     for i, stack in enumerate(ex.stacks or []):
-        _check_stack(stack, path, f"stacks[{i}]")
-    """Cross-field checks pydantic cannot do: names exist, sizes fit the fleet."""
+        yield from _check_stack(stack, path, f"stacks[{i}]")
     names = [n for n, _, _ in ex.queue_tree()]
+    tree = []
     for n in names:
         try:
             _name(n)
         except ValueError as err:
-            raise InputError(path, f"queues.{one_line(str(n))}", str(err)) from None
+            tree.append(InputError(path, f"queues.{one_line(str(n))}", str(err)))
     dup = {n for n in names if names.count(n) > 1}
     if dup:
-        raise InputError(path, "queues", f"queue {sorted(dup)[0]!r} appears twice in the tree", "rename one")
+        tree.append(InputError(path, "queues", f"queue {sorted(dup)[0]!r} appears twice in the tree", "rename one"))
+    if tree:  # what the steps say of queues would be judged against a tree that is not the one meant
+        yield from tree
+        return
     leaves = ex.leaf_queues()
     workloads: dict[str, str] = {}
     nodes = {n["metadata"]["name"] for n in fleet.node_manifests()}
@@ -49,19 +55,19 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
             if w.queue is None:  # a manifest that names no queue
                 pass
             elif w.queue not in names:
-                raise InputError(path, f"{field}.queue", f"queue {w.queue!r} is not in the queue tree",
+                yield InputError(path, f"{field}.queue", f"queue {w.queue!r} is not in the queue tree",
                                  f"define it under queues (have: {', '.join(names)})")
-            if w.queue is not None and w.queue not in leaves:
-                raise InputError(path, f"{field}.queue", f"queue {w.queue!r} has children; KAI schedules "
+            elif w.queue not in leaves:
+                yield InputError(path, f"{field}.queue", f"queue {w.queue!r} has children; KAI schedules "
                                  "workloads in leaf queues only", "use one of its child queues")
             if w.gpus > fleet.max_gpus_per_node and not w.unschedulable:
-                raise InputError(path, f"{field}.gpus", f"{w.gpus} GPUs per pod is more than any node of "
+                yield InputError(path, f"{field}.gpus", f"{w.gpus} GPUs per pod is more than any node of "
                                  f"fleet {fleet.name!r} has ({fleet.max_gpus_per_node})",
                                  "lower it, or set unschedulable: true if that is the point")
             if w.node_selector and not any(all(n["metadata"]["labels"].get(k) == v for k, v in w.node_selector.items())
                                            for n in fleet.node_manifests()) \
                     and not set(w.node_selector.items()) <= step_labels:  # waits for a node step's label
-                raise InputError(path, f"{field}.nodeSelector", f"no node of fleet {fleet.name!r} has the labels "
+                yield InputError(path, f"{field}.nodeSelector", f"no node of fleet {fleet.name!r} has the labels "
                                  f"{w.node_selector}", "use a node's labels, e.g. kubernetes.io/hostname: <node>, "
                                  "or set them with a nodes: step")
             if w.topology is not None:
@@ -69,62 +75,63 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> None:
                 for which in ("required", "preferred"):
                     level = getattr(w.topology, which)
                     if level is not None and level not in levels:
-                        raise InputError(path, f"{field}.topology.{which}", f"{level!r} is not a level of the "
+                        yield InputError(path, f"{field}.topology.{which}", f"{level!r} is not a level of the "
                                          "exercise's topology", f"levels: {', '.join(levels) or 'none (add topology:)'}")
             if kind == "manifest":
-                _check_placeholders(item.manifest.object, known_names, path, f"{field}.object")
-                _check_device_classes(item.manifest.object, fleet, path, f"{field}.object")
+                yield from _check_placeholders(item.manifest.object, known_names, path, f"{field}.object")
+                yield from _check_device_classes(item.manifest.object, fleet, path, f"{field}.object")
             if w.name in workloads and workloads[w.name] != kind:
-                raise InputError(path, f"{field}.name", f"workload {w.name!r} is already a {workloads[w.name]}")
-            workloads[w.name] = kind
+                yield InputError(path, f"{field}.name", f"workload {w.name!r} is already a {workloads[w.name]}")
+            else:
+                workloads[w.name] = kind
         for pi, p in enumerate(step.patch):
             if p.queue is not None and p.queue not in names:
-                raise InputError(path, f"{where}.patch[{pi}].queue", f"queue {p.queue!r} is not in the queue tree")
+                yield InputError(path, f"{where}.patch[{pi}].queue", f"queue {p.queue!r} is not in the queue tree")
             if p.deployment is not None and workloads.get(p.deployment) != "deployment":
-                raise InputError(path, f"{where}.patch[{pi}].deployment",
+                yield InputError(path, f"{where}.patch[{pi}].deployment",
                                  f"no deployment {p.deployment!r} was applied before this step")
         for ni, change in enumerate(step.nodes):
-            _check_nodes(change, fleet, set_labels, path, f"{where}.nodes[{ni}]")
+            yield from _check_nodes(change, fleet, set_labels, path, f"{where}.nodes[{ni}]")
         for change in step.nodes:
             set_labels.update(change.label.items())
         for fi, f in enumerate(step.faults):
             node = f.node_down or f.node_up
             if node is not None and node not in nodes:
-                raise InputError(path, f"{where}.faults[{fi}]", f"node {node!r} is not in fleet {fleet.name!r}",
+                yield InputError(path, f"{where}.faults[{fi}]", f"node {node!r} is not in fleet {fleet.name!r}",
                                  f"nodes: {', '.join(sorted(nodes)[:6])}...")
         for di, d in enumerate(step.delete):
             if d.workload not in workloads:
-                raise InputError(path, f"{where}.delete[{di}].workload",
+                yield InputError(path, f"{where}.delete[{di}].workload",
                                  f"no workload {d.workload!r} was applied before this step")
         checks: list[tuple[str, ExpectItem]] = [(f"{where}.expect[{i}]", e) for i, e in enumerate(step.expect)]
         if step.stays:
             checks += [(f"{where}.stays.that[{i}]", e) for i, e in enumerate(step.stays.that)]
         for field, e in checks:
             for si, stack in enumerate(e.stacks or []):
-                _check_stack(stack, path, f"{field}.stacks[{si}]")
+                yield from _check_stack(stack, path, f"{field}.stacks[{si}]")
             if isinstance(e, CountExpect) and e.queue is not None and e.queue not in names:
-                raise InputError(path, f"{field}.queue", f"queue {e.queue!r} is not in the queue tree")
+                yield InputError(path, f"{field}.queue", f"queue {e.queue!r} is not in the queue tree")
             if isinstance(e, WaitExpect):
                 if e.wait_of not in names:
-                    raise InputError(path, f"{field}.waitOf", f"queue {e.wait_of!r} is not in the queue tree",
+                    yield InputError(path, f"{field}.waitOf", f"queue {e.wait_of!r} is not in the queue tree",
                                      f"name one of: {', '.join(names)}")
                 continue
             if isinstance(e, CountExpect) and e.on is not None:
-                _check_nodes(e.on, fleet, set_labels, path, f"{field}.on")
+                yield from _check_nodes(e.on, fleet, set_labels, path, f"{field}.on")
             if isinstance(e, ObjectExpect):
-                _check_object(e, names, nodes, known_names, path, field)
+                yield from _check_object(e, names, nodes, known_names, path, field)
             ref = (e.workload if isinstance(e, (CountExpect, EventExpect))
                    else e.of if isinstance(e, ObjectExpect) else e.podgroup_of)
             if ref is not None and ref not in workloads:
-                raise InputError(path, f"{field}", f"workload {ref!r} is not applied by this or an earlier step")
+                yield InputError(path, f"{field}", f"workload {ref!r} is not applied by this or an earlier step")
 
 
-def _check_stack(name: str, path: Path, field: str) -> None:
+def _check_stack(name: str, path: Path, field: str) -> Iterator[InputError]:
     if name not in STACKS:
-        raise InputError(path, field, f"{name!r} is not a scheduler stack", f"name one of: {', '.join(STACKS)}")
+        yield InputError(path, field, f"{name!r} is not a scheduler stack", f"name one of: {', '.join(STACKS)}")
 
 
-def _check_device_classes(obj: dict, fleet: Fleet, path: Path, field: str) -> None:
+def _check_device_classes(obj: dict, fleet: Fleet, path: Path, field: str) -> Iterator[InputError]:
     """A ResourceClaim(Template) must ask for a DeviceClass the fleet publishes (a typo would leave
     the pod pending with no reason the exercise means)."""
     kind = obj.get("kind")
@@ -137,7 +144,7 @@ def _check_device_classes(obj: dict, fleet: Fleet, path: Path, field: str) -> No
     for i, req in enumerate(((spec.get("devices") or {}).get("requests")) or []):
         name = ((req or {}).get("exactly") or {}).get("deviceClassName")
         if name is not None and name not in classes:
-            raise InputError(path, f"{prefix}.devices.requests[{i}].exactly.deviceClassName",
+            yield InputError(path, f"{prefix}.devices.requests[{i}].exactly.deviceClassName",
                              f"DeviceClass {one_line(str(name))!r} is not published by fleet {fleet.name!r}",
                              f"use {', '.join(sorted(classes))}" if classes
                              else "give a pool dra: true (e.g. fleet dra) for DRA devices")
@@ -149,39 +156,40 @@ def run_names(ex: Exercise) -> set[str]:
         {f"queue:{n}" for n, _, _ in ex.queue_tree()}
 
 
-def _check_placeholders(value: object, known: set[str], path: Path, field: str) -> None:
+def _check_placeholders(value: object, known: set[str], path: Path, field: str) -> Iterator[InputError]:
     for name in placeholders(value):
         if name not in known:
             queues = sorted(k for k in known if k.startswith("queue:"))
-            raise InputError(path, field, f"unknown name ${{{one_line(name)}}}",
+            yield InputError(path, field, f"unknown name ${{{one_line(name)}}}",
                              "use ${namespace}, ${run}, " + ("${topology}, " if "topology" in known else "")
                              + ", ".join(f"${{{q}}}" for q in queues[:4]))
 
 
-def _check_nodes(choice: NodeChoice, fleet: Fleet, set_labels: set[tuple[str, str]], path: Path, field: str) -> None:
+def _check_nodes(choice: NodeChoice, fleet: Fleet, set_labels: set[tuple[str, str]], path: Path,
+                 field: str) -> Iterator[InputError]:
     """A node must be a fleet node; a selector must match one, or name labels a node step sets."""
     manifests = fleet.node_manifests()
     if choice.node is not None:
         if choice.node not in {n["metadata"]["name"] for n in manifests}:
-            raise InputError(path, f"{field}.node", f"node {choice.node!r} is not in fleet {fleet.name!r}",
+            yield InputError(path, f"{field}.node", f"node {choice.node!r} is not in fleet {fleet.name!r}",
                              f"nodes: {', '.join(sorted(n['metadata']['name'] for n in manifests)[:6])}")
         return
     sel = choice.node_selector or {}
     if not any(all(n["metadata"]["labels"].get(k) == v for k, v in sel.items()) for n in manifests) \
             and not set(sel.items()) <= set_labels:
-        raise InputError(path, f"{field}.nodeSelector", f"no node of fleet {fleet.name!r} has the labels {sel}",
+        yield InputError(path, f"{field}.nodeSelector", f"no node of fleet {fleet.name!r} has the labels {sel}",
                          "use a node's labels, or set them with an earlier nodes: step")
 
 
 def _check_object(e: "ObjectExpect", queues: list[str], nodes: set[str], known: set[str], path: Path,
-                  field: str) -> None:
-    _check_placeholders({"name": e.name, "match": e.match}, known, path, field)
+                  field: str) -> Iterator[InputError]:
+    yield from _check_placeholders({"name": e.name, "match": e.match}, known, path, field)
     if e.name is None or "${" in e.name:
         return
     if e.object == "Queue" and e.name not in queues:
-        raise InputError(path, f"{field}.name", f"queue {e.name!r} is not in the queue tree")
+        yield InputError(path, f"{field}.name", f"queue {e.name!r} is not in the queue tree")
     if e.object == "Node" and e.name not in nodes:
-        raise InputError(path, f"{field}.name", f"node {e.name!r} is not in the exercise's fleet")
+        yield InputError(path, f"{field}.name", f"node {e.name!r} is not in the exercise's fleet")
 
 
 def fleet_reference(fleet: str, exercise_path: Path) -> str:
@@ -194,37 +202,48 @@ def fleet_reference(fleet: str, exercise_path: Path) -> str:
 
 
 def load_exercise(path: Path | str) -> Exercise:
-    """Parse, validate and cross-check an exercise file; raise InputError naming file and field."""
+    """Parse, validate and cross-check an exercise file. Every problem found is an InputError naming
+    file and field: one raised alone, several as one InputErrors (a line each). Its references (names,
+    the fleet) are checked once the file's shape is valid."""
     path = Path(path)
     data = read_yaml(path)
+    errors: list[InputError] = []
     if isinstance(data, dict) and isinstance(data.get("steps"), list):
         # name the step in errors: pydantic only knows its index
+        data = {**data, "steps": list(data["steps"])}
         for i, step in enumerate(data["steps"]):
             if isinstance(step, dict):
                 known = set(Step.model_fields) | {"for"}
                 unknown = [k for k in step if k not in known]
-                if unknown:
-                    label = one_line(str(step.get("name", "?")))
-                    raise InputError(path, f"steps[{i}] ({label}).{one_line(str(unknown[0]))}",
-                                     "unknown step field", "known: " + ", ".join(Step.model_fields))
-    try:
-        ex = validate(Exercise, data, path)
-    except InputError as err:
+                label = one_line(str(step.get("name", "?")))
+                errors += [InputError(path, f"steps[{i}] ({label}).{one_line(str(k))}", "unknown step field",
+                                      "known: " + ", ".join(Step.model_fields)) for k in unknown]
+                data["steps"][i] = {k: v for k, v in step.items() if k not in unknown}  # the rest is checked still
+    ex, invalid = validate_all(Exercise, data, path)
+    for err in invalid:
         m = re.match(r"steps\[(\d+)\](.*)", err.field)
         if m and isinstance(data, dict):
             step = data["steps"][int(m.group(1))]
             label = one_line(str(step.get("name", "?"))) if isinstance(step, dict) else "?"
-            raise InputError(path, f"steps[{m.group(1)}] ({label}){m.group(2)}", err.problem, err.fix) from None
-        raise
+            err = InputError(path, f"steps[{m.group(1)}] ({label}){m.group(2)}", err.problem, err.fix)
+        errors.append(err)
+    if ex is None:
+        raise_all(sorted(errors, key=lambda e: _order(e.field)))
     if ex.exercise != path.stem:
-        raise InputError(path, "exercise", f"name {ex.exercise!r} differs from the file name {path.stem!r}",
-                         "make them equal")
+        errors.append(InputError(path, "exercise", f"name {ex.exercise!r} differs from the file name {path.stem!r}",
+                                 "make them equal"))
     ex.fleet = fleet_reference(ex.fleet, path)
     try:
         fleet = load_fleet(ex.fleet)
     except InputError as err:
-        raise InputError(path, "fleet", f"unknown fleet {ex.fleet!r} ({err.problem})") from None
-    _check_references(ex, fleet, path)
+        errors.append(InputError(path, "fleet", f"unknown fleet {ex.fleet!r} ({err.problem})"))
+    else:
+        errors += _check_references(ex, fleet, path)
+    raise_all(errors)
     return ex
 
 
+def _order(field: str) -> tuple:
+    """A field's place in the file, roughly: steps in their order, top-level fields first."""
+    m = re.match(r"steps\[(\d+)\]", field)
+    return (1, int(m.group(1))) if m else (0, 0)

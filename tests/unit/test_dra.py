@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from kailab.errors import InputError
 from kailab.fleet import DRA_DRIVER, Fleet, load_fleet
 
 from helpers import assert_one_line_input_error
@@ -49,8 +50,13 @@ def test_a_claim_template_for_an_unknown_class_is_one_line(tmp_path, fleet, klas
         "deviceClassName"] = klass
     p = tmp_path / "dra-claims.yaml"
     p.write_text(yaml.safe_dump(doc, sort_keys=False))
-    msg = assert_one_line_input_error(load_exercise, p, *fragments)
-    assert "steps[0] (claims for one and for two GPUs).apply[" in msg and \
-        ".manifest.object.spec.spec.devices.requests[0].exactly.deviceClassName:" in msg, msg
+    with pytest.raises(InputError) as raised:  # on fleet small every claim is refused: a line each
+        load_exercise(p)
+    lines = [str(e) for e in getattr(raised.value, "errors", [raised.value])]
+    assert str(raised.value).splitlines() == lines
+    for msg in lines:
+        assert str(p) in msg and all(f in msg for f in fragments), msg
+    assert "steps[0] (claims for one and for two GPUs).apply[" in lines[0] and \
+        ".manifest.object.spec.spec.devices.requests[0].exactly.deviceClassName:" in lines[0], lines
 
 

@@ -12,6 +12,7 @@ from helpers import assert_one_line_input_error
 import yaml
 
 from kailab import workloads
+from kailab.errors import InputError
 from kailab.exercise.load import load_exercise
 from kailab.exercise.spec import Exercise, json_schema
 from kailab.inputs import read_yaml
@@ -294,7 +295,11 @@ def test_invalid_yaml_and_alias(tmp_path):
     refused(broken, "line", "not valid YAML")
     alias = folder / "alias.yaml"  # an alias is fine; the unknown key it helped write is not
     alias.write_text("exercise: alias\nq: &q {lab: {}}\nqueues: *q\n")
-    refused(alias, "title", "required field is missing")
+    with pytest.raises(InputError) as raised:  # every problem, a line each: the missing fields and `q`
+        load_exercise(alias)
+    lines = str(raised.value).splitlines()
+    assert f"{alias}: title: required field is missing (add it)" in lines, lines
+    assert f"{alias}: q: unknown field (remove it or check its spelling)" in lines, lines
 
 
 def test_missing_exercise_file(tmp_path):
