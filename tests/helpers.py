@@ -124,13 +124,18 @@ def refused_with_nothing_made(lab, path, queues: tuple[str, str], evidence: Path
         kube.close()
 
 
-def kailab_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The real entry point, as the console script runs it."""
-    full = {k: v for k, v in os.environ.items() if k not in ("KAILAB_LAB", "KAILAB_FLEETS", "KAILAB_EXERCISES")}
+def kailab_cli(*args: str, env: dict | None = None, without: tuple[str, ...] = (), timeout: float | None = 120,
+               **run) -> subprocess.CompletedProcess:
+    """The real entry point, as the console script runs it: this process's environment without the lab
+    overrides (and `without`), no colour, a wide terminal, then `env` over it; `run`: subprocess.run's
+    own (cwd, input)."""
+    full = {k: v for k, v in os.environ.items() if k not in ("KAILAB_LAB", "KAILAB_FLEETS", "KAILAB_EXERCISES", *without)}
     full.update({"NO_COLOR": "1", "COLUMNS": "200"})
     full.update(env or {})  # what the caller sets wins (a wider terminal, say)
+    if "input" not in run:
+        run.setdefault("stdin", subprocess.DEVNULL)
     return subprocess.run([sys.executable, "-c", "from kailab.cli import main; main()", *args],
-                          capture_output=True, text=True, env=full, timeout=120, stdin=subprocess.DEVNULL)
+                          capture_output=True, text=True, env=full, timeout=timeout, **run)
 
 
 # resources that exist only where KAI's CRDs are installed

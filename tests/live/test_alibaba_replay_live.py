@@ -5,29 +5,26 @@ too. Small files of the trace's format, written here (the real data stays in the
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from kailab.paths import state_dir
 from alibaba_sample import clone
 
+from helpers import kailab_cli
+
 pytestmark = [pytest.mark.lab, pytest.mark.kai, pytest.mark.xdist_group("own_labs")]
 
 
 def test_an_imported_trace_runs_on_its_fleet_with_its_constraints(tmp_path):
-    env = {**os.environ, "KAILAB_EVIDENCE": str(tmp_path / "evidence"), "NO_COLOR": "1"}
+    env = {"KAILAB_EVIDENCE": str(tmp_path / "evidence")}
     out = tmp_path / "imported"
-    imp = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "import", "alibaba-gpu-2023",
-                          str(clone(tmp_path / "clusterdata")), "--out", str(out)],
-                         capture_output=True, text=True, env=env, timeout=60)
+    imp = kailab_cli("trace", "import", "alibaba-gpu-2023", str(clone(tmp_path / "clusterdata")), "--out", str(out),
+                     env=env, timeout=60)
     assert imp.returncode == 0, imp.stderr
-    run = subprocess.run([sys.executable, "-m", "kailab.cli", "replay", str(out / "trace.csv"),
-                          "--designs", str(out / "design-binpack.yaml"), "--fleet", str(out / "fleet.yaml"),
-                          "--compress", "10", "--repeat", "1", "--expect", "all.completed >= 6"],
-                         capture_output=True, text=True, env=env, timeout=900)
+    run = kailab_cli("replay", str(out / "trace.csv"), "--designs", str(out / "design-binpack.yaml"), "--fleet",
+                     str(out / "fleet.yaml"), "--compress", "10", "--repeat", "1", "--expect", "all.completed >= 6",
+                     env=env, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     [replay] = [p for p in (tmp_path / "evidence").iterdir() if p.name.startswith("replay-")]
     rec = json.loads((replay / "binpack" / "run-1" / "records.json").read_text())

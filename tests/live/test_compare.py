@@ -4,22 +4,20 @@ and a matrix, markdown and report read back from the runs' verdicts (issue #41).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import yaml
 
 from kailab.paths import lab_dir
 
+from helpers import kailab_cli
+
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("own_labs")]  # labs of its own, one such test at a time
 
 
 def test_compare_runs_an_exercise_on_kai_and_kueue_and_writes_the_matrix(tmp_path):
-    env = {**os.environ, "KAILAB_EVIDENCE": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "kailab.cli", "compare", "--stacks", "kai,kueue", "--exercises", "gang",
-                          "--repeat", "1", "--parallel", "2"], capture_output=True, text=True, env=env, timeout=1800)
+    out = kailab_cli("compare", "--stacks", "kai,kueue", "--exercises", "gang", "--repeat", "1", "--parallel", "2",
+                     env={"KAILAB_EVIDENCE": str(tmp_path)}, timeout=1800)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (cdir,) = [p for p in tmp_path.iterdir() if p.name.startswith("compare-")]
     matrix = json.loads((cdir / "matrix.json").read_text())
@@ -46,8 +44,7 @@ def test_compare_refuses_an_unknown_or_single_stack_in_one_line(tmp_path):
                        ("volcano,volcano:fair", "'fair' is no configuration kailab ships"),
                        ("kai,kueue:spread", "the Kueue stack has no scheduler configuration to change"),
                        ("kai,volcano:spread:binpack", "at most one placement")):
-        out = subprocess.run([sys.executable, "-m", "kailab.cli", "compare", "--stacks", arg],
-                             capture_output=True, text=True, env={**os.environ, "KAILAB_EVIDENCE": str(tmp_path)})
+        out = kailab_cli("compare", "--stacks", arg, env={"KAILAB_EVIDENCE": str(tmp_path)}, timeout=None)
         assert out.returncode != 0 and words in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert not any(tmp_path.iterdir())
 
@@ -56,10 +53,8 @@ def test_compare_takes_volcanos_configuration_as_a_design_input(tmp_path):
     """Two columns of one stack: Volcano as its lab starts (capacity, binpack) and Volcano with its
     proportion plugin and no binpack; each lab runs the exercise under its own configuration, which
     its stack.json, every run's evidence and the matrix record."""
-    env = {**os.environ, "KAILAB_EVIDENCE": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "kailab.cli", "compare", "--stacks", "volcano,volcano:proportion:spread",
-                          "--exercises", "borrow", "--repeat", "1", "--parallel", "1"],
-                         capture_output=True, text=True, env=env, timeout=1800)
+    out = kailab_cli("compare", "--stacks", "volcano,volcano:proportion:spread", "--exercises", "borrow", "--repeat", "1",
+                     "--parallel", "1", env={"KAILAB_EVIDENCE": str(tmp_path)}, timeout=1800)
     (cdir,) = [p for p in tmp_path.iterdir() if p.name.startswith("compare-")]
     matrix = json.loads((cdir / "matrix.json").read_text())
     assert matrix["versions"] == ["volcano", "volcano:proportion:spread"]

@@ -15,6 +15,8 @@ import pytest
 from kailab.paths import exercises_dir, state_dir
 from kailab.testing.labs import LAB_PREFIX
 
+from helpers import kailab_cli
+
 pytestmark = [pytest.mark.kai, pytest.mark.lab]
 # two short exercises of the small fleet: one lands on each worker
 EXERCISES = ("what-kai-writes", "node-labels")
@@ -28,8 +30,8 @@ def test_two_workers_run_on_two_labs_and_the_controller_writes_one_summary(kaila
     own.parent.mkdir()
     own.write_text((exercises_dir() / f"{EXERCISES[1]}.yaml").read_text())
     evidence = tmp_path / "evidence"
-    run = subprocess.run([sys.executable, "-m", "kailab.cli", "run", "--labs", "2", "--name", lab.name,
-                          "--evidence", str(evidence), EXERCISES[0], str(own)], capture_output=True, text=True)
+    run = kailab_cli("run", "--labs", "2", "--name", lab.name, "--evidence", str(evidence), EXERCISES[0], str(own),
+                     timeout=None)
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     runs = [json.loads(p.read_text()) for p in evidence.glob("*/run.json")]
     assert sorted(r["exercise"] for r in runs) == sorted(EXERCISES)

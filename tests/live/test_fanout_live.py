@@ -30,6 +30,8 @@ from kailab.twin.plan import make_plan
 from kailab.twin.snapshot import load_snapshot
 from twin_sample import plant_secrets
 
+from helpers import kailab_cli
+
 # in the main phase's kind group: one kind cluster on the machine at a time (after Kueue's kind lab); its
 # own host, so nothing ties it to the `alone` phase (where it added ~600 s to CI's wall time)
 pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.xdist_group("kind")]
@@ -214,8 +216,8 @@ def test_a_fill_fanned_out_is_one_job_per_design_merged_here_into_one_fill(host,
     whose pod runs `kailab fill` of its design on a lab of its own; their folders come back into the
     run's record and merge into one fill here, read as a local fill is (its invariants, its page)."""
     imported = tmp_path / "imported"
-    imp = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "import", "alibaba-gpu-2023",
-                          str(write_clusterdata(tmp_path)), "--out", str(imported)], capture_output=True, text=True)
+    imp = kailab_cli("trace", "import", "alibaba-gpu-2023", str(write_clusterdata(tmp_path)), "--out", str(imported),
+                     timeout=None)
     assert imp.returncode == 0, imp.stderr
     evidence = tmp_path / "evidence"
     # each pod's requests its own: from what fill units cost
@@ -284,8 +286,8 @@ def test_a_replay_fanned_out_is_one_job_per_design_brought_together_here(host, t
     trace = tmp_path / "t.csv"
     for name, a in (("even", 4), ("a-first", 6)):
         (tmp_path / f"{name}.yaml").write_text(two_teams(name, a))
-    gen = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "generate", str(trace), "--jobs", "12", "--hours",
-                          "0.15", "--fleet", "tiny", "--load", "1.5", "--seed", "5"], capture_output=True, text=True)
+    gen = kailab_cli("trace", "generate", str(trace), "--jobs", "12", "--hours", "0.15", "--fleet", "tiny", "--load",
+                     "1.5", "--seed", "5", timeout=None)
     assert gen.returncode == 0, gen.stderr
     evidence = tmp_path / "evidence"
     record = _ran(evidence, ["replay even", "replay a-first"], "replay", str(trace), "--designs",

@@ -7,28 +7,26 @@ Which design allocates more is measured and reported, never asserted."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from kailab.paths import state_dir
 from kailab.testing.tiny_trace import write_clusterdata
 
+from helpers import kailab_cli
+
 pytestmark = [pytest.mark.lab, pytest.mark.kai, pytest.mark.xdist_group("own_labs")]
 
 
 def test_a_fill_records_every_step_and_stays_within_what_arrived(tmp_path):
     clusterdata = write_clusterdata(tmp_path)
-    env = {**os.environ, "KAILAB_EVIDENCE": str(tmp_path / "evidence"), "NO_COLOR": "1"}
+    env = {"KAILAB_EVIDENCE": str(tmp_path / "evidence")}
     out = tmp_path / "imported"
-    imp = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "import", "alibaba-gpu-2023",
-                          str(clusterdata), "--out", str(out)], capture_output=True, text=True, env=env)
+    imp = kailab_cli("trace", "import", "alibaba-gpu-2023", str(clusterdata), "--out", str(out), env=env, timeout=None)
     assert imp.returncode == 0, imp.stderr
-    run = subprocess.run([sys.executable, "-m", "kailab.cli", "fill", str(out / "trace.csv"), "--fleet",
-                          str(out / "fleet.yaml"), "--designs", f"{out}/design-binpack.yaml,{out}/design-spread.yaml",
-                          "--seeds", "1", "--step", "0.1"], capture_output=True, text=True, env=env, timeout=1200)
+    run = kailab_cli("fill", str(out / "trace.csv"), "--fleet", str(out / "fleet.yaml"), "--designs",
+                     f"{out}/design-binpack.yaml,{out}/design-spread.yaml", "--seeds", "1", "--step", "0.1", env=env,
+                     timeout=1200)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     [fill] = [p for p in (tmp_path / "evidence").iterdir() if p.name.startswith("fill-")]
     s = json.loads((fill / "fill.json").read_text())

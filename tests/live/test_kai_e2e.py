@@ -6,9 +6,7 @@ must pass on real KAI; a failure here is a finding about KAI or the lab, never t
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -17,13 +15,13 @@ from kailab import workloads
 from kailab.kube import Kube
 from kailab.runtimes import LabRecord
 
+from helpers import kailab_cli
+
 pytestmark = [pytest.mark.lab, pytest.mark.kai]
 
 
 def _kailab(args: list[str], evidence) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KAILAB_EVIDENCE": str(evidence), "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "kailab.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=3600)
+    return kailab_cli(*args, env={"KAILAB_EVIDENCE": str(evidence)}, timeout=3600)
 
 
 @pytest.mark.xdist_group("own_labs")  # labs of its own: one such test at a time beside the rest

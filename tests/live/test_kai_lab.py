@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +17,7 @@ from kailab.kube import Kube
 from kailab.runtimes import processes
 from kailab.runtimes.waits import wait_until
 
-from helpers import lab_listeners
+from helpers import kailab_cli, lab_listeners
 
 pytestmark = [pytest.mark.lab, pytest.mark.kai]
 
@@ -101,8 +98,7 @@ def test_two_kai_labs_run_side_by_side(kai_lab, kailab_labs):
     pod and that lab's own podgroupcontroller writes what its PodGroup holds (resourcesStatus)."""
     other = kailab_labs.get("small", with_kai=True)
     def status(lab) -> dict:
-        out = subprocess.run([sys.executable, "-m", "kailab.cli", "status", "--json", "--name", lab.name],
-                             capture_output=True, text=True)
+        out = kailab_cli("status", "--json", "--name", lab.name, timeout=None)
         return {**json.loads(out.stdout), "rc": out.returncode}
 
     for lab in (kai_lab, other):
@@ -158,9 +154,8 @@ def test_a_raw_manifest_runs_as_a_workload_of_an_exercise(kai_lab, tmp_path):
 
 def test_repeat_runs_refuse_exercises_of_another_fleet_before_running_any(kai_lab):
     # on a lab of another fleet an exercise would only time out, step after step
-    proc = subprocess.run([sys.executable, "-m", "kailab.cli", "bench", "--repeat-exercises", "1",
-                           "--lab", kai_lab.name, "--exercises", "reclaim,topology"],
-                          capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    proc = kailab_cli("bench", "--repeat-exercises", "1", "--lab", kai_lab.name, "--exercises", "reclaim,topology",
+                      timeout=None)
     assert proc.returncode != 0
     lines = [l for l in proc.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and "topology need another fleet" in lines[0] and kai_lab.fleet in lines[0], proc.stderr

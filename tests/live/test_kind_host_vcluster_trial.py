@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,8 @@ from kailab.kube import Kube
 from kailab.paths import state_dir
 from kailab.testing.labs import kind_docker
 from kailab.vcluster import run as vtrial
+
+from helpers import kailab_cli
 
 # alone: what it measures is isolation, and a 2-core machine loaded with the rest of the suite (load
 # ~27, 3 workers) broke it by CPU alone — KAI's operators, on the host and in a vCluster, restarted by
@@ -76,8 +77,7 @@ def trial(kailab_labs, tmp_path_factory):
     def ready(t: vtrial.Trial) -> None:
         """Both vClusters up: `kailab status` lists each with its KAI and its syncer."""
         with kind_docker():
-            out = subprocess.run([sys.executable, "-m", "kailab.cli", "status", "--all", "--json"], capture_output=True,
-                                 text=True, timeout=300)
+            out = kailab_cli("status", "--all", "--json", timeout=300)
         seen["status"] = out.stdout
         seen["own_during"] = _own_workload(kube)
 

@@ -4,13 +4,11 @@ docs), and a lab that leaves nothing behind. Kueue is built from its registered 
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 
 import pytest
 
-from helpers import bound_then_held, stack_lab
+from helpers import bound_then_held, kailab_cli, stack_lab
 from kailab.kube import Kube
 from kailab.lab import LabRecord, get_runtime
 from kailab.runtimes import processes
@@ -45,8 +43,7 @@ def test_the_lab_runs_kueue_and_kube_scheduler_as_named_components(kueue_lab):
         assert report["components"][name]["state"] == "running"
     assert report["stack"] == {"name": "kueue", "version": "v0.19.2"}
     # and `kailab status` says so to people (it said "KAI none" before)
-    said = subprocess.run([sys.executable, "-m", "kailab.cli", "status", "--name", kueue_lab.name],
-                          capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"})
+    said = kailab_cli("status", "--name", kueue_lab.name, timeout=None)
     assert said.returncode == 0 and "kueue v0.19.2, fleet" in said.stdout and "KAI" not in said.stdout, said.stdout
     assert not any(n in report["components"] for n in ("scheduler", "binder", "admission"))  # no KAI in it
     kube = Kube(kueue_lab.kubeconfig)

@@ -6,7 +6,6 @@ import base64
 import json
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -21,11 +20,13 @@ from kailab.runtimes.binary import BinaryRuntime
 from kailab.runtimes.waits import wait_until
 from kailab import workloads
 
+from helpers import kailab_cli
+
 pytestmark = pytest.mark.lab
 
 
 def kailab(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "kailab.cli", *args], capture_output=True, text=True)
+    out = kailab_cli(*args, timeout=None)
     if check and out.returncode != 0:
         raise AssertionError(f"kailab {' '.join(args)} failed ({out.returncode}): {out.stderr}")
     return out

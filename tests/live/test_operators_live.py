@@ -6,13 +6,11 @@ an LWS and a RayCluster — measured on the lab, never assumed from the plugins'
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
-from helpers import lab_listeners, wait_for
+from helpers import kailab_cli, lab_listeners, wait_for
 from kailab import workloads
 from kailab.exercise.state import GANG_COMMIT_GRACE
 from kailab.kube import Kube
@@ -86,8 +84,7 @@ def test_the_lab_runs_each_operator_as_a_named_component_on_loopback(lab):
         assert report["components"][PROCESSES[op]]["state"] == "running", report["components"]
     assert report["stack"]["operators"] == lab.stack["operators"]
     def said():  # `status` exits 0 once Prometheus has scraped every target of a lab just up (it may not have yet)
-        done = subprocess.run([sys.executable, "-m", "kailab.cli", "status", "--name", lab.name], capture_output=True,
-                              text=True, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"})
+        done = kailab_cli("status", "--name", lab.name, timeout=None)
         return done if done.returncode == 0 else None
 
     said = wait_for("`kailab status` to say the lab is up", said, timeout=60, every=2)

@@ -5,14 +5,13 @@ designs side by side. Its labs are its own, brought down at the end."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from kailab.paths import state_dir
 from kailab.testing.tiny_trace import two_teams
+
+from helpers import kailab_cli
 
 pytestmark = [pytest.mark.lab, pytest.mark.kai, pytest.mark.xdist_group("operator_labs")]
 
@@ -29,10 +28,9 @@ def test_a_trace_of_pytorchjobs_and_jobsets_replays_on_two_designs(tmp_path):
     trace.write_text(TRACE)
     (tmp_path / "even.yaml").write_text(two_teams("even", 4))
     (tmp_path / "a-first.yaml").write_text(two_teams("a-first", 6))
-    env = {**os.environ, "KAILAB_EVIDENCE": str(tmp_path / "evidence"), "NO_COLOR": "1"}
-    run = subprocess.run([sys.executable, "-m", "kailab.cli", "replay", str(trace), "--designs",
-                          f"{tmp_path / 'even.yaml'},{tmp_path / 'a-first.yaml'}", "--fleet", "tiny",
-                          "--compress", "10", "--repeat", "1"], capture_output=True, text=True, env=env, timeout=1200)
+    run = kailab_cli("replay", str(trace), "--designs", f"{tmp_path / 'even.yaml'},{tmp_path / 'a-first.yaml'}", "--fleet",
+                     "tiny", "--compress", "10", "--repeat", "1", env={"KAILAB_EVIDENCE": str(tmp_path / "evidence")},
+                     timeout=1200)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     [out] = [p for p in (tmp_path / "evidence").iterdir() if p.name.startswith("replay-")]
     for design in ("even", "a-first"):

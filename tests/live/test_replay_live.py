@@ -17,6 +17,8 @@ from kailab.replay import session
 from kailab.replay.spec import load_replay
 from kailab.testing.tiny_trace import two_teams
 
+from helpers import kailab_cli
+
 # labs of their own, two at a time: one such test at a time beside the rest (pytest -n)
 pytestmark = [pytest.mark.lab, pytest.mark.kai, pytest.mark.xdist_group("own_labs")]
 
@@ -30,15 +32,12 @@ def _replay_dirs(root):
 def test_a_replay_records_every_job_and_a_false_expectation_fails_it(tmp_path):
     trace, design = tmp_path / "t.csv", tmp_path / "even.yaml"
     design.write_text(DESIGN)
-    env = {**os.environ, "KAILAB_EVIDENCE": str(tmp_path / "evidence"), "NO_COLOR": "1"}
-    gen = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "generate", str(trace), "--jobs", "12",
-                          "--hours", "0.15", "--fleet", "tiny", "--load", "1.5", "--seed", "5"],
-                         capture_output=True, text=True, env=env, timeout=60)
+    env = {"KAILAB_EVIDENCE": str(tmp_path / "evidence")}
+    gen = kailab_cli("trace", "generate", str(trace), "--jobs", "12", "--hours", "0.15", "--fleet", "tiny", "--load", "1.5",
+                     "--seed", "5", env=env, timeout=60)
     assert gen.returncode == 0, gen.stderr
-    run = subprocess.run([sys.executable, "-m", "kailab.cli", "replay", str(trace), "--designs", str(design),
-                          "--fleet", "tiny", "--compress", "40", "--repeat", "1",
-                          "--expect", "all.completed >= 1", "--expect", "all.completed > 1000"],
-                         capture_output=True, text=True, env=env, timeout=1200)
+    run = kailab_cli("replay", str(trace), "--designs", str(design), "--fleet", "tiny", "--compress", "40", "--repeat", "1",
+                     "--expect", "all.completed >= 1", "--expect", "all.completed > 1000", env=env, timeout=1200)
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     [out] = _replay_dirs(tmp_path / "evidence")
     figures = json.loads((out / "even" / "run-1" / "figures.json").read_text())

@@ -8,14 +8,13 @@ same run at full length; its measured figures are in docs/stacks.md and bench/re
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from kailab.paths import PROJECT_ROOT, state_dir
 from kailab.replay import session
+
+from helpers import kailab_cli
 
 # two labs of their own (kai and kueue), beside the kueue exercises' worker
 pytestmark = [pytest.mark.lab, pytest.mark.kai, pytest.mark.xdist_group("kueue_labs")]
@@ -25,14 +24,12 @@ DESIGN = PROJECT_ROOT / "exercises" / "replays" / "designs" / "team-a-first.yaml
 
 def test_one_trace_on_kai_and_on_kueue_reports_each_queues_waits_side_by_side(tmp_path):
     trace = tmp_path / "t.csv"
-    env = {**os.environ, "KAILAB_EVIDENCE": str(tmp_path / "evidence"), "NO_COLOR": "1"}
-    gen = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "generate", str(trace), "--jobs", "16",
-                          "--hours", "0.1", "--fleet", "small", "--load", "1.5", "--seed", "3"],
-                         capture_output=True, text=True, env=env, timeout=60)
+    env = {"KAILAB_EVIDENCE": str(tmp_path / "evidence")}
+    gen = kailab_cli("trace", "generate", str(trace), "--jobs", "16", "--hours", "0.1", "--fleet", "small", "--load", "1.5",
+                     "--seed", "3", env=env, timeout=60)
     assert gen.returncode == 0, gen.stderr
-    run = subprocess.run([sys.executable, "-m", "kailab.cli", "replay", str(trace), "--designs", str(DESIGN),
-                          "--stacks", "kai,kueue", "--whole-gpus", "--fleet", "small", "--compress", "30",
-                          "--repeat", "1"], capture_output=True, text=True, env=env, timeout=1200)
+    run = kailab_cli("replay", str(trace), "--designs", str(DESIGN), "--stacks", "kai,kueue", "--whole-gpus", "--fleet",
+                     "small", "--compress", "30", "--repeat", "1", env=env, timeout=1200)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     [out] = sorted((tmp_path / "evidence").glob("replay-*"))
     c = json.loads((out / session.COMPARISON).read_text())

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,8 @@ from kailab.replay.design import load_designs
 from kailab.replay.trace import check_against, load_trace
 
 from alibaba_sample import HEADER, PODS, clone
+
+from helpers import kailab_cli
 
 def test_an_import_is_a_fleet_a_trace_and_designs_kailab_reads(tmp_path):
     s = import_trace(clone(tmp_path / "clusterdata"), tmp_path / "out")
@@ -75,8 +76,7 @@ def test_a_bare_mirror_reads_as_a_clone_does(tmp_path):
 
 
 def _cli(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kailab.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=60)
+    return kailab_cli(*args, env=env, timeout=60)
 
 
 def test_a_registered_clone_outlives_it_and_its_name_stands_for_a_path(tmp_path):
@@ -140,12 +140,9 @@ def test_a_bad_row_is_one_line_and_nothing_is_written(tmp_path, row, field):
 
 
 def test_the_cli_names_what_is_missing(tmp_path):
-    env = {**os.environ, "NO_COLOR": "1"}
-    run = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "import", "alibaba-gpu-2023",
-                          str(clone(tmp_path / "c")), "--out", str(tmp_path / "o"), "--tasks", "gpuspec33"],
-                         capture_output=True, text=True, env=env, timeout=60)
+    run = kailab_cli("trace", "import", "alibaba-gpu-2023", str(clone(tmp_path / "c")), "--out", str(tmp_path / "o"),
+                     "--tasks", "gpuspec33", timeout=60)
     assert run.returncode != 0 and "no task list 'gpuspec33'" in run.stderr and "default" in run.stderr, run.stderr
     assert not (tmp_path / "o").exists()
-    run = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "import", "alibaba-gpu-2023",
-                          str(tmp_path), "--out", str(tmp_path / "o")], capture_output=True, text=True, env=env)
+    run = kailab_cli("trace", "import", "alibaba-gpu-2023", str(tmp_path), "--out", str(tmp_path / "o"))
     assert run.returncode != 0 and "cluster-trace-gpu-v2023" in run.stderr.strip().splitlines()[-1]

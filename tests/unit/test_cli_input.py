@@ -4,9 +4,7 @@ point (`main`, as the console script does) in a subprocess; no cluster, no build
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 
 import pytest
 
@@ -30,16 +28,12 @@ def state(tmp_path):
 @pytest.fixture
 def kailab(tmp_path, state):
     """Run `python -m kailab.cli ARGS` with its own state and cache dirs and no lab env overrides."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RUNTIME", "FLEET", "KAI_VERSION", "KAILAB_LAB", "KAILAB_FLEETS", "KAILAB_EXERCISES",
-                        "KAILAB_KAI_SOURCE")}
-    env.update(KAILAB_STATE=str(state), KAILAB_CACHE=str(tmp_path / "cache"), NO_COLOR="1")
+    env = {"KAILAB_STATE": str(state), "KAILAB_CACHE": str(tmp_path / "cache")}
     work = tmp_path / "cwd"
     work.mkdir()
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "kailab.cli", *args], capture_output=True, text=True,
-                              env=env, cwd=work, timeout=120)
+        return kailab_cli(*args, env=env, without=("RUNTIME", "FLEET", "KAI_VERSION", "KAILAB_KAI_SOURCE"), cwd=work)
     return run
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,8 @@ from kailab.compare import compare_units, merge_fanned_out
 from kailab.errors import KailabError
 from kailab.exercise.runner import resolve_exercise
 from kailab.fanout.unit import UnitResult
+
+from helpers import kailab_cli
 
 COLUMNS = ["kai", "kai:spread"]
 
@@ -44,10 +44,9 @@ def test_another_stacks_column_is_refused_in_one_line(columns):
 
 
 def test_a_part_of_one_column_is_for_the_pods_only_and_parallel_has_no_meaning_with_on(tmp_path):
-    one = subprocess.run([sys.executable, "-m", "kailab.cli", "compare", "--stacks", "kai"], capture_output=True, text=True)
+    one = kailab_cli("compare", "--stacks", "kai")
     assert one.returncode != 0 and "at least two stacks" in one.stderr + one.stdout
-    both = subprocess.run([sys.executable, "-m", "kailab.cli", "compare", "--stacks", "kai,kai:spread", "--parallel", "2",
-                           "--on", __file__], capture_output=True, text=True)
+    both = kailab_cli("compare", "--stacks", "kai,kai:spread", "--parallel", "2", "--on", __file__)
     assert both.returncode != 0 and "leave out --parallel" in both.stderr + both.stdout
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,13 +20,14 @@ from kailab.replay.fill import FillPlan
 from kailab.replay.trace import load_trace
 from kailab.testing.tiny_trace import write_clusterdata
 
+from helpers import kailab_cli
+
 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("tiny")
     out = root / "imported"
-    subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "import", "alibaba-gpu-2023",
-                    str(write_clusterdata(root)), "--out", str(out)], check=True, capture_output=True)
+    kailab_cli("trace", "import", "alibaba-gpu-2023", str(write_clusterdata(root)), "--out", str(out), check=True)
     return out
 
 

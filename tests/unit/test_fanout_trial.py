@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,8 @@ from kailab.errors import InputError
 from kailab.exercise.runner import resolve_exercise
 from kailab.fanout.unit import UnitResult
 from kailab.trial import all_passed, merge_fanned_out as merge_units, trial_units
+
+from helpers import kailab_cli
 
 VERSIONS = ["v0.16.8", "v0.17.0"]
 
@@ -38,10 +38,9 @@ def test_a_trial_is_one_unit_per_version_each_a_part_of_the_trial_with_its_versi
 
 def test_a_trial_part_of_one_version_is_for_the_pods_only():
     """Without --part a trial still needs two versions; a bad --on combination is one line."""
-    one = subprocess.run([sys.executable, "-m", "kailab.cli", "trial", "--versions", "v0.17.0"], capture_output=True, text=True)
+    one = kailab_cli("trial", "--versions", "v0.17.0")
     assert one.returncode != 0 and "at least two KAI versions" in one.stderr + one.stdout
-    both = subprocess.run([sys.executable, "-m", "kailab.cli", "trial", "--versions", "v0.16.8,v0.17.0", "--runtime", "kind",
-                           "--on", __file__], capture_output=True, text=True)
+    both = kailab_cli("trial", "--versions", "v0.16.8,v0.17.0", "--runtime", "kind", "--on", __file__)
     assert both.returncode != 0 and "leave out --runtime" in both.stderr + both.stdout
 
 

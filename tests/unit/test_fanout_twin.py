@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
-import sys
 
 import pytest
 
@@ -20,6 +18,8 @@ from kailab.twin.plan import make_plan
 from kailab.twin.snapshot import load_snapshot
 from kailab.twin.units import SNAPSHOT, merge_units, twin_units
 from twin_sample import TOKEN, as_zip, snapshot
+
+from helpers import kailab_cli
 
 PLAN_FIELDS = ("namespaces", "objects", "bound", "pending", "conf", "args", "not_reproduced", "unknown", "params")
 
@@ -117,8 +117,8 @@ def test_the_twins_come_together_into_one_comparison_and_a_missing_one_is_its_er
 ])
 def test_a_bad_on_combination_is_one_line_and_nothing_is_made(tmp_path, snap, extra, said):
     on = [] if "--part" in extra else ["--on", str(snap)]  # any existing file: refused before it is read
-    p = subprocess.run([sys.executable, "-m", "kailab.cli", "twin", str(snap), *on, *extra], capture_output=True, text=True,
-                       env={**__import__("os").environ, "KAILAB_EVIDENCE": str(tmp_path / "ev"), "KAILAB_STATE": str(tmp_path / "st")})
+    p = kailab_cli("twin", str(snap), *on, *extra,
+                   env={"KAILAB_EVIDENCE": str(tmp_path / "ev"), "KAILAB_STATE": str(tmp_path / "st")})
     assert p.returncode != 0 and said in p.stderr + p.stdout, p.stderr
     assert len([ln for ln in p.stderr.splitlines() if ln.strip()]) == 1, p.stderr
     assert not (tmp_path / "ev").exists() and not (tmp_path / "st" / "labs").exists()

@@ -6,15 +6,14 @@ here in a fill's own layout (the live fill is tests/live/test_fill_exercise_live
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kailab.errors import KailabError
 from kailab.replay.fill_merge import merge
+
+from helpers import kailab_cli
 
 PLAN = {"trace": "/tmp/x/trace.csv", "tasks_in_trace": 100, "fleet": "/tmp/x/fleet.yaml", "fleet_name": "ali",
         "target": 1.3, "step": 0.5, "settle_s": 3.0, "runtime": "binary", "kai_version": "v0.17.0",
@@ -102,20 +101,17 @@ def test_a_plan_without_fingerprints_merges_on_what_it_records(tmp_path):
 
 
 def test_the_cli_refuses_in_one_line_and_leaves_nothing(tmp_path):
-    env = {**os.environ, "NO_COLOR": "1", "KAILAB_EVIDENCE": str(tmp_path / "evidence")}
+    env = {"KAILAB_EVIDENCE": str(tmp_path / "evidence")}
     a = fill(tmp_path, "fill-a", [1], {"binpack": [50, 91, 92]})
     cases = [[str(a)], [str(a), str(tmp_path)], [str(a), f"{a}:spread"]]
     for args in cases:
-        run = subprocess.run([sys.executable, "-m", "kailab.cli", "fill-merge", *args], capture_output=True,
-                             text=True, env=env, timeout=60)
+        run = kailab_cli("fill-merge", *args, env=env, timeout=60)
         lines = run.stderr.strip().splitlines()
         assert run.returncode != 0 and len(lines) == 1, (args, run.stderr)
-    assert "two fills or more" in subprocess.run([sys.executable, "-m", "kailab.cli", "fill-merge", str(a)],
-                                                 capture_output=True, text=True, env=env).stderr
+    assert "two fills or more" in kailab_cli("fill-merge", str(a), env=env).stderr
     assert not (tmp_path / "evidence").exists()
     b = fill(tmp_path, "fill-b", [2], {"binpack": [50, 89, 90]})
-    run = subprocess.run([sys.executable, "-m", "kailab.cli", "fill-merge", str(a), str(b)], capture_output=True,
-                         text=True, env=env, timeout=60)
+    run = kailab_cli("fill-merge", str(a), str(b), env=env, timeout=60)
     assert run.returncode == 0, run.stderr
     [merged] = (tmp_path / "evidence").glob("fill-merged-*")
     assert f"merged: {merged}" in run.stdout and "89.0-91.0 %" in run.stdout
@@ -124,9 +120,8 @@ def test_the_cli_refuses_in_one_line_and_leaves_nothing(tmp_path):
 def test_the_bench_fills_only_the_imported_designs_it_is_given(tmp_path):
     """`kailab bench --fill … --fill-designs`: a name that is not an imported design is one line, before
     any import or lab."""
-    env = {**os.environ, "NO_COLOR": "1", "KAILAB_EVIDENCE": str(tmp_path / "evidence")}
-    run = subprocess.run([sys.executable, "-m", "kailab.cli", "bench", "--fill", str(tmp_path / "nowhere"),
-                          "--fill-designs", "spread,packed"], capture_output=True, text=True, env=env, timeout=60)
+    run = kailab_cli("bench", "--fill", str(tmp_path / "nowhere"), "--fill-designs", "spread,packed",
+                     env={"KAILAB_EVIDENCE": str(tmp_path / "evidence")}, timeout=60)
     lines = run.stderr.strip().splitlines()
     assert run.returncode != 0 and len(lines) == 1 and "'packed'" in lines[0] and "binpack,spread" in lines[0], run.stderr
     assert not (tmp_path / "evidence").exists()

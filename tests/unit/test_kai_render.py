@@ -10,6 +10,8 @@ from kailab.stacks.kai import install as kai
 from kailab.stacks.kai import render as kai_render
 from kailab.errors import BuildError
 
+from helpers import kailab_cli
+
 pytestmark = pytest.mark.kai
 
 
@@ -109,13 +111,9 @@ steps:
 @pytest.mark.parametrize("fragment, ok", [("{actions: {allocate: {enabled: false}}}", True),
                                           ("{actionz: {allocate: {enabled: false}}}", False)])
 def test_validate_checks_shard_fragments_with_kais_operator_code(kai_tree, tmp_path, fragment, ok):
-    import subprocess
-    import sys
-
     path = tmp_path / "badshard.yaml"
     path.write_text(BAD_SHARD.replace("FRAGMENT", fragment))
-    proc = subprocess.run([sys.executable, "-m", "kailab.cli", "validate", str(path)], capture_output=True,
-                          text=True, env={**__import__("os").environ, "NO_COLOR": "1"})
+    proc = kailab_cli("validate", str(path))
     if ok:
         assert proc.returncode == 0 and f"{path}: ok" in proc.stdout, proc.stdout + proc.stderr
     else:

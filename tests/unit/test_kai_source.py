@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from kailab import kai_source, toolchain, versions
 from kailab.errors import BuildError, KailabError
+
+from helpers import kailab_cli
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def _repo(path, module: str, tags: list[str]):
 
 
 def kailab(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "kailab.cli", *args], capture_output=True, text=True, env=env)
+    return kailab_cli(*args, env=env)
 
 
 @pytest.mark.parametrize("case, fragment", [

@@ -3,13 +3,13 @@ built, named with the line that installs them; .ci/run and docker-host.sh read t
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from kailab.runtimes.kind_host import host_packages, install_line, missing_host_packages
+
+from helpers import kailab_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,11 +33,10 @@ def test_the_shell_readers_and_kailab_read_one_list():
 def test_a_host_without_them_is_refused_in_seconds_naming_each_and_nothing_is_built(tmp_path):
     empty = tmp_path / "bin"
     empty.mkdir()
-    env = {**os.environ, "PATH": str(empty), "PKG_CONFIG_PATH": "", "KAILAB_CACHE": str(tmp_path / "cache"),
+    env = {"PATH": str(empty), "PKG_CONFIG_PATH": "", "KAILAB_CACHE": str(tmp_path / "cache"),
            "KAILAB_STATE": str(tmp_path / "state")}
     start = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "kailab.cli", "tools", "images"], capture_output=True, text=True,
-                         env=env, timeout=60)
+    out = kailab_cli("tools", "images", env=env, timeout=60)
     took = time.monotonic() - start
     assert out.returncode != 0
     err = out.stderr.strip().splitlines()

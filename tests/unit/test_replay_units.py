@@ -3,8 +3,6 @@ figures and the expectations. No cluster (the replay itself is tested in test_re
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 from pathlib import Path
 
@@ -17,7 +15,7 @@ from kailab.replay import generate as gen
 from kailab.replay.design import load_design, load_designs
 from kailab.replay.trace import check_against, load_trace, write_trace
 
-from helpers import assert_one_line_input_error
+from helpers import assert_one_line_input_error, kailab_cli
 
 HEADER = "arrival_s,queue,pods,gpus,duration_s"
 
@@ -111,7 +109,7 @@ def test_designs_need_distinct_names(tmp_path):
 
 def test_cli_trace_check_refuses_a_bad_trace_in_one_line(tmp_path):
     p = _csv(tmp_path, "0,team-a,1,1,-1")
-    out = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "check", str(p)], capture_output=True, text=True)
+    out = kailab_cli("trace", "check", str(p))
     assert out.returncode != 0
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "row 1, field duration_s" in lines[0] and str(p) in lines[0], out.stderr
@@ -255,10 +253,8 @@ def test_cli_replay_refuses_bad_input_before_any_lab(tmp_path, args, fragments):
     rows = ["0,team-a,1,1,5", "1,team-c,1,1,5"] if not {"--compress", "--expect", "--window", "{d},{d}"} & set(args) \
         else ["0,team-a,1,1,5"]
     t = _csv(tmp_path, *rows)
-    env = {**__import__("os").environ, "KAILAB_STATE": str(tmp_path / "state"),
-           "KAILAB_EVIDENCE": str(tmp_path / "evidence"), "NO_COLOR": "1"}
-    out = subprocess.run([sys.executable, "-m", "kailab.cli", "replay", str(t), *[a.format(d=d) for a in args]],
-                         capture_output=True, text=True, env=env)
+    env = {"KAILAB_STATE": str(tmp_path / "state"), "KAILAB_EVIDENCE": str(tmp_path / "evidence")}
+    out = kailab_cli("replay", str(t), *[a.format(d=d) for a in args], env=env)
     assert out.returncode != 0
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr

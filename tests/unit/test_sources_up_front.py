@@ -3,20 +3,19 @@ folder of repositories with one command (no network: GOPROXY=off, an empty cache
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from helpers import kailab_cli
+
 
 def kailab(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KAILAB_CACHE": str(tmp_path / "cache"), "KAILAB_STATE": str(tmp_path / "state"),
+    env = {"KAILAB_CACHE": str(tmp_path / "cache"), "KAILAB_STATE": str(tmp_path / "state"),
            "GOPROXY": "off", "GOFLAGS": "-mod=mod"}
-    return subprocess.run([sys.executable, "-m", "kailab.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return kailab_cli(*args, env=env)
 
 
 def repo(path: Path, module: str, tag: str) -> Path:

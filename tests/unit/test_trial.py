@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kailab.errors import KailabError
 from kailab.trial import build_matrix, matrix_markdown, parse_versions, promises_broken
+
+from helpers import kailab_cli
 
 
 def test_versions_are_normalised_and_checked():
@@ -26,8 +26,7 @@ def test_versions_are_normalised_and_checked():
 @pytest.mark.parametrize("versions", ["v0.17.0,v0.99.0", "v0.12.0,v0.17.0"])
 def test_a_bad_version_fails_before_any_lab_starts(versions, tmp_path):
     state = tmp_path / "state"
-    out = subprocess.run([sys.executable, "-m", "kailab.cli", "trial", "--versions", versions],
-                         capture_output=True, text=True, env={**os.environ, "KAILAB_STATE": str(state)})
+    out = kailab_cli("trial", "--versions", versions, env={"KAILAB_STATE": str(state)})
     assert out.returncode != 0
     assert out.stderr.strip().splitlines()[-1].startswith("kailab: error: ")
     assert not (state / "labs").exists() or not any((state / "labs").iterdir())
@@ -132,9 +131,8 @@ def test_the_vcluster_bench_page_sets_each_verdict_beside_the_binary_and_kind_on
 
 def test_bench_vcluster_refuses_a_folder_that_is_not_a_finished_vcluster_trial(tmp_path):
     def bench(folder: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "kailab.cli", "bench", "--vcluster", "v0.16.8,v0.17.0",
-                               "--vcluster-trial", str(folder)], capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "KAILAB_EVIDENCE": str(tmp_path / "evidence")})
+        return kailab_cli("bench", "--vcluster", "v0.16.8,v0.17.0", "--vcluster-trial", str(folder),
+                          env={"KAILAB_EVIDENCE": str(tmp_path / "evidence")})
 
     out = bench(tmp_path)
     assert out.returncode != 0 and "no plan.json and matrix.json there" in out.stderr, out.stderr

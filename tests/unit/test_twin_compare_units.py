@@ -7,8 +7,6 @@ other nodes, with each queue's GPUs before and after. (Live: tests/live/test_twi
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -20,6 +18,8 @@ from kailab.twin.plan import make_plan, pod_gpus
 from kailab.twin.snapshot import load_snapshot
 
 from twin_sample import as_zip as _zip, snapshot
+
+from helpers import kailab_cli
 
 KAI_CONF = {"actions": "allocate, consolidation, reclaim, preempt, stalegangeviction",
             "tiers": [{"plugins": [{"name": "proportion"}, {"name": "gpupack"},
@@ -136,8 +136,7 @@ def test_the_cli_refuses_a_design_for_a_queue_the_snapshot_lacks_in_one_line_mak
     snap = _zip(tmp_path, snapshot())
     bad = _design(tmp_path, "design: more\nqueues: {team-z: {gpu: {limit: 12}}}\n")
     name = f"badtwins-{os.getpid()}"
-    out = subprocess.run([sys.executable, "-m", "kailab.cli", "twin", str(snap), "--name", name, "--designs", str(bad)],
-                         capture_output=True, text=True, env={**os.environ, "KAILAB_EVIDENCE": str(tmp_path / "ev")})
+    out = kailab_cli("twin", str(snap), "--name", name, "--designs", str(bad), env={"KAILAB_EVIDENCE": str(tmp_path / "ev")})
     assert out.returncode != 0
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and str(bad) in lines[0] and "queues.team-z" in lines[0], out.stderr

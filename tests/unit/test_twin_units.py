@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import zipfile
 
 import pytest
@@ -19,6 +17,8 @@ from kailab.paths import lab_dir
 from kailab.twin.plan import make_plan
 from kailab.twin.snapshot import load_snapshot
 from twin_sample import TOKEN, as_zip as _zip, node as _node, pod as _pod, snapshot
+
+from helpers import kailab_cli
 
 
 
@@ -123,8 +123,7 @@ def test_the_cli_refuses_a_bad_snapshot_in_one_line_and_makes_nothing(tmp_path):
     with zipfile.ZipFile(bad, "w") as zf:
         zf.writestr("other.json", "{}")
     name = f"badtwin-{os.getpid()}"
-    out = subprocess.run([sys.executable, "-m", "kailab.cli", "twin", str(bad), "--name", name],
-                         capture_output=True, text=True, env={**os.environ, "KAILAB_EVIDENCE": str(tmp_path / "ev")})
+    out = kailab_cli("twin", str(bad), "--name", name, env={"KAILAB_EVIDENCE": str(tmp_path / "ev")})
     assert out.returncode != 0
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "snapshot.json" in lines[0] and str(bad) in lines[0], out.stderr

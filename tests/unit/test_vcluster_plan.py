@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import os
 import subprocess
-import sys
 
 import pytest
 import yaml
@@ -22,6 +21,8 @@ from kailab.vcluster import plan as vc
 from kailab.vcluster import host as host_mod
 from kailab.vcluster import snapshot
 from kailab.vcluster.tools import resolve
+
+from helpers import kailab_cli
 
 VERSIONS = ["v0.16.8", "v0.17.0"]
 HOST = vc.TrialHost(kubeconfig="/h/kubeconfig", infra_node="kailab-t-control-plane", infra_ip="172.18.0.2",
@@ -216,9 +217,7 @@ def test_the_cli_runs_with_a_home_of_its_own_helm_and_no_version_check(tmp_path)
 
 # ------------------------------------------------------------------ the CLI
 def kailab(*args: str, tmp_path, **env: str) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "KAILAB_STATE": str(tmp_path / "state"), "KAILAB_EVIDENCE": str(tmp_path / "ev"), **env}
-    return subprocess.run([sys.executable, "-m", "kailab.cli", *args], capture_output=True, text=True,
-                          timeout=120, env=environ)
+    return kailab_cli(*args, env={"KAILAB_STATE": str(tmp_path / "state"), "KAILAB_EVIDENCE": str(tmp_path / "ev"), **env})
 
 
 def test_cli_dry_run_prints_every_vcluster_and_helm_command(tmp_path):
