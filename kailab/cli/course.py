@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -40,8 +41,10 @@ def course(render, out_dir) -> None:
               help="capstone only: your queue tree file to check.")
 @click.option("--evidence", "evidence_root", type=click.Path(file_okay=False), default=None,
               help="Where the run's evidence goes (default: evidence/).")
+@click.option("--watch", is_flag=True,
+              help="After each step, `kailab top`'s picture of the lab: KAI's queues, waits, GPUs, evictions.")
 @name_option
-def lesson(lesson_name, no_pause, check_file, evidence_root, name) -> None:
+def lesson(lesson_name, no_pause, check_file, evidence_root, watch, name) -> None:
     """A guided lesson: predict each step, run the exercise on the lab, compare (or: capstone --check FILE)."""
     from .. import course as course_mod
 
@@ -57,4 +60,15 @@ def lesson(lesson_name, no_pause, check_file, evidence_root, name) -> None:
         raise KailabError(f"--check is for `kailab lesson {spec.capstone.name}` only")
     chosen = course_mod.find_lesson(lesson_name, spec)
     pause = not no_pause and course_mod.interactive()
-    sys.exit(course_mod.run_lesson(chosen, name, pause, click.echo, evidence_root=root))
+    with contextlib.ExitStack() as stack:
+        picture = None
+        if watch:
+            def picture(lab):  # the watch starts once the lesson has its lab (no lab: its own error first)
+                from ..top import Top
+                from ..top.screen import as_text
+                from .top import lab_prometheus
+
+                view = stack.enter_context(Top(lab.kubeconfig, lab_prometheus(lab)))
+                return lambda: as_text(view.snapshot(), f"lab {lab.name!r}", width=out.width)
+        code = course_mod.run_lesson(chosen, name, pause, click.echo, evidence_root=root, picture=picture)
+    sys.exit(code)

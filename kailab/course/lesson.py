@@ -72,8 +72,9 @@ class _Guide:
     """The runner's step hooks for one lesson: ask before a step, reveal after it, then pause.
     `run` is set once the ExerciseRun exists (it needs these hooks to be built)."""
 
-    def __init__(self, lesson: Lesson, lab, pause: bool, echo: Echo, ask: Callable[[str], str]):
-        self.lesson, self.lab, self.echo, self.ask = lesson, lab, echo, ask
+    def __init__(self, lesson: Lesson, lab, pause: bool, echo: Echo, ask: Callable[[str], str],
+                 picture: Callable[[], str] | None = None):
+        self.lesson, self.lab, self.echo, self.ask, self.picture = lesson, lab, echo, ask, picture
         self.asking = pause  # off for good once the learner's input ends
         self.predictions: dict[int, str] = {}
         self.run = None
@@ -104,22 +105,24 @@ class _Guide:
         s = self.lesson.steps[index]
         for line in reveal(s, results, self.predictions.get(s.number), self.run.evidence.path / s.evidence):
             self.echo(line)
+        if self.picture is not None:  # the lab as the step left it: queues, waits, GPUs, evictions
+            self.echo(self.picture().rstrip())
         if index + 1 < len(self.lesson.steps):
             look = f"`eval \"$(kailab env --name {self.lab.name})\"` and kubectl -n {self.run.names.namespace}"
             self.prompt(f"   (the lab keeps this state: look around with {look}) Enter for the next step> ")
 
 
 def run_lesson(lesson: Lesson, lab_name: str, pause: bool, echo: Echo, ask: Callable[[str], str] = input,
-               evidence_root: Path | None = None) -> int:
+               evidence_root: Path | None = None, picture: Callable[..., Callable[[], str]] | None = None) -> int:
     """The guided lesson, one step at a time: ask, run the step, reveal (your answer vs KAI's),
-    explain, and (with `pause`) wait while the lab keeps the step's state. Exit code 0 only when
-    the run passed."""
+    explain, show the lab (with `picture`: given the lab, a maker of its picture, `kailab top`'s),
+    and (with `pause`) wait while the lab keeps the step's state. Exit code 0 only when the run passed."""
     from ..exercise.runner import ExerciseRun  # the runner loads the Kubernetes client: only when running
 
     lab = require_kai_lab(lab_name, "lessons", lesson.exercise.fleet)  # before any question: no lab, no lesson
     for line in intro(lesson):
         echo(line)
-    guide = _Guide(lesson, lab, pause, echo, ask)
+    guide = _Guide(lesson, lab, pause, echo, ask, picture(lab) if picture else None)
     run = guide.run = ExerciseRun(lesson.exercise, lesson.source, lab, evidence_root, guide.before, guide.after)
     echo("")
     echo(f"Running exercise {lesson.name} on lab {lab.name!r} (namespace {run.names.namespace}, "

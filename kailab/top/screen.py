@@ -102,6 +102,17 @@ def render(snap: dict, title: str, history=(), width: int = 160) -> Group:
     return Group(*parts)
 
 
+def as_text(snap: dict, title: str, width: int = 120) -> str:
+    """The picture as plain text (no colour, no escapes): for a lesson's log or a file."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=width, color_system=None, legacy_windows=False)
+    console.print(render(snap, title, width=width))
+    return console.file.getvalue()
+
+
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 

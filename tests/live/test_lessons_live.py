@@ -75,7 +75,7 @@ def test_a_lesson_in_a_terminal_asks_runs_reveals_then_explains_step_by_step(sma
     env = {**os.environ, "KAILAB_COURSE_STATUS": str(tmp_path / "progress.json"), "TERM": "dumb",
            "COLUMNS": "200"}
     term = Terminal([sys.executable, "-m", "kailab.cli", "lesson", "borrow", "--name", small_lab.name,
-                     "--evidence", str(tmp_path / "evidence")], env)
+                     "--evidence", str(tmp_path / "evidence"), "--watch"], env)
     term.expect("How many of its 24 pods run?")
     term.expect("your prediction> ")
     step1_asked = len(term.screen)
@@ -83,7 +83,11 @@ def test_a_lesson_in_a_terminal_asks_runs_reveals_then_explains_step_by_step(sma
     term.expect("running this step on the lab")
     verdict_at = term.expect("NOT what KAI did")
     assert "your answer: 16  |  KAI: queue prod bound = 24" in term.screen
+    # --watch: kailab top's picture of the lab as the step left it, prod holding its 24 GPUs
+    picture_at = term.expect("kailab top ·")
     term.expect("Enter for the next step> ")
+    prod = [line.split() for line in term.screen[picture_at:].splitlines() if re.match(r"\s+\S+-prod\s", line)]
+    assert prod and prod[0][1:2] == ["24"], term.screen[picture_at:]
     step2_at = len(term.screen)
     # the second step's explanation gives its answer away: it must not show before the step ran
     borrow = {lesson.name: lesson for lesson in course.lessons()}["borrow"]

@@ -151,3 +151,16 @@ def test_top_on_a_terminal_shows_reclaim_as_it_happens(kailab_labs):
         wait_until("kailab top to quit on q", lambda: "TOP-ENDED-0" in _tmux(sock, "capture-pane", "-p"), timeout=15)
     finally:
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True, timeout=30)
+
+
+def test_run_watch_draws_the_picture_below_the_runs_lines(kailab_labs):
+    lab = kailab_labs.get("small", with_kai=True)
+    done = kailab_cli("run", "reclaim", "--name", lab.name, "--watch")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reclaim: passed" in done.stdout, done.stdout
+    # no terminal: the picture is drawn once, when the run ends (its queues gone, the evictions kept)
+    picture = done.stderr[done.stderr.rindex(f"kailab top · lab '{lab.name}'"):]
+    assert re.search(r"queue\s+GPUs\s+fair\s+quota", picture), picture
+    assert re.search(r"\sreclaim\s+\d+\s+\S+research-train", picture), picture
+    refused = kailab_cli("run", "reclaim", "--name", lab.name, "--watch", "--labs", "2")
+    assert refused.returncode == 2 and "--watch shows one lab" in refused.stderr, refused
