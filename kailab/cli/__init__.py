@@ -17,6 +17,17 @@ def _terminate(signum, frame):  # noqa: ARG001
     raise KeyboardInterrupt
 
 
+def _show(err: click.ClickException) -> None:
+    """click's own errors (an unknown flag, a bad value) as click shows them - the usage and where to
+    find help - but the error line as kailab's every other: `kailab: error: ...`."""
+    ctx = getattr(err, "ctx", None)
+    if isinstance(err, click.UsageError) and ctx is not None:
+        hint = (f"Try '{ctx.command_path} {max(ctx.command.get_help_option_names(ctx), key=len)}' for help.\n"
+                if ctx.command.get_help_option(ctx) is not None else "")
+        click.echo(f"{ctx.get_usage()}\n{hint}", err=True, color=ctx.color)
+    click.echo(f"kailab: error: {err.format_message()}", err=True)
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     # a shell starting us in the background may have set SIGINT to 'ignore'; Ctrl-C must still
@@ -28,7 +39,7 @@ def main() -> None:
         console.print("interrupted")
         sys.exit(130)
     except click.ClickException as err:
-        err.show()
+        _show(err)
         sys.exit(err.exit_code)
     except KailabError as err:
         for each in getattr(err, "errors", None) or [err]:  # InputErrors: every problem, a line each

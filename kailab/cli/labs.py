@@ -162,11 +162,9 @@ def status(as_json, every, name) -> None:
         return _all_status(as_json)
     rec = LabRecord.load(name)
     if rec is None:
-        if as_json:
+        if as_json:  # scripts read the state from stdout; people the error line, as on every refusal
             out.print_json(json.dumps({"name": name, "state": "absent"}))
-        else:
-            console.print(f"no lab named {name!r}: bring one up with `kailab up`")
-        sys.exit(1)
+        raise KailabError(f"no lab named {name!r}: bring one up with `kailab up`")
     info = get_runtime(rec.runtime).status(rec)
     if as_json:
         click.echo(json.dumps(info, indent=2))
