@@ -9,12 +9,14 @@ RUNTIME     ?= binary# binary (no Docker), kind, existing, or auto (kind when a 
 FLEET       ?= small
 KAI_VERSION ?= v0.17.0
 NAME        ?= default
+KUBECONFIG  ?= $(HOME)/.kube/config# RUNTIME=existing: the cluster to adopt (your environment's KUBECONFIG when set)
 LABS        ?= auto# exercises on labs side by side (pytest -n): auto = as this machine holds them; 0 = one lab
 UNIT_WORKERS ?= auto# the unit tier on workers side by side (pytest -n)
 TEST_LABS   ?= auto# the test suite on workers side by side, each with labs of its own (pytest -n); 0 = one process
 BIN          = $(VENV)/bin
 KAILAB       = $(BIN)/kailab
-UP_FLAGS     = --runtime $(RUNTIME) --fleet $(FLEET) --kai-version $(KAI_VERSION) --name $(NAME)
+UP_FLAGS     = --runtime $(RUNTIME) --fleet $(FLEET) --kai-version $(KAI_VERSION) --name $(NAME) \
+               $(if $(filter existing,$(strip $(RUNTIME))),--kubeconfig $(KUBECONFIG))
 
 .PHONY: setup tools lab-up lab-down lab-status unit test test-full exercises exercises-all bench course-docs clean
 
