@@ -36,8 +36,9 @@ SCHEDULER_SNAPSHOT = "scheduler-snapshot.zip"
 KAI_METRICS = "kai-metrics.json"  # KAI's series from the lab's Prometheus (labs that run one)
 SCHEDULER_SNAPSHOT_ERROR = "scheduler-snapshot.error.txt"  # written instead when the dump fails
 STEPS, FINAL, LOGS, DUMP, MANIFESTS = "steps", "final", "logs", "dump", "manifests"
+TOP = "top.json"  # per snapshot: `kailab top`'s picture of the lab (where it runs KAI)
 SNAPSHOT_FILES = ("queues.yaml", "podgroups.yaml", "pods.yaml", "nodes.yaml", "events.yaml", "bindrequests.yaml",
-                  "claims.yaml")
+                  "claims.yaml", TOP)
 TOP_FILES = (EXERCISE, RUN, VERDICT, TIMELINE, SCHEDULER_SNAPSHOT)
 MATRIX = "matrix.json"  # a trial directory's
 

@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import operators, evidence, workloads
+from .. import operators, evidence, top, workloads
 from ..report import operations
 from ..errors import KailabError, LabError
 from ..evidence import EvidenceDir
@@ -284,6 +284,9 @@ class ExerciseRun:
         queues = [self.names.queue(n) for n, _, _ in self.ex.queue_tree()]
         self.evidence.snapshot(rel, self.kube, self.names.namespace, self.observer.state, self._side_namespace(),
                                self.stack.snapshot_objects(self.kube, self.names.namespace, queues))
+        picture = top.once(self.kube, metrics.url(self.lab.ports) if self.lab.metrics else None, missing_ok=True)
+        if picture:  # the lab as `kailab top` shows it, per step in report.html (where the lab serves its queues)
+            self.evidence.write(f"{rel}/{evidence.TOP}", picture)
 
     def _side_namespace(self) -> str:
         """Where the scheduler keeps pods of its own for the run's (KAI's GPU reservation pods)."""

@@ -407,6 +407,24 @@ def _nodes_html(run: Run) -> str:
     return "".join(out)
 
 
+def _top_html(run: Run) -> str:
+    """The lab as `kailab top` showed it at the end of each step ('' for a run without the pictures)."""
+    from ..top.screen import as_text
+
+    snaps = [s for s in run.snapshots if s.top]
+    if not snaps:
+        return ""
+    out = ["<h3>The lab at each step (kailab top: queues, waits and KAI's reasons, GPUs, evictions)</h3>"]
+    for s in snaps:
+        label = "final" if s.index == 0 else f"step {s.index}: {s.name}"
+        try:
+            text = as_text(s.top, label, width=130)
+        except (KeyError, TypeError, ValueError) as err:  # a hand-edited or older file: said, not fatal
+            text = f"{s.rel}/{evidence.TOP}: unreadable ({type(err).__name__}: {err})"
+        out.append(f'<figure><figcaption>{esc(label)}</figcaption><pre class="top">{esc(text.rstrip())}</pre></figure>')
+    return "".join(out)
+
+
 def run_html(i: int, run: Run, base: Path) -> str:
     return (_run_header(i, run, base) + _run_notes(run)
             + "<h3>Expectations</h3>" + expectations_html(run)
@@ -417,6 +435,7 @@ def run_html(i: int, run: Run, base: Path) -> str:
             + "<h3>GPU occupancy per node, per step</h3>" + _nodes_html(run)
             + "<h3>PodGroup scheduling conditions per step</h3>" + podgroups_html(run)
             + claims_html(run)
+            + _top_html(run)
             + "<h3>Raw evidence</h3>" + files_html(run, base)
             + "</section>")
 
@@ -430,6 +449,7 @@ section{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:14px 
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{border-bottom:1px solid #e6e8eb;padding:4px 7px;text-align:left;vertical-align:top}
 th{background:#f0f2f5;font-weight:600}td.val{font-family:ui-monospace,"DejaVu Sans Mono",monospace;white-space:pre-wrap}
 td.num{font-family:ui-monospace,"DejaVu Sans Mono",monospace;white-space:nowrap}
+pre.top{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:11.5px;background:#10141a;color:#d8dee9;padding:8px 10px;border-radius:6px;overflow-x:auto;line-height:1.25}
 tr.fail td{background:#fff1f0}.small{font-size:12px}.muted{color:#667}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600;font-size:12px;color:#fff;vertical-align:middle}
 .v-passed{background:#2e7d32}.v-failed{background:#c62828}.v-error{background:#b3261e;outline:2px solid #f4a}

@@ -33,6 +33,7 @@ class Snapshot:
     pods: list | None = None
     nodes: dict | None = None
     claims: list | None = None  # ResourceClaims (DRA): pods, node, devices
+    top: dict | None = None  # `kailab top`'s picture of the lab (labs with KAI)
 
     @property
     def label(self) -> str:
@@ -165,6 +166,10 @@ def _snapshot(d: Path, index: int, name: str, rel: str, problems: list[str]) -> 
             problems.append(f"{rel}/{SNAPSHOT_FILE[attr]}: unexpected shape, ignored")
             data = None
         setattr(snap, attr, data)
+    found = []
+    top = _read(d / evidence.TOP, "json", found, required=False)
+    problems += [f"{rel}/{x}" for x in found]
+    snap.top = top if isinstance(top, dict) and isinstance(top.get("cluster"), dict) else None
     return snap
 
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ..kube import Kube
-from .mirror import Mirror, NotKai
+from .mirror import SOURCES, Mirror, NotKai
 from .model import pod_gpus, snapshot
 from .prom import fair_share
 
@@ -38,4 +38,23 @@ class Top:
         return snapshot(self.mirror.objects(), time.time(), fair_share(self.prometheus))
 
 
-__all__ = ["NotKai", "Top", "pod_gpus", "snapshot"]
+def once(kube: Kube, prometheus: str | None = None, missing_ok: bool = False) -> dict | None:
+    """The picture now from one list of each kind (no watch): for a step's evidence. Where the
+    cluster serves no KAI Queue: NotKai, or None when `missing_ok`."""
+    import json
+
+    try:
+        Mirror(kube).check_kai()
+    except NotKai:
+        if missing_ok:
+            return None
+        raise
+    pool, host = kube.api_client.rest_client.pool_manager, kube.api_client.configuration.host
+    objects = {}
+    for name, (path, query) in SOURCES.items():
+        listed = json.loads(pool.request("GET", host + path + (f"?{query}" if query else ""), timeout=60).data)
+        objects[name] = listed.get("items") or []
+    return snapshot(objects, time.time(), fair_share(prometheus))
+
+
+__all__ = ["NotKai", "Top", "once", "pod_gpus", "snapshot"]

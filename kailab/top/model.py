@@ -192,8 +192,9 @@ def _float(v) -> float | None:
 
 
 def _evictions(events: list[dict], now: float) -> list[dict]:
-    """KAI's last evictions, newest first: when, KAI's action, the pod groups evicted and for whom.
-    One reclaim evicting 16 single-pod groups writes 16 events in the same second: one row here."""
+    """KAI's last evictions, newest first: when, KAI's action, the pod groups evicted and those they
+    made room for. A reclaim evicting 16 single-pod groups for 16 others writes 16 events in one
+    second: one row here."""
     rows: dict[tuple, dict] = {}
     for e in events:
         ann = e["metadata"].get("annotations") or {}
@@ -202,15 +203,16 @@ def _evictions(events: list[dict], now: float) -> list[dict]:
                      or e["metadata"].get("creationTimestamp")) or now
         evictor = ann.get(EVICTOR_ANNOTATION)
         action = ann.get(ACTION_ANNOTATION) or ""
-        made_for = f"{ann.get(EVICTOR_NS_ANNOTATION, '')}/{evictor}" if evictor else ""
-        row = rows.setdefault((action, made_for, int(when)), {
-            "at": when, "action": action, "for": made_for, "podgroups": [], "pods": 0,
-            "message": " ".join((e.get("message") or "").split())})
+        row = rows.setdefault((action, int(when)), {"at": when, "action": action, "for": [], "podgroups": [],
+                                                    "pods": 0, "message": " ".join((e.get("message") or "").split())})
         row["at"] = max(row["at"], when)
         row["podgroups"].append(f"{obj.get('namespace', '')}/{obj.get('name', '')}")
+        if evictor:
+            row["for"].append(f"{ann.get(EVICTOR_NS_ANNOTATION, '')}/{evictor}")
         row["pods"] += int(ann.get(EVICTED_COUNT_ANNOTATION) or 0) or 1
     out = sorted(rows.values(), key=lambda r: -r["at"])[:LAST_EVICTIONS]
     for r in out:
         r["ago_s"] = round(max(0.0, now - r["at"]), 1)
         r["podgroups"].sort()
+        r["for"] = sorted(set(r["for"]))
     return out

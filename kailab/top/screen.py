@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import sys
 import time
@@ -89,13 +90,12 @@ def render(snap: dict, title: str, history=(), width: int = 160) -> Group:
 
     e = Table(title="last evictions (KAI's Evict events)", title_justify="left", box=None, pad_edge=False,
               header_style="bold")
-    for col in ("when", "action", "pods", "made room for", "pod groups evicted"):
+    for col in ("when", "action", "pods", "made room for", "evicted"):
         e.add_column(col, no_wrap=True, overflow="ellipsis", min_width=len(col))
-    words = max(12, width - 40 - max([len(ev["for"]) for ev in snap["evictions"]] + [13]))
+    half = max(12, (width - 30) // 2)
     for ev in snap["evictions"]:
-        groups = ev["podgroups"]
-        what = groups[0] if len(groups) == 1 else f"{len(groups)}: {', '.join(groups)}"
-        e.add_row(_ago(ev["ago_s"]), ev["action"] or "?", str(ev["pods"]), ev["for"] or "-", _cut(what, words))
+        e.add_row(_ago(ev["ago_s"]), ev["action"] or "?", str(ev["pods"]), _cut(_groups(ev["for"]) or "-", half),
+                  _cut(_groups(ev["podgroups"]), half))
     if not snap["evictions"]:
         e.caption = "none yet"
     parts.append(e)
@@ -111,6 +111,18 @@ def as_text(snap: dict, title: str, width: int = 120) -> str:
     console = Console(file=io.StringIO(), width=width, color_system=None, legacy_windows=False)
     console.print(render(snap, title, width=width))
     return console.file.getvalue()
+
+
+_UID_TAIL = re.compile(r"-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _groups(names: list[str] | str) -> str:
+    """Pod groups for people: KAI's `pg-` prefix, the UID tail and a shared namespace left off."""
+    names = [names] if isinstance(names, str) else names or []  # a picture written before lists
+    short = [_UID_TAIL.sub("", n.split("/", 1)[-1]).removeprefix("pg-") for n in names]
+    if len(short) <= 1:
+        return short[0] if short else ""
+    return f"{len(short)}: {', '.join(short)}"
 
 
 def _cut(text: str, width: int) -> str:

@@ -73,7 +73,7 @@ def test_the_queue_tree_rolls_children_up_and_keeps_the_oldest_wait_with_kais_la
     assert [(p["pool"], p["ready"], p["gpus_used"]) for p in snap["pools"]] == [("a100", 1, 2.5), ("l40s", 0, 0.0)]
 
 
-def test_evictions_are_one_row_per_action_evictor_and_second_newest_first():
+def test_evictions_are_one_row_per_action_and_second_newest_first():
     def evict(group, action, evictor, t, pods="1"):
         return {"metadata": {"name": f"e-{group}", "annotations": {
                     "evictor-action-type": action, "evictor-pod-group-name": evictor,
@@ -83,7 +83,7 @@ def test_evictions_are_one_row_per_action_evictor_and_second_newest_first():
               evict("p3", "preempt", "pg-h", "2027-01-15T08:00:09Z", pods="4")]
     snap = snapshot({"evictions": events}, NOW)
     assert [(e["action"], e["pods"], e["for"], e["podgroups"]) for e in snap["evictions"]] == [
-        ("preempt", 4, "ns/pg-h", ["ns/p3"]), ("reclaim", 2, "ns/pg-r", ["ns/p1", "ns/p2"])]
+        ("preempt", 4, ["ns/pg-h"], ["ns/p3"]), ("reclaim", 2, ["ns/pg-r"], ["ns/p1", "ns/p2"])]
 
 
 def test_the_screen_names_every_queue_and_keeps_the_figures_on_a_narrow_terminal():
