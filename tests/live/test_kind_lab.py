@@ -29,6 +29,7 @@ from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import kind_docker
 
 import pod_endings
+from top_scenario import EXPECTED, scene, shown, top_json
 
 # alone: with the vCluster trial, on the one kind lab they share (above); down last
 pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.alone]
@@ -165,6 +166,13 @@ def test_prometheus_and_kube_state_metrics_are_lab_components_scraping_kai(kind_
     capacity = wait_until("the fleet's GPU capacity in Prometheus", lambda: _query(
         url, 'sum(kube_node_status_capacity{resource="nvidia_com_gpu"})'), timeout=60)
     assert float(capacity[0]["value"][1]) == kind_lab.gpus
+
+
+def test_top_shows_what_it_shows_on_a_binary_lab(kind_lab):
+    """The scene of tests/live/test_top_live.py, here on KAI installed from its chart: the same
+    picture (EXPECTED is what both tests hold the picture to)."""
+    with scene(Kube(kind_lab.kubeconfig)) as (_, q):
+        assert shown(top_json("--name", kind_lab.name), q) == EXPECTED
 
 
 def test_a_component_that_dies_during_a_run_is_named_with_its_last_lines(kind_lab):

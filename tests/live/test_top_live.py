@@ -4,6 +4,7 @@ no KAI to show."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -158,9 +160,18 @@ def test_run_watch_draws_the_picture_below_the_runs_lines(kailab_labs):
     done = kailab_cli("run", "reclaim", "--name", lab.name, "--watch")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reclaim: passed" in done.stdout, done.stdout
-    # no terminal: the picture is drawn once, when the run ends (its queues gone, the evictions kept)
+    # no terminal: the picture is drawn once, when the run ends (its queues and events gone with it)
     picture = done.stderr[done.stderr.rindex(f"kailab top · lab '{lab.name}'"):]
     assert re.search(r"queue\s+GPUs\s+fair\s+quota", picture), picture
-    assert re.search(r"\sreclaim\s+\d+\s+\S+research-train", picture), picture
+    # the picture at each step is in the evidence and in report.html: after step 2, 16 GPUs each
+    run_dir = Path(re.findall(r"evidence: ([^\s)]+)", done.stdout)[-1])
+    step2 = json.loads(next((run_dir / "steps").glob("02-*/top.json")).read_text())
+    held = {r["name"].rsplit("-", 1)[1]: r["gpus"] for r in step2["queues"] if r["name"].endswith(("-prod", "-research"))}
+    assert held == {"prod": 16, "research": 16}, held
+    assert [e["action"] for e in step2["evictions"]] and {e["action"] for e in step2["evictions"]} == {"reclaim"}
+    report = kailab_cli("report", str(run_dir))
+    assert report.returncode == 0, report.stderr
+    page = (run_dir / "report.html").read_text()
+    assert page.count('<pre class="top">') == 3 and "kailab top · step 2: research comes back" in page
     refused = kailab_cli("run", "reclaim", "--name", lab.name, "--watch", "--labs", "2")
     assert refused.returncode == 2 and "--watch shows one lab" in refused.stderr, refused
