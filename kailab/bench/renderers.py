@@ -522,7 +522,17 @@ def _endings_table(record: dict, link: str) -> str:
             + (f"; a deleted pod {extra:.1f} more writes" if extra is not None else "") + f" {_source(record, link)}")
 
 
+def _top(record: dict, link: str) -> str:
+    """`kailab bench --top`: what kailab top costs watching a busy lab."""
+    return (f"`kailab top --interval {record['interval_s']:g}` on the {record['fleet']} fleet ({record['nodes']:,} nodes, "
+            f"{record['pods_standing']:,} pods standing, {record['pods_churned_per_s']} arriving a second and ending after "
+            f"20 s): **{record['refreshes']} refreshes in {record['window_s']:g} s** (period mean "
+            f"{record['refresh_period_mean_s']} s, max {record['refresh_period_max_s']} s) for **{record['top_core_share']:.1%} "
+            f"of one core** ({_when(record, link)}; [record]({link}))")
+
+
 RENDERERS: dict[str, Callable[[dict, str], str]] = {
+    "top": _top,
     "twin-scale": _twin_scale,
     "twins": _twins,
     "exercises-side-by-side": _side_by_side,

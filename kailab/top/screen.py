@@ -66,7 +66,8 @@ def render(snap: dict, title: str, history=(), width: int = 160) -> Group:
         over = row["fair_share"] is not None and row["gpus"] > row["fair_share"] + 1e-6
         q.add_row(_cut("  " * row["depth"] + row["name"], name_w), Text(_n(row["gpus"]), style="yellow" if over else ""),
                   _n(row["fair_share"]), _n(row["quota"], True), _n(row["limit"], True), _n(row["over_quota_weight"]),
-                  str(row["running"]), str(row["pending"]), _wait(old["waiting_s"]) if old else "", _cut(reason, words))
+                  str(row["running"]), Text(str(row["pending"]), style="yellow" if row["pending"] else ""),
+                  _wait(old["waiting_s"]) if old else "", Text(_cut(reason, words), style="magenta"))
     if not snap["queues"]:
         q.caption = "no KAI Queue on this cluster"
     parts.append(q)
@@ -94,7 +95,7 @@ def render(snap: dict, title: str, history=(), width: int = 160) -> Group:
         e.add_column(col, no_wrap=True, overflow="ellipsis", min_width=len(col))
     half = max(12, (width - 30) // 2)
     for ev in snap["evictions"]:
-        e.add_row(_ago(ev["ago_s"]), ev["action"] or "?", str(ev["pods"]), _cut(_groups(ev["for"]) or "-", half),
+        e.add_row(_ago(ev["ago_s"]), Text(ev["action"] or "?", style="bold red"), str(ev["pods"]), _cut(_groups(ev["for"]) or "-", half),
                   _cut(_groups(ev["podgroups"]), half))
     if not snap["evictions"]:
         e.caption = "none yet"
@@ -129,9 +130,9 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def _bar(share: float, width: int = 20) -> str:
+def _bar(share: float, width: int = 20) -> Text:
     full = round(share * width)
-    return "█" * full + "·" * (width - full)
+    return Text.assemble(("█" * full, "green"), ("·" * (width - full), "bright_black"))
 
 
 @contextlib.contextmanager

@@ -146,6 +146,7 @@ NUMBER_SHOWN = {
     "fill": ("table", FIRST, FIRST, 0),
     "replay": ("differences", "figures_compared"),
     "endings-table": ("per_pod", "deleted", "cpu_ms"),
+    "top": ("top_core_share",),
 }
 
 
