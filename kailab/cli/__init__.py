@@ -30,6 +30,8 @@ def _show(err: click.ClickException) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # (under nohup, hangups stay ignored)
+        signal.signal(signal.SIGHUP, _terminate)  # the terminal closed (tmux or ssh gone): the same clean path
     # a shell starting us in the background may have set SIGINT to 'ignore'; Ctrl-C must still
     # take the clean path (interrupt, stop what started, keep evidence)
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -76,3 +76,53 @@ def watch_option(f):
     return click.option("--watch", is_flag=True,
                         help="Show `kailab top`'s live picture of the lab below the run's lines (KAI's queues, "
                              "waits, GPUs, evictions).")(f)
+
+
+class LabsWatch:
+    """`--watch` of a command whose labs come and go as it runs (replay's variants, side by side):
+    a compact picture of each lab while it is up, stacked, redrawn every second."""
+
+    def __init__(self):
+        import threading
+
+        self.views: dict[str, object] = {}
+        self.lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def lab(self, label: str, rec: LabRecord):
+        from ..top import Top
+
+        view = Top(rec.kubeconfig, lab_prometheus(rec))
+        try:
+            view.__enter__()
+        except KailabError as err:  # a lab without KAI's queues: said in its place, the replay goes on
+            view = str(err)
+        with self.lock:
+            self.views[label] = view
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.views.pop(label, None)
+            if not isinstance(view, str):
+                view.__exit__(None, None, None)
+
+    def picture(self):
+        from rich.console import Group
+        from rich.text import Text
+
+        from ..top.screen import render
+
+        with self.lock:
+            views = sorted(self.views.items())
+        if not views:
+            return Text("kailab top: no lab of this run is up yet", style="bright_black")
+        return Group(*[Text(f"{label}: {view}", style="yellow") if isinstance(view, str)
+                       else render(view.snapshot(), label, width=console.width, compact=True) for label, view in views])
+
+    @contextlib.contextmanager
+    def shown(self):
+        from rich.live import Live
+
+        with Live(get_renderable=self.picture, console=console, refresh_per_second=1, vertical_overflow="visible"):
+            yield

@@ -143,8 +143,10 @@ def compare(stack_text, exercises, fleet, kai_version, repeat, parallel, part, o
               help="Play only the jobs arriving in FROM:TO of trace time (e.g. 148d:149d; units s m h d), each cut "
                    "at TO; what runs at FROM is left out and counted.")
 @on_options
+@click.option("--watch", is_flag=True,
+              help="`kailab top`'s picture of each variant's lab while it runs, below the replay's lines (not with --on).")
 def replay(trace_file, design_text, version_text, fleet, compress, repeat, expectations, timeout, runtime,
-           labs_at_once, stack_text, whole_gpus, window_text, on, unit_cpu, unit_memory, namespace_labels) -> None:
+           labs_at_once, stack_text, whole_gpus, window_text, on, unit_cpu, unit_memory, namespace_labels, watch) -> None:
     """Replay a workload trace against queue designs (or KAI versions) side by side and compare
     waits, completions, GPU-hours, utilisation and evictions. Exit 1 when an expectation fails. With
     --on, each variant is a Job on that cluster, brought together here into one replay."""
@@ -182,7 +184,16 @@ def replay(trace_file, design_text, version_text, fleet, compress, repeat, expec
     except ValueError as err:
         raise KailabError(str(err)) from None
     if on:
+        if watch:
+            raise KailabError("--watch shows labs on this machine: with --on the labs are inside the cluster's pods")
         out_dir = _replay_on(plan, Path(trace_file), window_text, on, unit_cpu, unit_memory, namespace_labels)
+    elif watch:
+        from .top import LabsWatch
+
+        labs = LabsWatch()
+        with labs.shown():
+            out_dir = session.run_replay(plan, echo=lambda text: console.print(text, markup=False, highlight=False),
+                                         watch=labs.lab)
     else:
         out_dir = session.run_replay(plan, echo=lambda text: console.print(text, markup=False, highlight=False))
     comparison = json.loads((out_dir / session.COMPARISON).read_text())

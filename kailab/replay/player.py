@@ -152,13 +152,27 @@ def _create(kube: Kube, obj: dict) -> str | None:
 
 
 def play(kube: Kube, trace: Trace, namespace: str, compress: float, deadline_s: float,
-         on_progress=None, translate=None) -> tuple[Ledger, dict]:
+         on_progress=None, translate=None, cancel: threading.Event | None = None) -> tuple[Ledger, dict]:
     """Submit every job on schedule and watch until every job has finished or `deadline_s` (from
     the first arrival) has passed. `translate(objects, job name)` makes a job's objects the lab's
-    stack's (a refusal is the job's `refused` reason). Returns the ledger and the run's clock facts."""
+    stack's (a refusal is the job's `refused` reason). Returns the ledger and the run's clock facts.
+    `cancel` set (Ctrl-C, a closed terminal): KeyboardInterrupt here within half a second."""
+    cancel = cancel or threading.Event()
     ledger = Ledger()
     watch = PodWatch(kube, namespace, ledger)
     watch.start()
+    try:
+        return _play(kube, trace, namespace, compress, deadline_s, on_progress, translate, cancel, ledger, watch)
+    finally:
+        watch.stopping.set()
+
+
+def _interrupted(cancel: threading.Event, seconds: float) -> None:
+    if cancel.wait(seconds):
+        raise KeyboardInterrupt("the replay was interrupted")
+
+
+def _play(kube, trace, namespace, compress, deadline_s, on_progress, translate, cancel, ledger, watch):
     watch.ready.wait(30)
     jobs = trace.jobs
     first = jobs[0].arrival_s
@@ -189,9 +203,7 @@ def play(kube: Kube, trace: Trace, namespace: str, compress: float, deadline_s: 
     for job in jobs:
         planned = t0 + (job.arrival_s - first) / compress
         ledger.planned[job.name] = planned
-        delay = planned - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
+        _interrupted(cancel, max(0.0, planned - time.monotonic()))
         pool.submit(submit, job)
     pool.shutdown(wait=True)
     submitted_all = time.monotonic()
@@ -214,9 +226,8 @@ def play(kube: Kube, trace: Trace, namespace: str, compress: float, deadline_s: 
             quiet_since = time.monotonic()
         elif time.monotonic() - quiet_since > SETTLED_QUIET_S:
             break
-        time.sleep(0.5)
+        _interrupted(cancel, 0.5)
     end = time.monotonic()
-    watch.stopping.set()
     clock = {"t0": t0, "wall_t0": wall0, "end": end, "wall_end": wall0 + (end - t0),
              "submitted_all": submitted_all, "timed_out": time.monotonic() >= end_by,
              "watch_errors": watch.errors[:5]}

@@ -12,6 +12,8 @@ On disk (evidence/replay-<stamp>/):
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import shutil
 import threading
@@ -136,7 +138,10 @@ def check_on_stack(plan: Plan, v: Variant, whole_gpus_hint: str) -> None:
         raise KailabError(f"{plan.trace.path}: {total} of {len(plan.trace.jobs)} jobs cannot run on the {v.stack} "
                           f"stack (e.g. {', '.join(names[:3])}): {why}{hint}")
 
-def run_replay(plan: Plan, root: Path | None = None, echo=print) -> Path:
+def run_replay(plan: Plan, root: Path | None = None, echo=print, watch=None) -> Path:
+    """The replay of every variant, side by side; the evidence folder. `watch(label, rec)`, when given,
+    is called with each variant's lab once it is up and returns a context the variant runs inside
+    (`kailab replay --watch`: its picture while it runs)."""
     check(plan)
     for version in dict.fromkeys(v.kai_version for v in plan.variants):  # builds first, one at a time
         toolchain.build_all(toolchain.recipes_for(versions.normalise(version)), None)
@@ -151,8 +156,15 @@ def run_replay(plan: Plan, root: Path | None = None, echo=print) -> Path:
         with lock:
             echo(f"  [{label}] {text}")
 
+    cancel = threading.Event()  # Ctrl-C (or a closed terminal) reaches this thread only: the variants' stop
     with ThreadPoolExecutor(max_workers=min(plan.labs or len(plan.variants), len(plan.variants))) as pool:
-        list(pool.map(lambda v: _variant(plan, v, out, stamp, say), plan.variants))
+        futures = [pool.submit(_variant, plan, v, out, stamp, say, watch, cancel) for v in plan.variants]
+        try:
+            for f in futures:
+                f.result()
+        except BaseException:
+            cancel.set()  # each variant stops playing and takes its lab down before this returns
+            raise
     write_outputs(out)
     return out
 
@@ -178,14 +190,14 @@ def write_outputs(out: Path) -> dict:
     return comparison
 
 
-def _variant(plan: Plan, v: Variant, out: Path, stamp: str, say) -> None:
+def _variant(plan: Plan, v: Variant, out: Path, stamp: str, say, watch=None, cancel=None) -> None:
     vdir = out / v.label
     vdir.mkdir()
     spec = LabSpec(name=f"replay-{stamp.lower()}-{v.label}"[:50].rstrip("-"), runtime=plan.runtime,
                    fleet=plan.fleet, kai_version=v.kai_version, with_kai=get_stack(v.stack).kai_inside, stack=v.stack,
                    operators=operators_for(plan.trace))  # the operators of the kinds the trace's rows name
     try:
-        with lab(spec) as rec:
+        with lab(spec) as rec, (watch(v.label, rec) if watch else contextlib.nullcontext()):
             runtime = runtime_of(rec)
             write_lab_json(vdir, rec, runtime)
             say(v.label, f"lab {rec.name} up ({rec.nodes} nodes, {rec.gpus} GPUs, KAI {rec.kai_version})")
@@ -193,7 +205,7 @@ def _variant(plan: Plan, v: Variant, out: Path, stamp: str, say) -> None:
             try:
                 apply_design(kube, rec, runtime, v.design, vdir)
                 for i in range(1, plan.repeat + 1):
-                    _one_run(plan, v, rec, runtime, kube, vdir / f"run-{i}", i, say)
+                    _one_run(plan, v, rec, runtime, kube, vdir / f"run-{i}", i, say, cancel)
             finally:
                 kube.close()
     except KailabError as err:
@@ -225,7 +237,7 @@ def apply_design(kube: Kube, rec, runtime, design: Design, vdir: Path) -> None:
         runtime.configure_scheduler(rec, setting)
 
 
-def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: int, say) -> None:
+def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: int, say, cancel=None) -> None:
     rdir.mkdir(parents=True)
     ns = f"replay-run-{i}"
     kube.apply(workloads.namespace(ns, labels={"kailab.io/replay": v.label}))
@@ -241,7 +253,8 @@ def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: in
     say(v.label, f"run {i}: playing {len(plan.trace.jobs)} jobs")
     ledger, clock = play(kube, plan.trace, ns, plan.compress, plan.deadline_s(),
                          on_progress=lambda text: say(v.label, f"run {i}: {text}"),
-                         translate=lambda objs, job: stack.workload_objects(objs, f"{plan.trace.path}: job {job}"))
+                         translate=lambda objs, job: stack.workload_objects(objs, f"{plan.trace.path}: job {job}"),
+                         cancel=cancel)
     rec_data = records(plan.trace, ledger, clock, plan.compress, job_outcomes(kube, ns))
     cpu1 = cpu_seconds(rec.dir)  # what each lab process spent: which party limits a big replay
     rec_data["cpu_seconds"] = {k: round(cpu1[k] - cpu0.get(k, 0), 1) for k in cpu1}

@@ -213,6 +213,6 @@ def _evictions(events: list[dict], now: float) -> list[dict]:
     out = sorted(rows.values(), key=lambda r: -r["at"])[:LAST_EVICTIONS]
     for r in out:
         r["ago_s"] = round(max(0.0, now - r["at"]), 1)
-        r["podgroups"].sort()
+        r["podgroups"] = sorted(set(r["podgroups"]))  # a group evicted in two cycles of one second: once
         r["for"] = sorted(set(r["for"]))
     return out

@@ -38,9 +38,10 @@ def _ago(s: float) -> str:
     return f"{_wait(s)} ago"
 
 
-def render(snap: dict, title: str, history=(), width: int = 160) -> Group:
+def render(snap: dict, title: str, history=(), width: int = 160, compact: bool = False) -> Group:
     """The picture for a terminal `width` columns wide: the figures always shown, the words
-    (KAI's reason, the pod groups evicted) cut to what is left."""
+    (KAI's reason, the pod groups evicted) cut to what is left. `compact`: the heading, the queues
+    and the last evictions only (several labs on one screen)."""
     c = snap["cluster"]
     name_w = min(28, max([len(r["name"]) + 2 * r["depth"] for r in snap["queues"]] + [5]))
     words = max(12, width - name_w - 62)
@@ -72,6 +73,8 @@ def render(snap: dict, title: str, history=(), width: int = 160) -> Group:
         q.caption = "no KAI Queue on this cluster"
     parts.append(q)
 
+    if compact:
+        return Group(*parts, _evictions_table(snap, width, last=3))
     n = Table(title="GPUs by node pool", title_justify="left", box=None, pad_edge=False, header_style="bold")
     for col in ("pool", "nodes", "ready", "GPUs used", "of", "use"):
         n.add_column(col, justify="left" if col in ("pool", "use") else "right")
@@ -89,17 +92,7 @@ def render(snap: dict, title: str, history=(), width: int = 160) -> Group:
                           _n(r["gpus"]), _bar(share))
         parts.append(nodes)
 
-    e = Table(title="last evictions (KAI's Evict events)", title_justify="left", box=None, pad_edge=False,
-              header_style="bold")
-    for col in ("when", "action", "pods", "made room for", "evicted"):
-        e.add_column(col, no_wrap=True, overflow="ellipsis", min_width=len(col))
-    half = max(12, (width - 30) // 2)
-    for ev in snap["evictions"]:
-        e.add_row(_ago(ev["ago_s"]), Text(ev["action"] or "?", style="bold red"), str(ev["pods"]), _cut(_groups(ev["for"]) or "-", half),
-                  _cut(_groups(ev["podgroups"]), half))
-    if not snap["evictions"]:
-        e.caption = "none yet"
-    parts.append(e)
+    parts.append(_evictions_table(snap, width))
     return Group(*parts)
 
 
@@ -124,6 +117,20 @@ def _groups(names: list[str] | str) -> str:
     if len(short) <= 1:
         return short[0] if short else ""
     return f"{len(short)}: {', '.join(short)}"
+
+
+def _evictions_table(snap: dict, width: int, last: int | None = None) -> Table:
+    e = Table(title="last evictions (KAI's Evict events)", title_justify="left", box=None, pad_edge=False,
+              header_style="bold")
+    for col in ("when", "action", "pods", "made room for", "evicted"):
+        e.add_column(col, no_wrap=True, overflow="ellipsis", min_width=len(col))
+    half = max(12, (width - 30) // 2)
+    for ev in snap["evictions"][:last]:
+        e.add_row(_ago(ev["ago_s"]), Text(ev["action"] or "?", style="bold red"), str(ev["pods"]),
+                  _cut(_groups(ev["for"]) or "-", half), _cut(_groups(ev["podgroups"]), half))
+    if not snap["evictions"]:
+        e.caption = "none yet"
+    return e
 
 
 def _cut(text: str, width: int) -> str:

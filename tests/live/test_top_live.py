@@ -175,3 +175,36 @@ def test_run_watch_draws_the_picture_below_the_runs_lines(kailab_labs):
     assert page.count('<pre class="top">') == 3 and "kailab top · step 2: research comes back" in page
     refused = kailab_cli("run", "reclaim", "--name", lab.name, "--watch", "--labs", "2")
     assert refused.returncode == 2 and "--watch shows one lab" in refused.stderr, refused
+
+
+def test_replay_watch_shows_each_variants_lab_and_a_closed_terminal_leaves_no_lab(tmp_path):
+    """`kailab replay --watch` in tmux: the picture of the variant's lab (its design's queues) under the
+    replay's lines while it plays; then the terminal is closed mid-replay (tmux gone: SIGHUP) and the
+    replay takes its lab down as on Ctrl-C."""
+    from kailab.paths import state_dir
+    from kailab.testing.tiny_trace import two_teams
+
+    trace, design = tmp_path / "t.csv", tmp_path / "even.yaml"
+    design.write_text(two_teams())
+    gen = kailab_cli("trace", "generate", str(trace), "--jobs", "40", "--hours", "0.5", "--fleet", "tiny",
+                     "--load", "1.5", "--seed", "5")
+    assert gen.returncode == 0, gen.stderr
+    sock = f"kailab-replay-{uuid.uuid4().hex[:6]}"
+    env = {**{k: v for k, v in os.environ.items() if k != "KAILAB_LAB"}, "KAILAB_EVIDENCE": str(tmp_path / "ev")}
+    replay = shlex.join([sys.executable, "-m", "kailab.cli", "replay", str(trace), "--designs", str(design),
+                         "--fleet", "tiny", "--compress", "10", "--repeat", "1", "--watch"])
+    subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "r", "-x", "160", "-y", "60", replay],
+                   check=True, env=env, timeout=30)
+    try:
+        def playing():
+            screen = _tmux(sock, "capture-pane", "-p")
+            return "kailab top · even ·" in screen and re.search(r"^\s+team-a\s+\d", screen, re.M) and screen
+        screen = wait_until("the variant's picture with its queues", playing, timeout=240)
+        assert "playing" in screen, screen
+        [out] = list((tmp_path / "ev").glob("replay-*"))
+        labs = [f"{out.name.lower()}-even"]  # this replay's lab (session._variant names it so)
+        assert (state_dir() / labs[0]).is_dir(), labs
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True, timeout=30)
+    wait_until("the replay's lab taken down after its terminal closed",
+               lambda: not (state_dir() / labs[0]).exists(), timeout=120)
