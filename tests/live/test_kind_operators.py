@@ -111,3 +111,60 @@ def test_the_training_operators_webhook_refuses_a_pytorchjob_without_its_contain
                "containers": [{"name": "not-pytorch", "image": "busybox"}]}}}}}}
     done = _kubectl(ops_kind_lab, "apply", "-f", "-", stdin=json.dumps(bad), check=False)
     assert done.returncode != 0 and "validator.pytorchjob.training-operator.kubeflow.org" in done.stderr, done.stderr
+
+
+def test_a_pytorchjob_of_4_binds_nothing_on_3_free_gpus_then_all_4_at_once(ops_kind_lab):
+    """The binary lab's hold-then-bind (tests/live/test_operators_live.py), on KAI from its chart: blockers
+    leave 3 GPUs free; a PyTorchJob of 1 master + 3 workers binds none of its pods for 10 s; one blocker
+    goes and all 4 bind, never resting partly bound."""
+    import time
+
+    from kailab.exercise.state import GANG_COMMIT_GRACE
+    from kailab.kube import Kube
+
+    kube = Kube(ops_kind_lab.kubeconfig)
+    _kubectl(ops_kind_lab, "apply", "-f", "-", stdin=yaml.safe_dump(OBJECTS[0]))  # the queue (idempotent)
+    ns = "hold"
+    _kubectl(ops_kind_lab, "create", "namespace", ns)
+
+    def live_pods(selector: str = "") -> list[dict]:
+        return [p for p in kube.list("v1", "Pod", ns, label_selector=selector or None)
+                if p["status"].get("phase") not in ("Succeeded", "Failed")]
+
+    def free_gpus() -> int:
+        nodes = [n for n in kube.list("v1", "Node") if (n["metadata"].get("labels") or {}).get("kailab.io/fleet")]
+        total = sum(int(n["status"]["allocatable"].get("nvidia.com/gpu", 0)) for n in nodes)
+        used = sum(int(c["resources"].get("limits", {}).get("nvidia.com/gpu", 0))
+                   for p in kube.list("v1", "Pod") if p["spec"].get("nodeName") and p["status"].get("phase") not in ("Succeeded", "Failed")
+                   for c in p["spec"]["containers"])
+        return total - used
+
+    held = free_gpus() - 3
+    blockers = [{"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": f"blocker-{i}", "namespace": ns, "labels": {"kai.scheduler/queue": QUEUE, "role": "blocker"}},
+                 "spec": _pod("main")} for i in range(held)]
+    kube.create_many(blockers)
+    _until(f"{held} blockers bound", lambda: sum(1 for p in live_pods("role=blocker") if p["spec"].get("nodeName")) == held,
+           timeout=180)
+    assert free_gpus() == 3
+    job = {**OBJECTS[1], "metadata": {"name": "held", "namespace": ns, "labels": {"kai.scheduler/queue": QUEUE}}}
+    _kubectl(ops_kind_lab, "apply", "-f", "-", stdin=yaml.safe_dump(job))
+    train = "training.kubeflow.org/job-name=held"
+    _until("the PyTorchJob's 4 pods, each in KAI's PodGroup",
+           lambda: len(pods := live_pods(train)) == 4 and all((p["metadata"].get("annotations") or {}).get("pod-group-name") for p in pods))
+    until = time.monotonic() + 10
+    while time.monotonic() < until:
+        assert not any(p["spec"].get("nodeName") for p in live_pods(train))
+        time.sleep(0.5)
+    kube.delete("v1", "Pod", "blocker-0", ns)
+    seen: list[tuple[float, int]] = []
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and (not seen or seen[-1][1] < 4):
+        now = sum(1 for p in live_pods(train) if p["spec"].get("nodeName"))
+        if not seen or now != seen[-1][1]:
+            seen.append((time.monotonic(), now))
+        time.sleep(0.2)
+    assert seen[-1][1] == 4, seen
+    rests = [(b - a, n) for (a, n), (b, _) in zip(seen, seen[1:]) if 0 < n < 4]
+    assert all(s < GANG_COMMIT_GRACE for s, _ in rests), rests  # committed a pod at a time, never resting partly
+    _kubectl(ops_kind_lab, "delete", "namespace", ns, "--wait=false")
