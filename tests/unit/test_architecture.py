@@ -51,3 +51,18 @@ def test_the_contracts_hold_without_exceptions():
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     assert "ignore_imports" not in contracts
     assert all(not c.get("ignore_imports") for c in contracts["contracts"])
+
+
+def test_the_exercise_axis_names_every_stack():
+    """"The exercise layer never imports a stack's internals" forbids every stack of the registry, and
+    every package in kailab/stacks/ is one: a new stack is named there, or this fails."""
+    import tomllib
+
+    from kailab.stacks import STACKS
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (axes,) = [c for c in contracts if c["name"].startswith("the two axes")]
+    stacks = {target.split(":")[0] for target in STACKS.values()}
+    packages = {f"kailab.stacks.{p.name}" for p in (ROOT / "kailab" / "stacks").iterdir() if (p / "__init__.py").is_file()}
+    assert packages <= stacks
+    assert set(axes["forbidden_modules"]) == stacks
