@@ -16,7 +16,7 @@ from .base import cli, console, out
 
 @cli.command()
 @click.option("--name", default=None, help="The lab to watch (default: the lab `default`, unless --kubeconfig).")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
+@click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Any cluster running KAI instead of a lab (read only).")
 @click.option("--prometheus", default=None, metavar="URL",
               help="A Prometheus scraping KAI (for the fair share column); a lab's own is used by default.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..errors import KailabError
 from ..kube import Kube
 from .mirror import SOURCES, Mirror, NotKai
 from .model import pod_gpus, snapshot
@@ -21,9 +22,14 @@ class Top:
     """A watched cluster for the length of a `with` block; `snapshot()` the picture now."""
 
     def __init__(self, kubeconfig: str | Path, prometheus: str | None = None):
-        self.kube = Kube(kubeconfig)
+        try:
+            self.kube = Kube(kubeconfig)
+        except Exception as err:  # noqa: BLE001 - the client's config errors have no common base worth naming
+            raise KailabError(f"{kubeconfig}: not a kubeconfig the client can use ({' '.join(str(err).split())}): "
+                              "give a cluster's kubeconfig (e.g. `kailab env` prints a lab's)") from None
         self.prometheus = prometheus
         self.mirror = Mirror(self.kube)
+        self._prometheus_quiet_until = 0.0  # after a failed query: the picture goes on without it a while
 
     def __enter__(self) -> Top:
         self.mirror.__enter__()
@@ -35,7 +41,13 @@ class Top:
         self.kube.close()
 
     def snapshot(self) -> dict:
-        return snapshot(self.mirror.objects(), time.time(), fair_share(self.prometheus))
+        now = time.time()
+        shares = None
+        if self.prometheus and now >= self._prometheus_quiet_until:
+            shares = fair_share(self.prometheus)
+            if shares is None:  # not answering: ask again in 10 s, not at every refresh
+                self._prometheus_quiet_until = now + 10
+        return snapshot(self.mirror.objects(), now, shares)
 
 
 def once(kube: Kube, prometheus: str | None = None, missing_ok: bool = False) -> dict | None:

@@ -50,8 +50,14 @@ class Mirror:
         self.stopping.set()
 
     def check_kai(self) -> None:
-        resp = self.kube.api_client.rest_client.pool_manager.request(
-            "GET", f"{self.kube.api_client.configuration.host}{SOURCES['queues'][0]}?limit=1", timeout=15)
+        host = self.kube.api_client.configuration.host
+        try:
+            resp = self.kube.api_client.rest_client.pool_manager.request(
+                "GET", f"{host}{SOURCES['queues'][0]}?limit=1", timeout=15, retries=1)
+        except Exception as err:  # noqa: BLE001 - unreachable, refused, TLS: one line, whatever the cause
+            reason = getattr(err, "reason", None) or err
+            raise KailabError(f"the API server at {host} does not answer ({' '.join(str(reason).split())[:200]}): "
+                              "is the cluster up? (`kailab status` for a lab)") from None
         if resp.status == 404:
             raise NotKai("this cluster serves no KAI Queue (scheduling.run.ai/v2): `kailab top` shows KAI's queues, "
                          "so it needs KAI installed (a lab of another scheduler: Kueue's ClusterQueues and Volcano's "

@@ -10,7 +10,7 @@ import urllib.request
 FAIR_SHARE = "max by (queue_name) (kai_queue_fair_share_gpu)"
 
 
-def fair_share(prometheus: str | None, timeout: float = 2) -> dict[str, float] | None:
+def fair_share(prometheus: str | None, timeout: float = 1) -> dict[str, float] | None:
     if not prometheus:
         return None
     args = urllib.parse.urlencode({"query": FAIR_SHARE})

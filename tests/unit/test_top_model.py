@@ -97,3 +97,18 @@ def test_the_screen_names_every_queue_and_keeps_the_figures_on_a_narrow_terminal
     row = next(line for line in text.splitlines() if line.startswith("a-very-long"))
     assert row.split()[1:9] == ["0", "-", "4", "∞", "1", "0", "1", "0s"], row
     assert spark([0.0, 0.5, 1.0]) == "▁▅█" and "▁▅█" in text
+
+
+def test_bad_kubeconfigs_are_one_line_each(tmp_path):
+    from helpers import kailab_cli
+
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    nowhere = tmp_path / "nowhere.yaml"
+    nowhere.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                       "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n")
+    for path, words, names in ((empty, "not a kubeconfig the client can use", str(empty)),
+                               (nowhere, "does not answer", "https://127.0.0.1:1")):
+        done = kailab_cli("top", "--once", "--kubeconfig", str(path))
+        assert done.returncode == 2 and done.stderr.startswith("kailab: error: ") and words in done.stderr, done
+        assert len(done.stderr.strip().splitlines()) == 1 and names in done.stderr, done.stderr
