@@ -158,20 +158,12 @@ def _patch_line(p) -> str:
     return f"scales Deployment {p.deployment} to {p.replicas} replicas"
 
 
-def _fault_line(f) -> str:
-    if f.kill or f.restart:
-        return f"{'kills' if f.kill else 'restarts'} KAI's {f.kill or f.restart}"
-    if f.node_down or f.node_up:
-        return f"node {f.node_down} dies (its Node object is deleted)" if f.node_down else f"node {f.node_up} comes back"
-    return f"waits {f.pause}"
-
-
 _ACTION_WORDS = {
     "scheduler": lambda v: [f"restarts KAI's scheduler with placement {v.placement}"],
     "delete": lambda v: [f"deletes workload {d.workload}" for d in v],
     "patch": lambda v: [_patch_line(p) for p in v],
     "apply": lambda v: [line for item in v if (line := _apply_line(item)) is not None],
-    "faults": lambda v: [_fault_line(f) for f in v],
+    "faults": lambda v: [f.words() for f in v],  # each fault's own words (exercise/faults.py)
     "settle": lambda v: [f"waits until no pod changes placement for {v}"],
     "nodes": lambda v: [f"changes {'node ' + c.node if c.node else 'the nodes ' + str(c)}: {c.describe()}" for c in v],
 }

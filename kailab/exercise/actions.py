@@ -14,8 +14,8 @@ from typing import ClassVar
 
 from .. import workloads
 from ..errors import KailabError
-from ..fleet import load_fleet
 from ..kube import FIELD_MANAGER
+from . import faults
 from .checks import Result
 from .expectations import evaluate_all, event_kinds, state_kinds
 from .run_state import RunState
@@ -179,30 +179,13 @@ def not_taken_in(r, since: float, want: dict[str, int]) -> list[str]:
 
 
 class Faults(Action):
-    """Kill / restart lab processes, take nodes away: what do KAI and the controllers do then?"""
+    """Kill / restart lab processes, take nodes away: what do KAI and the controllers do then? Each
+    fault is a class of faults.py's registry."""
     key = "faults"
 
     def run(self, ctx: StepContext, value) -> None:
-        r = ctx.run
-        fleet_nodes = {n["metadata"]["name"]: n for n in load_fleet(r.ex.fleet).node_manifests()}
-        for fault in value:
-            if fault.kill:
-                r.runtime.kill(r.lab, fault.kill)
-                r.killed.add(fault.kill)
-                r.observer.note(f"fault: killed {fault.kill}")
-            elif fault.restart:
-                r.runtime.restart(r.lab, fault.restart)
-                r.killed.discard(fault.restart)
-                r.observer.note(f"fault: restarted {fault.restart}")
-            elif fault.node_down:
-                r.kube.delete("v1", "Node", fault.node_down)
-                r.downed.add(fault.node_down)
-                r.observer.note(f"fault: node {fault.node_down} gone")
-            elif fault.node_up:
-                r.node_up(fleet_nodes[fault.node_up])
-                r.observer.note(f"fault: node {fault.node_up} back")
-            elif fault.pause:
-                time.sleep(seconds(fault.pause))
+        for item in value:
+            faults.inject(ctx.run, item)
 
 
 class Nodes(Action):

@@ -95,10 +95,8 @@ def _check_references(ex: Exercise, fleet: Fleet, path: Path) -> Iterator[InputE
         for change in step.nodes:
             set_labels.update(change.label.items())
         for fi, f in enumerate(step.faults):
-            node = f.node_down or f.node_up
-            if node is not None and node not in nodes:
-                yield InputError(path, f"{where}.faults[{fi}]", f"node {node!r} is not in fleet {fleet.name!r}",
-                                 f"nodes: {', '.join(sorted(nodes)[:6])}...")
+            if (wrong := f.check(fleet)) is not None:  # the fault's own check (faults.py)
+                yield InputError(path, f"{where}.faults[{fi}]", *wrong)
         for di, d in enumerate(step.delete):
             if d.workload not in workloads:
                 yield InputError(path, f"{where}.delete[{di}].workload",

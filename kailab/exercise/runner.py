@@ -21,6 +21,7 @@ from ..lab import LabRecord, runtime_of
 from ..runtimes.clusterinfo import ready_nodes_and_gpus
 from ..runtimes.waits import wait_until
 from ..stacks.base import HasMetricPanels, PlacesByTopology, topology_aware
+from . import faults
 from .actions import ACTIONS, StepContext
 from .checks import Names, Result
 from .figures import figures, settle_times  # noqa: F401 - settle_times: as the runner's before
@@ -122,8 +123,7 @@ class ExerciseRun:
         self.manifests_applied: dict[str, dict] = {}  # raw manifests by workload name (to delete them)
         self.step_started: dict[str, float] = {}  # step name -> when it began (observer time)
         self.stack_figures: dict = {}  # figures from the scheduler's own metrics (labs with Prometheus)
-        self.killed: set[str] = set()  # processes the exercise's faults stopped on purpose
-        self.downed: set[str] = set()  # fleet nodes the exercise's faults took away
+        self.faulted: dict[str, set[str]] = {}  # fault key -> what the exercise's faults took away (faults.py)
         self.scheduler_changed = False  # a step reconfigured KAI's scheduler: put the default back
         self.scheduler_settings: dict = {}  # step index -> its kai.SchedulerChange, rendered in preflight
         self.topology_name = self.names.topology if ex.topology else None
@@ -188,9 +188,7 @@ class ExerciseRun:
     def _preflight(self) -> None:
         if any(s.scheduler for s in self.ex.steps) and not self.runtime.configures_scheduler(self.lab):
             self.runtime.configure_scheduler(self.lab, None)  # its one-line refusal
-        wants_processes = [f for s in self.ex.steps for f in s.faults if f.kill or f.restart]
-        if wants_processes and not self.runtime.controls_processes:
-            self.runtime.kill(self.lab, wants_processes[0].kill or wants_processes[0].restart)  # its one-line refusal
+        faults.preflight(self, [f for s in self.ex.steps for f in s.faults])  # what the lab cannot do, refused
         self.stack.preflight(self.kube, self.lab)
         if self.ex.stacks and self.stack.name not in self.ex.stacks:
             raise KailabError(f"{self.source.name}: stacks: the exercise runs on {', '.join(self.ex.stacks)}, and lab "
@@ -292,11 +290,6 @@ class ExerciseRun:
         """Where the scheduler keeps pods of its own for the run's (KAI's GPU reservation pods)."""
         return next(iter(self.stack.side_namespaces()), "")
 
-    def node_up(self, node: dict) -> None:
-        self.kube.apply({k: v for k, v in node.items() if k != "status"})
-        self.kube.apply_status(node)
-        self.downed.discard(node["metadata"]["name"])
-
     def _finish_invariants(self) -> None:
         for inv in self.invariants:
             broken = self.observer.violations.get(inv)
@@ -317,7 +310,7 @@ class ExerciseRun:
         return error
 
     def check_components(self) -> None:
-        dead = self.runtime.dead_components(self.lab, ignore=self.killed)
+        dead = self.runtime.dead_components(self.lab, ignore=faults.stopped_processes(self.faulted))
         if dead:
             tail = dead[0][1].replace("\n", " | ")
             names = [c for c, _ in dead]
@@ -425,17 +418,13 @@ class ExerciseRun:
         self.kube.close()
 
     def restore_faults(self) -> None:
-        """The lab outlives the exercise: bring back what its faults stopped."""
-        for name in sorted(self.killed):
-            self.runtime.restart(self.lab, name)
-        self.killed.clear()
+        """The lab outlives the exercise: bring back what its faults and steps changed."""
+        faults.undo_all(self)
         if self.scheduler_changed:
             self.runtime.configure_scheduler(self.lab, None)
             self.scheduler_changed = False
-        if self.downed or self.nodes_changed:
+        if self.nodes_changed:
             fleet_nodes = {n["metadata"]["name"]: n for n in load_fleet(self.ex.fleet).node_manifests()}
-            for name in sorted(self.downed):
-                self.node_up(fleet_nodes[name])
             for name, keys in sorted(self.nodes_changed.items()):
                 self.restore_node(fleet_nodes[name], keys)
             self.nodes_changed.clear()

@@ -21,6 +21,7 @@ from .spec_base import (DURATION, INVARIANTS, NAME, Count, Duration, GpuShare, N
                         _name, count_holds, count_text, seconds)
 from .spec_expect import (COUNT_METRICS, EXPECT_MODELS, OBJECT_KINDS, ConditionExpect, CountExpect,  # noqa: F401
                           EventExpect, ExpectItem, ObjectExpect, Seconds, StaysItem, WaitExpect)
+from .faults import FaultItem  # a `faults:` item: one field a fault of the registry (faults.py)
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -249,27 +250,6 @@ class PatchItem(Strict):
         return self
 
 
-FAULT_TARGETS = ("scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller",
-                 "kube-controller-manager", "kwok")
-
-
-class FaultItem(Strict):
-    """In order, after the step's apply: kill or restart a lab process (binary runtime), take a
-    fleet node away (its Node object is deleted, as when a machine dies) or bring it back, pause."""
-
-    kill: Literal[FAULT_TARGETS] | None = None  # type: ignore[valid-type]
-    restart: Literal[FAULT_TARGETS] | None = None  # type: ignore[valid-type]
-    node_down: str | None = Field(None, alias="nodeDown")
-    node_up: str | None = Field(None, alias="nodeUp")
-    pause: Duration | None = None
-
-    @model_validator(mode="after")
-    def _one(self) -> "FaultItem":
-        if sum(x is not None for x in (self.kill, self.restart, self.node_down, self.node_up, self.pause)) != 1:
-            raise ValueError("each fault is exactly one of: kill, restart, nodeDown, nodeUp, pause")
-        return self
-
-
 class UsageSetting(Strict):
     """KAI's time-based fair share (its `usageDBConfig`, read from the lab's Prometheus) and the
     proportion plugin's kValue. The window is sliding: KAI's default and the one its docs advise."""
@@ -440,8 +420,8 @@ class Exercise(Strict):
 
     @property
     def names_nodes(self) -> bool:
-        """It changes fleet nodes by name (faults nodeDown/nodeUp, `nodes:` steps)."""
-        return any(s.nodes or any(f.node_down or f.node_up for f in s.faults) for s in self.steps)
+        """It changes fleet nodes by name (faults that name a node, `nodes:` steps)."""
+        return any(s.nodes or any(f.fault.names_node for f in s.faults) for s in self.steps)
 
     def leaf_queues(self) -> set[str]:
         return leaf_queues(self.queues)

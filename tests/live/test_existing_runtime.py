@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from kailab.exercise.faults import ProcessFault
 from kailab.exercise.load import load_exercise
 from kailab.paths import exercises_dir, lab_dir
 from kailab.runtimes.base import LabRecord
@@ -29,7 +30,7 @@ def test_adopting_a_cluster_without_kai_is_refused_with_what_is_missing(kailab_l
 
 
 def _adoptable(ex) -> bool:
-    return ex.fleet == "small" and not any(s.scheduler or any(f.kill or f.restart for f in s.faults)
+    return ex.fleet == "small" and not any(s.scheduler or any(isinstance(f.fault, ProcessFault) for f in s.faults)
                                            for s in ex.steps)
 
 

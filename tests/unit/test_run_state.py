@@ -1,11 +1,13 @@
 """The actions' view of a run (kailab.exercise.run_state.RunState) is the runner's, and all they touch:
-every member is set or defined by ExerciseRun, and every attribute the actions read or write of their
-run is a member."""
+every member is set or defined by ExerciseRun, and every attribute the actions (and the faults) read or
+write of their run is a member."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 from kailab.exercise import run_state
 
@@ -31,8 +33,8 @@ def _runner_has() -> set[str]:
     return have
 
 
-def _actions_touch() -> set[str]:
-    tree = ast.parse((EXERCISE / "actions.py").read_text())
+def _actions_touch(module: str = "actions.py") -> set[str]:
+    tree = ast.parse((EXERCISE / module).read_text())
     out = set()
     for n in ast.walk(tree):
         if isinstance(n, ast.Attribute):
@@ -48,6 +50,8 @@ def test_every_member_is_the_runners():
     assert _members() - _runner_has() == set()
 
 
-def test_the_actions_touch_only_members():
-    touched = _actions_touch()
+@pytest.mark.parametrize("module", ["actions.py", "faults.py"])
+def test_the_actions_touch_only_members(module):
+    """The step actions and the faults (faults.py), which act on the run as the actions do."""
+    touched = _actions_touch(module)
     assert touched and touched - _members() == set()
