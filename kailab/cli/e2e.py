@@ -23,7 +23,8 @@ from .base import cli, console, out
               help="A running lab to use instead (it must have no queues of its own: KAI's clean-up deletes every queue).")
 @click.option("--focus", multiple=True, help="Only specs matching this regular expression (Ginkgo --focus); repeatable.")
 @click.option("--list", "list_only", is_flag=True,
-              help="List the suites a lab can run, with the operators each needs, and those it cannot, with why.")
+              help="List the suites with the runtime that runs each (binary or kind) and the operators each needs, "
+                   "and those no lab can run, with why.")
 @click.option("--dra", "dra_set", is_flag=True,
               help="KAI's DRA specs (resources, preempt, reclaim) on fleet kai-e2e-dra, which has DRA devices.")
 @click.option("--build-only", is_flag=True, help="Only compile the suites (into kailab's cache) and exit.")
@@ -33,27 +34,42 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
     A lab runs the workload operators its suites need beside KAI (the third-party integrations:
     jobset, pytorch, mpi, tfjob, jax, xgboost, lws, ray; `--list` says which)."""
     from ..e2e import session
-    from ..stacks.kai.e2e.suites import registry
+    from ..stacks.kai.e2e.suites import RUNTIMES, registry
     from ..fleet import load_fleet
 
     reg = registry()
     if list_only:
-        out.print(f"{'suite':20} {'operators':10} package (the operators its lab runs beside KAI)",
+        out.print(f"{'suite':20} {'runtime':8} {'operators':10} package (runtime: the lab that runs it, "
+                  "a binary one's suites run on kind too; operators: what its lab runs beside KAI)",
                   markup=False, highlight=False)
         for s in reg.run.values():
             ops = ",".join(session.operators_needed([s])) or "none"
-            extra = f"; leaves out: {'; '.join(f'{t} ({w})' for t, w in s.skip.items())}" if s.skip else ""
-            out.print(f"{s.name:20} {ops:10} {s.path}{' [ci]' if s.ci else ''}{extra}", markup=False, highlight=False)
+            left = s.skips(s.runtime)
+            extra = f"; leaves out: {'; '.join(f'{t} ({w})' for t, w in left.items())}" if left else ""
+            more = {t: w for t, w in s.skips("kind").items() if t not in left} if s.runtime != "kind" else {}
+            on_kind = [t for t in left if t not in s.skips("kind")]
+            if on_kind:
+                extra += f"; on a kind lab also runs: {'; '.join(on_kind)}"
+            if more:
+                extra += f"; on a kind lab leaves out: {'; '.join(f'{t} ({w})' for t, w in more.items())}"
+            out.print(f"{s.name:20} {s.runtime:8} {ops:10} {s.path}{' [ci]' if s.ci else ''}{extra}",
+                      markup=False, highlight=False)
         for n, (pkg, why) in reg.not_run.items():
-            out.print(f"{n:20} cannot run on a lab: {why}", markup=False, highlight=False)
-        out.print(f"label filter: {reg.label_filter()}", markup=False, highlight=False)
+            out.print(f"{n:20} {'none':8} cannot run on a lab: {why}", markup=False, highlight=False)
+        for rt in RUNTIMES:
+            out.print(f"label filter on a {rt} lab: {reg.label_filter(rt)}", markup=False, highlight=False)
         return
     if dra_set:
         if suite_names or focus or ci_set or fleet != "kai-e2e":
             raise KailabError("--dra picks its own suites, focus and fleet (data/kai-e2e.yaml): leave out SUITE, "
                               "--focus, --ci and --fleet")
         suite_names, focus, fleet = tuple(reg.dra["suites"]), tuple(reg.dra["focus"]), reg.dra["fleet"]
-    suites = reg.select(list(suite_names), ci=ci_set)
+    lab_runtime = None
+    if lab_name:
+        from ..lab import require_kai_lab
+
+        lab_runtime = require_kai_lab(lab_name, "KAI's e2e suites").runtime
+    suites = reg.select(list(suite_names), ci=ci_set, runtime=lab_runtime)
     session.operators_needed(suites)  # a registry naming an operator no lab runs: one line, before any build
     if build_only:
         from ..stacks.kai.e2e import build
@@ -83,7 +99,7 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
     else:
         load_fleet(fleet)  # a bad fleet is one line before anything is built
     plan = session.Plan(suites=suites, kai_versions=session.check_versions(version_text, lab_version), labs=labs,
-                        fleet=fleet, lab_name=lab_name, focus=list(focus))
+                        fleet=fleet, lab_name=lab_name, runtime=lab_runtime, focus=list(focus))
     out_dir = session.run_e2e(plan, echo=lambda text: console.print(text, markup=False, highlight=False))
     summary = json.loads((out_dir / session.SUMMARY).read_text())
     out.print(session.markdown(summary), markup=False, highlight=False)

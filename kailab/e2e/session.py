@@ -1,5 +1,7 @@
-"""A run of KAI's e2e suites: one lane per KAI version (and per extra lab asked for), each on a lab
-of its own, side by side; suites run one after another within a lane (they share cluster-wide
+"""A run of KAI's e2e suites: one lane per KAI version and runtime (and per extra lab asked for), each
+on a lab of its own, side by side; each suite on the runtime the registry names for it (binary labs
+for most, a kind lab, KAI from its chart with its operator, for the suites that reconfigure KAI through
+its Config / SchedulingShard objects), the label filter and skips that runtime's; suites run one after another within a lane (they share cluster-wide
 state: KAI's clean-up deletes every queue), every result read from the suite's JUnit report.
 A lane's lab runs the workload operators its suites need (the registry's `operators`: KAI's
 third-party integrations), the union of them, beside KAI.
@@ -33,7 +35,7 @@ from ..lab import LabRecord, LabSpec, lab, runtime_of
 from ..evidence import new_folder, stamp_of
 from ..paths import evidence_dir
 from ..stacks.kai.e2e import build, cluster, ginkgo, junit
-from ..stacks.kai.e2e.suites import Suite, registry
+from ..stacks.kai.e2e.suites import RUNTIMES, Suite, registry
 from ..report.page import write_report
 
 SUMMARY = "summary.json"
@@ -75,6 +77,7 @@ class Lane:
     label: str
     kai_version: str
     suites: list[Suite]
+    runtime: str = "binary"
 
     @property
     def operators(self) -> tuple[str, ...]:
@@ -88,23 +91,40 @@ class Plan:
     kai_versions: list[str]
     labs: int = 1  # labs per KAI version; its suites are split over them
     fleet: str = DEFAULT_FLEET
-    runtime: str = "binary"
+    runtime: str | None = None  # a running lab's runtime (`lab_name`); None: each suite's own (registry)
     lab_name: str | None = None  # a running lab instead of labs of our own
     focus: list[str] = field(default_factory=list)
 
+    def by_runtime(self) -> dict[str, list[Suite]]:
+        """The suites per runtime of the labs that run them: all on the running lab's runtime, or each
+        on its own (binary first, then kind)."""
+        if self.runtime:
+            return {self.runtime: list(self.suites)}
+        out: dict[str, list[Suite]] = {}
+        for rt in RUNTIMES:
+            picked = [s for s in self.suites if s.runtime == rt]
+            if picked:
+                out[rt] = picked
+        return out
+
     def lanes(self) -> list[Lane]:
-        """Suites split over `labs` lanes per version, longest first onto the least loaded lane
-        (the registry's `seconds` say how long each took here)."""
+        """Per version and runtime, suites split over `labs` lanes (a kind runtime's over one: one
+        kind lab at a time), longest first onto the least loaded lane (the registry's `seconds` say
+        how long each took here)."""
         out = []
+        groups_by_rt = self.by_runtime()
         for v in self.kai_versions:
-            n = min(self.labs, len(self.suites))
-            groups: list[list[Suite]] = [[] for _ in range(n)]
-            for s in sorted(self.suites, key=lambda s: -s.seconds):
-                min(groups, key=lambda g: sum(x.seconds for x in g)).append(s)
-            for i, g in enumerate(groups):
-                order = [s for s in self.suites if s in g]  # the order asked for, within a lane
-                label = v if n == 1 else f"{v}-lab{i + 1}"
-                out.append(Lane(label, v, order))
+            for rt, suites in groups_by_rt.items():
+                n = min(self.labs if rt == "binary" or self.lab_name else 1, len(suites))
+                groups: list[list[Suite]] = [[] for _ in range(n)]
+                for s in sorted(suites, key=lambda s: -s.seconds):
+                    min(groups, key=lambda g: sum(x.seconds for x in g)).append(s)
+                for i, g in enumerate(groups):
+                    order = [s for s in suites if s in g]  # the order asked for, within a lane
+                    label = v if n == 1 else f"{v}-lab{i + 1}"
+                    if rt != "binary" and not self.runtime:
+                        label += f"-{rt}"
+                    out.append(Lane(label, v, order, rt))
         return out
 
 
@@ -124,12 +144,16 @@ def run_e2e(plan: Plan, root: Path | None = None, echo=print) -> Path:
         trees[v] = build.ensure(v, plan.suites, lambda text, v=v: say(v, text))
     reg = registry()
     (out / "plan.json").write_text(json.dumps({
-        "kai_versions": plan.kai_versions, "fleet": plan.fleet, "runtime": plan.runtime, "lab": plan.lab_name,
-        "label_filter": reg.label_filter(), "labels_left_out": reg.labels, "focus": plan.focus,
+        "kai_versions": plan.kai_versions, "fleet": plan.fleet, "lab": plan.lab_name,
+        "runtimes": {ln.label: ln.runtime for ln in lanes},
+        "label_filter": {ln.label: reg.label_filter(ln.runtime) for ln in lanes},
+        "labels_left_out": {rt: reg.labels_left_out(rt) for rt in sorted({ln.runtime for ln in lanes})},
+        "focus": plan.focus,
         "lanes": {ln.label: [s.name for s in ln.suites] for ln in lanes},
         "operators": {ln.label: list(ln.operators) for ln in lanes},
         "suite_operators": {s.name: list(s.operators) for s in plan.suites if s.operators},
-        "skipped_specs": {s.name: s.skip for s in plan.suites if s.skip},
+        "skipped_specs": {ln.label: {s.name: s.skips(ln.runtime) for s in ln.suites if s.skips(ln.runtime)}
+                          for ln in lanes},
         "suites_not_run": {n: {"package": p, "why": w} for n, (p, w) in reg.not_run.items()},
     }, indent=2))
     try:
@@ -152,10 +176,10 @@ def _lane(plan: Plan, ln: Lane, built: tuple[Path, dict[str, Path]], ldir: Path,
             _on_lab(rec, ln, tree, binaries, ldir, say, plan.focus)
             return
         spec = LabSpec(name=f"e2e-{stamp.lower()}-{ln.label.replace('.', '-')}"[:50].rstrip("-"),
-                       runtime=plan.runtime, fleet=plan.fleet, kai_version=ln.kai_version, metrics=False,
+                       runtime=ln.runtime, fleet=plan.fleet, kai_version=ln.kai_version, metrics=False,
                        operators=ln.operators)
         with_ops = f", operators {','.join(ln.operators)}" if ln.operators else ""
-        say(ln.label, f"bringing up lab {spec.name} (fleet {plan.fleet}, KAI {ln.kai_version}{with_ops})")
+        say(ln.label, f"bringing up {ln.runtime} lab {spec.name} (fleet {plan.fleet}, KAI {ln.kai_version}{with_ops})")
         with lab(spec) as rec:
             _on_lab(rec, ln, tree, binaries, ldir, say, plan.focus)
     except KailabError as err:
@@ -182,7 +206,7 @@ def _on_lab(rec: LabRecord, ln: Lane, tree: Path, binaries: dict[str, Path], ldi
                 say(ln.label, f"stand-in Deployments the operators' suites look for: {', '.join(made['deployments'])} "
                               "(0 replicas; the operators run as local processes)")
             for suite in ln.suites:
-                _run_suite(rec, suite, tree, binaries[suite.name], ldir / suite.name, say, ln.label, focus)
+                _run_suite(rec, suite, tree, binaries[suite.name], ldir / suite.name, say, ln.label, focus, ln.runtime)
                 dead = runtime.dead_components(rec, set())
                 if dead:
                     name, lines = dead[0]
@@ -195,7 +219,8 @@ def _on_lab(rec: LabRecord, ln: Lane, tree: Path, binaries: dict[str, Path], ldi
         kube.close()
 
 
-def _run_suite(rec: LabRecord, suite: Suite, tree: Path, binary: Path, sdir: Path, say, label: str, focus) -> None:
+def _run_suite(rec: LabRecord, suite: Suite, tree: Path, binary: Path, sdir: Path, say, label: str, focus,
+               runtime: str = "binary") -> None:
     sdir.mkdir(parents=True)
     report = sdir / "junit.xml"
     say(label, f"suite {suite.name} ({suite.path}) starts")
@@ -204,7 +229,7 @@ def _run_suite(rec: LabRecord, suite: Suite, tree: Path, binary: Path, sdir: Pat
     progress = ginkgo.Progress()
     env = {**os.environ, "KUBECONFIG": rec.kubeconfig}
     with open(sdir / "output.log", "w", buffering=1) as log:  # line by line: readable while it runs
-        proc = subprocess.Popen([str(binary), *ginkgo.args(suite, report, focus)], cwd=tree / suite.path, env=env,
+        proc = subprocess.Popen([str(binary), *ginkgo.args(suite, report, focus, runtime)], cwd=tree / suite.path, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
         try:
             assert proc.stdout is not None

@@ -16,6 +16,22 @@ def is_e2e(d: Path) -> bool:
     return (Path(d) / SUMMARY).is_file() and (Path(d) / "plan.json").is_file() and Path(d).name.startswith("e2e-")
 
 
+def _runtimes(plan: dict) -> str:
+    """The runtime(s) of a run's labs: one per lane since the operator's suites run on kind labs
+    (plan["runtimes"]); earlier records name one (plan["runtime"])."""
+    if "runtimes" in plan:
+        return ", ".join(f"{lane}: {rt}" for lane, rt in plan["runtimes"].items())
+    return fmt(plan.get("runtime"))
+
+
+def _filters(plan: dict) -> str:
+    """The label filter, one per lane (its runtime's) or, in earlier records, one for the run."""
+    f = plan["label_filter"]
+    if isinstance(f, dict):
+        return "; ".join(f"{esc(lane)}: <code>{esc(text)}</code>" for lane, text in f.items())
+    return f"<code>{esc(f)}</code>"
+
+
 def e2e_html(d: Path, base: Path, link) -> str:
     s = json.loads((Path(d) / SUMMARY).read_text())
     plan, t = s["plan"], s["totals"]
@@ -24,7 +40,7 @@ def e2e_html(d: Path, base: Path, link) -> str:
            f'{"passed" if s["ok"] else "failed"}</span> {t["tests"] - t["skipped"]} specs ran, {t["passed"]} passed, '
            f'{t["failed"]} failed, {t["skipped"]} skipped</h2>',
            f'<p class="muted">KAI {esc(", ".join(plan["kai_versions"]))} on fleet {esc(fmt(plan["fleet"]))} '
-           f'({esc(fmt(plan["runtime"]))}); label filter <code>{esc(plan["label_filter"])}</code>. '
+           f'({esc(_runtimes(plan))}); label filter {_filters(plan)}. '
            f'From {link(Path(d) / SUMMARY, base)}; merged JUnit: {link(Path(d) / "junit.xml", base)}.</p>',
            '<table class="figures"><thead><tr><th>lab</th><th>suite</th><th>ran</th><th>passed</th><th>failed</th>'
            '<th>skipped</th><th>seconds</th><th>output</th></tr></thead><tbody>']

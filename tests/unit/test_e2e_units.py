@@ -70,10 +70,10 @@ def test_registry_every_suite_left_out_says_why_and_ci_set_is_quota_reclaim_pree
     reg = registry()
     assert [s.name for s in reg.select(None, ci=True)] == ["quota", "reclaim", "preempt"]
     assert all(why for _, why in reg.not_run.values())
-    assert all(why for why in reg.labels.values())
+    assert all(left.why for left in reg.labels.values())
     assert "!operated" in reg.label_filter()
-    with pytest.raises(KailabError, match="cannot run on a lab: its BeforeAll sets the placement strategy"):
-        reg.select(["topology"])
+    with pytest.raises(KailabError, match="cannot run on a lab: installs KAI's helm chart"):
+        reg.select(["upgrade"])
     with pytest.raises(KailabError, match="no KAI e2e suite 'nope'; choose from quota"):
         reg.select(["nope"])
     assert [s.name for s in reg.select(["quota", "quota"])] == ["quota"]
@@ -89,7 +89,8 @@ def test_every_third_party_integration_runs_on_a_lab_with_its_operator_or_says_w
         "spark": ()}  # Spark's specs make plain pods with Spark's labels: no operator
     assert all(o in operators.OPERATORS for s in reg.run.values() for o in s.operators)
     # MPIJob v2beta1 is the mpi-operator's, whose CRD would take the training-operator's name
-    assert "mpi-operator" in reg.run["mpi"].skip["MPIJob - V2beta1"]
+    assert "mpi-operator" in reg.run["mpi"].skips("binary")["MPIJob - V2beta1"]
+    assert "mpi-operator" in reg.run["mpi"].skips("kind")["MPIJob - V2beta1"]  # a kind lab lacks it too
     left_out = {n: why for n, (pkg, why) in reg.not_run.items() if pkg.startswith(THIRD_PARTY)}
     assert sorted(left_out) == ["hamicore", "karta", "knative"] and all(left_out.values())
     assert "third-party" not in reg.not_run  # no package-wide entry hides the suites above
@@ -212,3 +213,66 @@ Reclaim Distributed Jobs Over more than one nodes [It] should reclaim jobs
         ("skipped", "Preemption with Max Pods Limit node at maxPods-1, fraction pod cannot allocate [reservationPod]"),
         ("FAILED", "Reclaim Distributed Jobs Over more than one nodes should reclaim jobs"),
     ]
+
+
+OPERATOR_SUITES = ["priority", "topology", "device-access", "config-api"]
+
+
+def test_the_operators_suites_run_on_a_kind_lab_and_a_binary_lab_refuses_them_saying_why():
+    reg = registry()
+    assert [s.name for s in reg.run.values() if s.runtime == "kind"] == OPERATOR_SUITES
+    assert all(s.runtime == "binary" for n, s in reg.run.items() if n not in OPERATOR_SUITES)
+    for name in OPERATOR_SUITES:
+        assert name not in reg.not_run
+        with pytest.raises(KailabError, match=f"'{name}' runs on a kind lab, not on this binary lab"):
+            reg.select([name], runtime="binary")
+        assert [s.name for s in reg.select([name], runtime="kind")] == [name]
+    # a running lab's default set: what its runtime can run (a kind lab runs the binary labs' suites too)
+    on_binary = [s.name for s in reg.select(None, runtime="binary")]
+    on_kind = [s.name for s in reg.select(None, runtime="kind")]
+    assert not set(on_binary) & set(OPERATOR_SUITES) and set(OPERATOR_SUITES) <= set(on_kind)
+    assert set(on_binary) < set(on_kind) and [s.name for s in reg.select(None)] == on_kind
+    assert [s.name for s in reg.select(None, ci=True, runtime="kind")] == ["quota", "reclaim", "preempt"]
+
+
+def test_the_label_filter_runs_kais_operated_specs_on_a_kind_lab_only():
+    reg = registry()
+    binary, kind = reg.label_filter("binary"), reg.label_filter("kind")
+    assert "!operated" in binary.split(" && ") and "!operated" not in kind.split(" && ")
+    assert "operated" in reg.labels_left_out("binary") and "operated" not in reg.labels_left_out("kind")
+    assert "operated" in reg.labels_left_out("existing")  # an adopted cluster: not measured, left out
+    for label in ("upgrade", "gitops", "autoscale", "scale", "nightly"):  # left out everywhere, as KAI's PR CI
+        assert f"!{label}" in binary.split(" && ") and f"!{label}" in kind.split(" && ")
+    reclaim = reg.run["reclaim"]
+    assert "Hierarchy level fairness" in reclaim.skips("binary") and reclaim.skips("kind") == {}
+    on_kind = ginkgo.args(reclaim, Path("j.xml"), [], "kind")
+    assert f"-ginkgo.label-filter={kind}" in on_kind
+    assert not any(a.startswith("-ginkgo.skip=") for a in on_kind)
+    assert "-ginkgo.skip=Hierarchy level fairness" in ginkgo.args(reclaim, Path("j.xml"), [], "binary")
+
+
+def test_each_suite_runs_on_a_lab_of_its_runtime_the_kind_ones_on_one_kind_lab():
+    reg = registry()
+    mixed = reg.select(["quota", "topology", "preempt", "priority", "reclaim"])
+    lanes = session.Plan(suites=mixed, kai_versions=["v0.17.0"], labs=2).lanes()
+    assert [(ln.label, ln.runtime) for ln in lanes] == [
+        ("v0.17.0-lab1", "binary"), ("v0.17.0-lab2", "binary"), ("v0.17.0-kind", "kind")]
+    assert [s.name for s in lanes[-1].suites] == ["topology", "priority"]  # one kind lab at a time
+    assert sorted(s.name for ln in lanes[:2] for s in ln.suites) == ["preempt", "quota", "reclaim"]
+    # a running kind lab runs every suite asked for, each with the kind lab's filter
+    (one,) = session.Plan(suites=mixed, kai_versions=["v0.17.0"], lab_name="e2ek", runtime="kind").lanes()
+    assert (one.label, one.runtime, len(one.suites)) == ("v0.17.0", "kind", 5)
+    (alone,) = session.Plan(suites=reg.select(["quota"]), kai_versions=["v0.17.0"]).lanes()
+    assert (alone.label, alone.runtime) == ("v0.17.0", "binary")
+
+
+def test_a_skip_or_label_left_out_on_some_runtimes_reads_from_the_registry_text():
+    from kailab.stacks.kai.e2e.suites import _left_out
+
+    assert _left_out("why").on("kind") and _left_out("why").on("binary")
+    left = _left_out({"why": "operator", "runs_on": ["kind"]})
+    assert left.why == "operator" and left.on("binary") and not left.on("kind")
+    s = Suite(name="x", package="p", skip={"A": left, "B": "never"}, runtime="binary")
+    assert s.skips("binary") == {"A": "operator", "B": "never"} and s.skips("kind") == {"B": "never"}
+    assert s.runs_on("kind") and s.runs_on("binary")
+    assert not Suite(name="y", package="p", runtime="kind").runs_on("binary")
