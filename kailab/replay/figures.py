@@ -31,8 +31,9 @@ def _queue_figures(jobs: list[dict], intervals: list[dict]) -> dict:
     waits = [j["started"] - j["submitted"] for j in jobs if j["started"] is not None and j["submitted"] is not None]
     names = {j["name"] for j in jobs}
     durations = {j["name"]: j["duration_s"] for j in jobs}
+    # a pod that ran its duration: it succeeded, or kailab ended its job after it (a RayJob: player.Ender)
     delivered = sum(i["gpus"] * durations[i["job"]] for i in intervals
-                    if i["job"] in names and i["ended"] == "succeeded")
+                    if i["job"] in names and i["ended"] in ("succeeded", "ended_by_kailab"))
     lost = sum(i["gpus"] * (i["to"] - i["from"]) for i in intervals if i["job"] in names and i["ended"] == "evicted")
     return {
         "jobs": len(jobs),

@@ -13,6 +13,7 @@ convert them to trace time by multiplying by the compression factor.
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import time
@@ -48,6 +49,9 @@ class Ledger:
     planned: dict[str, float] = field(default_factory=dict)
     submitted: dict[str, float] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
+    # jobs kailab ended (ENDED_BY_KAILAB kinds): when it deleted the object; and why it could not
+    ended: dict[str, float] = field(default_factory=dict)
+    end_errors: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -130,14 +134,61 @@ def _of_kind(job: TraceJob, batch_job: dict) -> dict:
         if job.min_members > 1:
             spec["runPolicy"] = {"schedulingPolicy": {"minAvailable": job.min_members}}
         return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta, "spec": spec}
+    if job.kind in ("rayjob", "raycluster"):
+        return _ray(job, meta, template)
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta,
             "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": batch_job["spec"]}}]}}
+
+
+# how a RayJob row is submitted (KubeRay v1.5.1's spec.submissionMode). Measured on a binary lab with
+# KAI v0.17.0 (docs/replay.md): in every mode KAI gangs the RayCluster's head and workers under the
+# RayJob and binds them; K8sJobMode's submitter Job's pod (no schedulerName) stayed Pending, and in
+# K8sJobMode, HTTPMode and SidecarMode KubeRay calls Ray's dashboard, which no fake node runs, failing
+# every reconcile ("Failed to get job info"). InteractiveMode makes no submitter and calls no dashboard:
+# the RayJob waits (`Waiting`) for a job id, its cluster up, until deleted.
+RAYJOB_SUBMISSION_MODE = "InteractiveMode"
+# kinds whose end kailab makes: it deletes the object once the row's pods have run its duration
+ENDED_BY_KAILAB = {"rayjob": ("ray.io/v1", "RayJob"), "raycluster": ("ray.io/v1", "RayCluster")}
+
+
+def _ray(job: TraceJob, meta: dict, template: dict) -> dict:
+    """A RayCluster of a head and pods-1 workers, each asking the row's GPUs (KAI gangs head +
+    workers whole unless min_members says less: the worker group's minReplicas), or a RayJob of that
+    cluster. Its pods carry no run time: they run until kailab deletes the object `duration_s` after
+    its gang started (ENDED_BY_KAILAB), as its job would end: KubeRay's own end of a RayJob needs
+    Ray's dashboard, which no fake node runs, and a RayCluster serves until deleted."""
+    template = copy.deepcopy(template)
+    notes = {k: v for k, v in (template["metadata"].get("annotations") or {}).items()
+             if k != workloads.RUN_DURATION_ANNOTATION}
+    template["metadata"].pop("annotations", None)
+    if notes:
+        template["metadata"]["annotations"] = notes
+    template["spec"].pop("restartPolicy", None)  # KubeRay's own for its pods
+
+    def group_template(container: str) -> dict:
+        out = copy.deepcopy(template)
+        out["spec"]["containers"][0]["name"] = container
+        return out
+
+    cluster: dict = {"headGroupSpec": {"rayStartParams": {}, "template": group_template("ray-head")}}
+    if job.pods > 1:
+        workers = {"groupName": "workers", "replicas": job.pods - 1, "maxReplicas": job.pods - 1,
+                   "rayStartParams": {}, "template": group_template("ray-worker")}
+        if 1 < job.min_members < job.pods:
+            workers["minReplicas"] = job.min_members - 1
+        cluster["workerGroupSpecs"] = [workers]
+    if job.kind == "raycluster":
+        return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": cluster}
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta,
+            "spec": {"submissionMode": RAYJOB_SUBMISSION_MODE, "rayClusterSpec": cluster}}
 
 
 _PATHS = {"Job": "apis/batch/v1/namespaces/{ns}/jobs", "Pod": "api/v1/namespaces/{ns}/pods",
           "ConfigMap": "api/v1/namespaces/{ns}/configmaps",
           "PyTorchJob": "apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs",
-          "JobSet": "apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"}
+          "JobSet": "apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets",
+          "RayJob": "apis/ray.io/v1/namespaces/{ns}/rayjobs",
+          "RayCluster": "apis/ray.io/v1/namespaces/{ns}/rayclusters"}
 
 
 def _create(kube: Kube, obj: dict) -> str | None:
@@ -211,7 +262,9 @@ def _play(kube, trace, namespace, compress, deadline_s, on_progress, translate, 
     want = {j.name: j.pods for j in jobs}
     last_note = 0.0
     quiet_since = None
+    ender = Ender(kube, namespace, compress, [j for j in jobs if j.kind in ENDED_BY_KAILAB], ledger)
     while time.monotonic() < end_by:
+        next_end = ender.tick()
         done = _finished(ledger, want)
         if on_progress and time.monotonic() - last_note > 15:
             on_progress(f"{len(done)}/{len(want)} jobs finished")
@@ -226,7 +279,7 @@ def _play(kube, trace, namespace, compress, deadline_s, on_progress, translate, 
             quiet_since = time.monotonic()
         elif time.monotonic() - quiet_since > SETTLED_QUIET_S:
             break
-        _interrupted(cancel, 0.5)
+        _interrupted(cancel, min(0.5, next_end))
     end = time.monotonic()
     clock = {"t0": t0, "wall_t0": wall0, "end": end, "wall_end": wall0 + (end - t0),
              "submitted_all": submitted_all, "timed_out": time.monotonic() >= end_by,
@@ -240,7 +293,59 @@ def _finished(ledger: Ledger, want: dict[str, int]) -> set[str]:
         for rec in ledger.pods.values():
             if rec.succeeded is not None:
                 done[rec.job] = done.get(rec.job, 0) + 1
-    return {j for j, n in done.items() if n >= want.get(j, 1 << 30)}
+        ended = set(ledger.ended)
+    return {j for j, n in done.items() if n >= want.get(j, 1 << 30)} | ended
+
+
+class Ender:
+    """Ends each job of an ENDED_BY_KAILAB kind as its job would end: once its gang (every pod, or
+    min_members when it says fewer) has been running `duration_s` (compressed), kailab deletes the
+    object and its operator's pods go with it. A pod lost before then (an eviction) stops the clock:
+    it starts over when the gang runs whole again, as a job's unsaved run would."""
+
+    def __init__(self, kube: Kube, namespace: str, compress: float, jobs: list[TraceJob], ledger: Ledger):
+        self.kube, self.namespace, self.ledger = kube, namespace, ledger
+        self.jobs = {j.name: j for j in jobs}
+        self.run_s = {j.name: j.duration_s / compress for j in jobs}
+
+    def tick(self) -> float:
+        """End what is due; the seconds until the next end falls due (0.5 when none is in sight)."""
+        due = 0.5
+        if not self.jobs:
+            return due
+        now = time.monotonic()
+        with self.ledger.lock:
+            running: dict[str, list[float]] = {}
+            for rec in self.ledger.pods.values():
+                if rec.job in self.jobs and rec.bound is not None and rec.gone is None and rec.succeeded is None:
+                    running.setdefault(rec.job, []).append(rec.bound)
+        for name, job in list(self.jobs.items()):
+            gang = job.min_members if job.min_members > 1 else job.pods
+            bound = sorted(running.get(name, []))
+            if len(bound) < gang:
+                continue
+            if now - bound[gang - 1] < self.run_s[name]:
+                due = min(due, bound[gang - 1] + self.run_s[name] - now)
+                continue
+            api_version, kind = ENDED_BY_KAILAB[job.kind]
+            try:
+                self.kube.delete(api_version, kind, name, self.namespace)
+            except Exception as exc:  # noqa: BLE001 - the job then runs on; its record says why
+                with self.ledger.lock:
+                    self.ledger.end_errors[name] = f"{type(exc).__name__}: {exc}"[:300]
+                continue
+            with self.ledger.lock:
+                self.ledger.ended[name] = time.monotonic()
+            del self.jobs[name]
+        return max(due, 0.02)
+
+
+ENDED = "ended_by_kailab"  # a pod interval kailab ended by deleting its job's object (Ender)
+
+
+def _ended(rec: PodRecord, ended_at: float | None) -> bool:
+    """A pod that ran until kailab ended its job (it went with the object, not before)."""
+    return ended_at is not None and rec.succeeded is None and (rec.gone is None or rec.gone >= ended_at)
 
 
 def _live(ledger: Ledger) -> bool:
@@ -276,7 +381,10 @@ def records(trace: Trace, ledger: Ledger, clock: dict, compress: float, outcomes
         started = bound[job.min_members - 1] if len(bound) >= job.min_members else None
         succeeded = sorted(r.succeeded for r in pods if r.succeeded is not None)
         finished = succeeded[job.pods - 1] if len(succeeded) >= job.pods else None
-        evicted = [r for r in pods if r.gone is not None and r.bound is not None]
+        ended_at = ledger.ended.get(job.name)
+        if job.kind in ENDED_BY_KAILAB:
+            finished = ended_at
+        evicted = [r for r in pods if r.gone is not None and r.bound is not None and not _ended(r, ended_at)]
         out_jobs.append({
             "name": job.name, "queue": job.queue, "pods": job.pods, "gpus": job.gpus,
             "min_members": job.min_members, "duration_s": job.duration_s, "priority": job.priority,
@@ -284,12 +392,15 @@ def records(trace: Trace, ledger: Ledger, clock: dict, compress: float, outcomes
             "submitted": rel(ledger.submitted.get(job.name)), "started": rel(started),
             "finished": rel(finished), "evicted_pods": len(evicted),
             "refused": ledger.refused.get(job.name, ""), "outcome": (outcomes or {}).get(job.name, ""),
+            **({"kind": job.kind} if job.kind != "job" else {}),
+            **({"ended_by": "kailab" if ended_at is not None else "",
+                "end_error": ledger.end_errors.get(job.name, "")} if job.kind in ENDED_BY_KAILAB else {}),
         })
     gpus = {j.name: j.gpus for j in trace.jobs}
     end = clock["end"]
     intervals = [{"job": r.job, "gpus": gpus.get(r.job, 0), "node": r.node, "scheduler": r.scheduler, "from": rel(r.bound),
                   "to": rel(r.succeeded or r.gone or end), "ended": "succeeded" if r.succeeded else
-                  ("evicted" if r.gone else "running")}
+                  (ENDED if _ended(r, ledger.ended.get(r.job)) else "evicted" if r.gone else "running")}
                  for r in ledger.pods.values() if r.bound is not None]
     # pods deleted before they were ever bound (KAI evicting a pod whose bind was in flight, say):
     # a Job counts such a pod as failed and replaces it, a bare pod is simply gone

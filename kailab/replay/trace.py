@@ -18,7 +18,11 @@ optional:
                nvidia.com/gpu.product label; at least one must be a product of the lab's fleet)
   kind         what the team submits (default job): job (a Kubernetes Job), pytorchjob (a Kubeflow
                PyTorchJob: a master and pods-1 workers, gang-scheduled whole unless min_members says a
-               smaller minimum), jobset (a JobSet of one replicated Job of `pods` pods); the lab runs
+               smaller minimum), jobset (a JobSet of one replicated Job of `pods` pods), rayjob (a KubeRay
+               RayJob whose RayCluster is a head and pods-1 workers, gang-scheduled whole unless
+               min_members says less; kailab ends it by deleting it once its pods have run duration_s:
+               KubeRay's own end needs Ray's dashboard, which no fake node runs), raycluster (that
+               RayCluster alone, ended by kailab the same way: it serves until deleted); the lab runs
                their operators (docs/operators.md)
 
 A bad row is one line naming the file, the row and the field, and how to fix it.
@@ -42,13 +46,9 @@ OPTIONAL = ("name", "priority", "min_members", "topology_required", "topology_pr
             "cpu_milli", "memory_mib", "gpu_models", "kind")
 COLUMNS = REQUIRED + OPTIONAL
 # what a row may submit, and the operator each needs (kailab/operators)
-KINDS = {"job": None, "pytorchjob": "kubeflow", "jobset": "jobset"}
+KINDS = {"job": None, "pytorchjob": "kubeflow", "jobset": "jobset", "rayjob": "ray", "raycluster": "ray"}
 # kinds a replay cannot play on fake nodes, each with what was measured (bench/results/2026-11-29-operators.md)
 NOT_REPLAYED = {
-    "rayjob": "KubeRay v1.5.1 reads a RayJob's end from Ray's dashboard, which no fake node runs (its status "
-              "stays Running), and KAI v0.17.0 left its submitter pod unschedulable (\"references subgroup "
-              "default\")",
-    "raycluster": "a RayCluster serves until deleted: KubeRay makes a pod that ended again",
     "lws": "a LeaderWorkerSet serves until deleted: its pods never end",
 }
 # KAI's chart's priority classes (the lab creates them): the only ones a trace may name
