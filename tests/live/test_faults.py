@@ -124,6 +124,41 @@ def test_a_window_on_pods_kai_never_grouped_fails_naming_them(kai_lab, tmp_path)
     assert processes.records(kai_lab.dir)["podgrouper"].alive()  # the run restarts what its faults killed
 
 
+def test_what_faults_take_away_lasts_until_a_fault_or_the_runs_end_puts_it_back(kai_lab, tmp_path):
+    """The registry's bookkeeping on a real lab: a node taken away and brought back by `nodeUp` is not
+    brought back again at the end; a node and a process still away when the run ends are put back
+    then; a process the run killed is no component death."""
+    from kailab.fleet import load_fleet
+    from kailab.kube import Kube
+
+    first, second = [n["metadata"]["name"] for n in load_fleet("tiny").node_manifests()][:2]
+    path = exercise(tmp_path, "fault-lasting", [
+        {"name": "a node and the binder down", "faults": [{"nodeDown": first}, {"kill": "binder"}, {"pause": "1s"}]},
+        {"name": "the node back", "faults": [{"nodeUp": first}]},
+        {"name": "another node down", "faults": [{"nodeDown": second}]},
+    ])
+    away: list[dict] = []
+    run = ExerciseRun(load_exercise(path), path, kai_lab, tmp_path / "ev",
+                      after_step=lambda i, step, results: away.append({k: sorted(v) for k, v in run.faulted.items()}))
+    outcome = run.run()
+    assert outcome.verdict == "passed", outcome.report()
+    assert away == [{"nodeDown": [first], "kill": ["binder"]}, {"nodeDown": [], "kill": ["binder"]},
+                    {"nodeDown": [second], "kill": ["binder"]}]
+    assert run.faulted == {"nodeDown": set(), "kill": set()}  # all put back at the end
+    notes = [json.loads(line)["detail"] for line in (Path(outcome.evidence) / "timeline.jsonl").read_text().splitlines()
+             if json.loads(line)["what"] == "fault"]
+    assert notes == [f"fault: node {first} gone", "fault: killed binder", f"fault: node {first} back",
+                     f"fault: node {second} gone"]
+    kube = Kube(kai_lab.kubeconfig)
+    try:
+        for name in (first, second):
+            node = kube.get("v1", "Node", name)
+            assert node is not None and int(node["status"]["allocatable"]["nvidia.com/gpu"]) > 0, name
+    finally:
+        kube.close()
+    assert processes.records(kai_lab.dir)["binder"].alive()
+
+
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_interrupted_run_keeps_evidence_and_removes_its_workloads(kailab_labs, tmp_path, sig):
     import signal
