@@ -135,7 +135,11 @@ def _of_kind(job: TraceJob, batch_job: dict) -> dict:
             spec["runPolicy"] = {"schedulingPolicy": {"minAvailable": job.min_members}}
         return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta, "spec": spec}
     if job.kind in ("rayjob", "raycluster"):
-        return _ray(job, meta, template)
+        return _ray(job, meta, _running_until_deleted(template))
+    if job.kind == "lws":
+        return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": meta,
+                "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": job.pods,
+                                                                  "workerTemplate": _running_until_deleted(template)}}}
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta,
             "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": batch_job["spec"]}}]}}
 
@@ -148,7 +152,21 @@ def _of_kind(job: TraceJob, batch_job: dict) -> dict:
 # the RayJob waits (`Waiting`) for a job id, its cluster up, until deleted.
 RAYJOB_SUBMISSION_MODE = "InteractiveMode"
 # kinds whose end kailab makes: it deletes the object once the row's pods have run its duration
-ENDED_BY_KAILAB = {"rayjob": ("ray.io/v1", "RayJob"), "raycluster": ("ray.io/v1", "RayCluster")}
+ENDED_BY_KAILAB = {"rayjob": ("ray.io/v1", "RayJob"), "raycluster": ("ray.io/v1", "RayCluster"),
+                   "lws": ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")}
+
+
+def _running_until_deleted(template: dict) -> dict:
+    """The pod template without its run time (its pods run until their object is deleted) or its
+    restart policy (the operator's own)."""
+    template = copy.deepcopy(template)
+    notes = {k: v for k, v in (template["metadata"].get("annotations") or {}).items()
+             if k != workloads.RUN_DURATION_ANNOTATION}
+    template["metadata"].pop("annotations", None)
+    if notes:
+        template["metadata"]["annotations"] = notes
+    template["spec"].pop("restartPolicy", None)
+    return template
 
 
 def _ray(job: TraceJob, meta: dict, template: dict) -> dict:
@@ -157,13 +175,6 @@ def _ray(job: TraceJob, meta: dict, template: dict) -> dict:
     cluster. Its pods carry no run time: they run until kailab deletes the object `duration_s` after
     its gang started (ENDED_BY_KAILAB), as its job would end: KubeRay's own end of a RayJob needs
     Ray's dashboard, which no fake node runs, and a RayCluster serves until deleted."""
-    template = copy.deepcopy(template)
-    notes = {k: v for k, v in (template["metadata"].get("annotations") or {}).items()
-             if k != workloads.RUN_DURATION_ANNOTATION}
-    template["metadata"].pop("annotations", None)
-    if notes:
-        template["metadata"]["annotations"] = notes
-    template["spec"].pop("restartPolicy", None)  # KubeRay's own for its pods
 
     def group_template(container: str) -> dict:
         out = copy.deepcopy(template)
@@ -188,7 +199,8 @@ _PATHS = {"Job": "apis/batch/v1/namespaces/{ns}/jobs", "Pod": "api/v1/namespaces
           "PyTorchJob": "apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs",
           "JobSet": "apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets",
           "RayJob": "apis/ray.io/v1/namespaces/{ns}/rayjobs",
-          "RayCluster": "apis/ray.io/v1/namespaces/{ns}/rayclusters"}
+          "RayCluster": "apis/ray.io/v1/namespaces/{ns}/rayclusters",
+          "LeaderWorkerSet": "apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets"}
 
 
 def _create(kube: Kube, obj: dict) -> str | None:

@@ -22,8 +22,9 @@ optional:
                RayJob whose RayCluster is a head and pods-1 workers, gang-scheduled whole unless
                min_members says less; kailab ends it by deleting it once its pods have run duration_s:
                KubeRay's own end needs Ray's dashboard, which no fake node runs), raycluster (that
-               RayCluster alone, ended by kailab the same way: it serves until deleted); the lab runs
-               their operators (docs/operators.md)
+               RayCluster alone, ended by kailab the same way: it serves until deleted), lws (a
+               LeaderWorkerSet of one group of `pods` pods, a leader and pods-1 workers, ended by kailab
+               the same way); the lab runs their operators (docs/operators.md)
 
 A bad row is one line naming the file, the row and the field, and how to fix it.
 """
@@ -46,11 +47,9 @@ OPTIONAL = ("name", "priority", "min_members", "topology_required", "topology_pr
             "cpu_milli", "memory_mib", "gpu_models", "kind")
 COLUMNS = REQUIRED + OPTIONAL
 # what a row may submit, and the operator each needs (kailab/operators)
-KINDS = {"job": None, "pytorchjob": "kubeflow", "jobset": "jobset", "rayjob": "ray", "raycluster": "ray"}
+KINDS = {"job": None, "pytorchjob": "kubeflow", "jobset": "jobset", "rayjob": "ray", "raycluster": "ray", "lws": "lws"}
 # kinds a replay cannot play on fake nodes, each with what was measured (bench/results/2026-11-29-operators.md)
-NOT_REPLAYED = {
-    "lws": "a LeaderWorkerSet serves until deleted: its pods never end",
-}
+NOT_REPLAYED: dict[str, str] = {}
 # KAI's chart's priority classes (the lab creates them): the only ones a trace may name
 PRIORITY_CLASSES = ("train", "build-preemptible", "build", "inference")
 MAX_TRACE_BYTES = 64 << 20
@@ -304,6 +303,9 @@ def _job(path: Path, n: int, row: dict) -> TraceJob:
                          f"one of {', '.join(KINDS)}")
     if kind not in KINDS:
         raise InputError(path, f"{where} kind", f"unknown kind {one_line(kind)!r}", f"one of {', '.join(KINDS)}")
+    if kind == "lws" and min_members not in (1, pods):
+        raise InputError(path, f"{where} min_members", f"{min_members} for an LWS group of {pods} pods",
+                         "KAI gangs an LWS group whole (its LeaderCreated startup policy): leave min_members out")
     if kind != "job" and 0 < gpus < 1:
         raise InputError(path, f"{where} kind", f"a {kind} of GPU-fraction pods",
                          "fractional jobs run as separate pods: kind job, or whole GPUs")

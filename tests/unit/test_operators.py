@@ -174,8 +174,8 @@ def test_a_trace_row_names_its_kind_and_a_kind_a_replay_cannot_play_is_refused_w
     assert specs["Worker"]["template"]["metadata"]["labels"][workloads.OWNER_LABEL] == "t"
     [jobset] = player.job_objects(trace.jobs[1], "ns", 10)
     assert jobset["kind"] == "JobSet" and workloads.pods_made(jobset) == 3
-    for bad, says in (("lws", "'lws' is not replayed: a LeaderWorkerSet serves until deleted"),
-                      ("spark", "unknown kind 'spark'")):
+    for bad, says in (("spark", "unknown kind 'spark'"),
+                      ("RayService", "unknown kind 'rayservice'")):
         path.write_text(head + f"0,a,1,1,60,x,{bad},1\n")
         with pytest.raises(InputError) as err:
             load_trace(path)

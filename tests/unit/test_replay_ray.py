@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kailab import workloads
+from kailab.errors import InputError
 from kailab.replay import figures, player
 from kailab.replay.trace import load_trace, operators_for
 
@@ -35,6 +38,19 @@ def test_a_rayjob_row_is_a_rayjob_in_interactive_mode_of_a_head_and_workers_that
     assert smaller["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["minReplicas"] == 1  # min_members 2: head + 1
     [alone] = player.job_objects(trace.jobs[2], "ns", 10)
     assert alone["kind"] == "RayCluster" and "workerGroupSpecs" not in alone["spec"] and workloads.pods_made(alone) == 1
+
+
+def test_an_lws_row_is_one_group_of_a_leader_and_workers_gangs_whole_and_runs_until_deleted(tmp_path):
+    trace = _trace(tmp_path, "0,a,4,1,60,l,lws,4\n")
+    assert operators_for(trace) == ("lws",)
+    [lws] = player.job_objects(trace.jobs[0], "ns", 10)
+    assert lws["kind"] == "LeaderWorkerSet" and lws["spec"]["replicas"] == 1 and workloads.pods_made(lws) == 4
+    template = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    assert workloads.RUN_DURATION_ANNOTATION not in (template["metadata"].get("annotations") or {})
+    assert template["metadata"]["labels"][workloads.OWNER_LABEL] == "l" and "restartPolicy" not in template["spec"]
+    with pytest.raises(InputError) as err:
+        _trace(tmp_path, "0,a,4,1,60,l,lws,2\n")
+    assert "row 1, field min_members: 2 for an LWS group of 4 pods" in str(err.value), str(err.value)
 
 
 def _ledger(pods: dict[str, player.PodRecord], ended: dict[str, float]) -> player.Ledger:
