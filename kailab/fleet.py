@@ -271,7 +271,10 @@ def _pool_nodes(fleet: str, pool: Pool) -> list[dict]:
             "type": "kwok",
             FLEET_LABEL: fleet,
             POOL_LABEL: pool.name,
-            SIMULATED_POOL_LABEL: pool.name,
+            # fake-gpu-operator's pool: GPU pools only. On a kind lab its status-exporter labels every
+            # node of a pool it knows, a CPU node too (nvidia.com/gpu.present=true, gpu.count=0 and its
+            # default product): KAI's e2e then took a CPU node for a GPU one (predicates, 2026-11-29)
+            **({SIMULATED_POOL_LABEL: pool.name} if pool.gpus else {}),
             **pool.labels,
             **pool.topology_labels(i),
         }

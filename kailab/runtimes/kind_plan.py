@@ -142,9 +142,10 @@ IDLE_HELPER = {"resources": {"requests": {"cpu": "10m"}}}
 
 
 def fake_gpu_operator_values(fleet: Fleet, reservation_namespace: str | None = None) -> dict:
-    """One topology node pool per fleet pool; nodes join a pool by SIMULATED_POOL_LABEL."""
+    """One topology node pool per fleet pool with GPUs; nodes join a pool by SIMULATED_POOL_LABEL (a
+    CPU pool's nodes carry none: fake-gpu-operator would label them as GPU nodes with 0 GPUs)."""
     pools = {p.name: {"gpuProduct": p.product, "gpuCount": p.gpus, "gpuMemory": p.gpu_memory_mib}
-             for p in fleet.pools}
+             for p in fleet.pools if p.gpus}
     # the chart pulls every image `Always`: a preloaded (or locally built) image would be ignored
     pull = {"image": {"pullPolicy": "IfNotPresent"}}
     values = {c: dict(pull) for c in ("devicePlugin", "topologyServer", "statusExporter", "migFaker")}

@@ -105,16 +105,29 @@ def test_fake_gpu_operator_values_follow_the_fleet(fleet_name):
     topo = values["topology"]
     assert topo["nodePoolLabelKey"] == SIMULATED_POOL_LABEL == "run.ai/simulated-gpu-node-pool"
     assert topo["nodePools"] == {p.name: {"gpuProduct": p.product, "gpuCount": p.gpus,
-                                          "gpuMemory": p.gpu_memory_mib} for p in fleet.pools}
-    # each node is in the topology pool of its fleet pool, and the GPUs add up
+                                          "gpuMemory": p.gpu_memory_mib} for p in fleet.pools if p.gpus}
+    # each GPU node is in the topology pool of its fleet pool, and the GPUs add up
     pools = topo["nodePools"]
     assert sum(pools[n["metadata"]["labels"][SIMULATED_POOL_LABEL]]["gpuCount"]
-               for n in plan.node_manifests) == fleet.gpus_total
+               for n in plan.node_manifests if SIMULATED_POOL_LABEL in n["metadata"]["labels"]) == fleet.gpus_total
     assert values["environment"]["resourceReservationNamespace"] == "kai-resource-reservation"
     helm = plan.commands[index_of(plan, "oci://ghcr.io/run-ai/fake-gpu-operator/fake-gpu-operator")]
     assert helm[:3] == ["helm", "upgrade", "--install"] and "--wait" in helm
     assert helm[helm.index("--version") + 1] == kind_rt.pins()["fake_gpu_operator"]["version"]
     assert helm[helm.index("--values") + 1].endswith("fake-gpu-operator-values.yaml")
+
+
+def test_a_cpu_node_is_in_no_fake_gpu_operator_pool():
+    """Its status-exporter labels every node of a pool it knows: a CPU node in one became
+    nvidia.com/gpu.present=true with gpu.count=0, and KAI's e2e (predicates' Restrict node scheduling)
+    took it for a GPU node."""
+    fleet = load_fleet("kai-e2e")
+    plan = plan_for("kai-e2e")
+    cpu = [n for n in plan.node_manifests if not int(n["status"]["capacity"].get("nvidia.com/gpu", "0"))]
+    assert cpu and all(SIMULATED_POOL_LABEL not in n["metadata"]["labels"] for n in cpu)
+    assert all(not k.startswith("nvidia.com/gpu.") for n in cpu for k in n["metadata"]["labels"])
+    pools = yaml.safe_load(plan.files["fake-gpu-operator-values.yaml"])["topology"]["nodePools"]
+    assert set(pools) == {p.name for p in fleet.pools if p.gpus} and "cpu" not in pools
 
 
 def test_tiny_and_small_values_concretely():
