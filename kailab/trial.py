@@ -38,10 +38,10 @@ def parse_versions(text: str, least: int = 2) -> list[str]:
     for raw in [v for v in text.split(",") if v.strip()]:
         v = versions.kai_release(raw).version
         if v in out:
-            raise KailabError(f"--versions lists {v} twice")
+            raise KailabError(f"--kai-versions lists {v} twice")
         out.append(v)
     if len(out) < least:
-        raise KailabError("a trial compares at least two KAI versions: --versions vA,vB")
+        raise KailabError("a trial compares at least two KAI versions: --kai-versions vA,vB")
     if os.environ.get("KAILAB_KAI_SOURCE"):
         # one work tree is one version: it would build every version from the same code
         raise KailabError(f"KAILAB_KAI_SOURCE={os.environ['KAILAB_KAI_SOURCE']} is one KAI work tree and "
@@ -337,7 +337,7 @@ def trial_units(version_list: list[str], exercises: list[str], fleet: str, repea
     files, shipped = exercise_files(plan)
     units = []
     for i, v in enumerate(version_list):
-        command = cli_command("trial", "--part", "--versions", v, "--exercises", shipped,
+        command = cli_command("trial", "--part", "--kai-versions", v, "--exercises", shipped,
                               "--fleet", fleet, "--repeat", repeat, "--runtime", "binary")
         units.append(Unit(name=f"u{i:02d}-kai-{dns_label(v)}", title=f"trial {v}", kind=FANOUT_KIND, files=files,
                           command=command, kai_version=v, env=(("KAILAB_FLEETS", "/unit/fleets"),), part=(v,),

@@ -27,7 +27,7 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
     fleets = {load_exercise(p).fleet for p in paths}  # validated before any lab work
     if lab_name is None:
         if len(fleets) != 1:
-            raise KailabError(f"exercises for several fleets ({', '.join(sorted(fleets))}): pass --lab")
+            raise KailabError(f"exercises for several fleets ({', '.join(sorted(fleets))}): pass --name")
         spec = LabSpec(name=f"bench-{os.getpid()}-repeat", runtime="binary", fleet=fleets.pop())
         with lab(spec) as rec:
             records = _repeat_on(rec, runs, paths, echo)

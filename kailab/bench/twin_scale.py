@@ -193,12 +193,12 @@ def twin_scale_markdown(r: dict) -> str:
 
 
 def record_twins(folder: Path, label: str) -> dict:
-    """A finished `kailab twin --versions/--designs` comparison as a record (for a figure in the docs):
+    """A finished `kailab twin --kai-versions/--designs` comparison as a record (for a figure in the docs):
     counts per twin, each queue's GPUs, how many pods were decided differently; no pod or node name."""
     try:
         c = json.loads((folder / "comparison.json").read_text())
     except (OSError, ValueError) as err:
-        raise KailabError(f"{folder}: no comparison.json ({err}): name a finished `kailab twin --versions/--designs` "
+        raise KailabError(f"{folder}: no comparison.json ({err}): name a finished `kailab twin --kai-versions/--designs` "
                           "folder, evidence/twins-<time>") from None
     if not c.get("ok"):
         raise KailabError(f"{folder}: a twin of this comparison did not finish ({folder / 'comparison.md'})")
@@ -209,7 +209,7 @@ def record_twins(folder: Path, label: str) -> dict:
                "decided_differently": c["decided_differently"], "placed_differently": c["placed_differently"],
                "queues_gpus": c["queues_gpus"]}
 
-    text = (f"# Twins side by side: {', '.join(c['variants'])}\n\nFrom {folder} (`kailab twin --versions/--designs`); "
+    text = (f"# Twins side by side: {', '.join(c['variants'])}\n\nFrom {folder} (`kailab twin --kai-versions/--designs`); "
             f"{twin['counts']['nodes']} nodes, {twin['counts']['pods_bound']} pods bound, "
             f"{twin['counts']['pods_pending']} pending.\n\n" + RENDERERS["twins"](results, f"{folder.name}") + "\n")
     return _record(results, f"-twins-{label}", text, None)

@@ -29,7 +29,7 @@ from .common import _record, machine
 def _trial(runtime: str, version_list: list[str], exercises: list[str], repeat: int, root: Path, echo) -> dict:
     """One `kailab trial` run as the user runs it; its matrix (with promises), wall time, exit."""
     started = time.monotonic()
-    argv = [sys.executable, "-m", "kailab.cli", "trial", "--runtime", runtime, "--versions", ",".join(version_list),
+    argv = [sys.executable, "-m", "kailab.cli", "trial", "--runtime", runtime, "--kai-versions", ",".join(version_list),
             "--exercises", ",".join(exercises), "--repeat", str(repeat)]
     echo(f"[bench] {' '.join(argv[3:])}")
     out = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "KAILAB_EVIDENCE": str(root)})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 
 console = Console(stderr=True, soft_wrap=True)
@@ -14,6 +15,49 @@ out = Console(soft_wrap=True)
 def name_option(f):
     return click.option("--name", default=lambda: os.environ.get("KAILAB_LAB", "default"),
                         show_default="default", help="Lab name (several labs can run side by side).")(f)
+
+
+_OLD = "kailab.old_spellings"
+
+
+class _Spelled(click.Option):
+    """An option that also takes the value given under its old spelling (a hidden option of its own)."""
+
+    old: str = ""
+
+    def consume_value(self, ctx, opts):
+        value, source = super().consume_value(ctx, opts)
+        given = ctx.meta.get(_OLD, {}).get(self.name)
+        if given is None:
+            return value, source
+        if source is ParameterSource.COMMANDLINE:
+            raise click.UsageError(f"{self.old} is the old spelling of {self.opts[0]}: give one of them", ctx)
+        return given, ParameterSource.COMMANDLINE
+
+
+def option(*decls, old: str, **attrs):
+    """click.option(*decls, **attrs), and OLD, the option's former spelling, kept for one release: hidden
+    from --help, its value taken as the option's own, with a line on stderr naming the new spelling."""
+
+    def decorate(f):
+        f = click.option(*decls, cls=_Spelled, **attrs)(f)
+        new = f.__click_params__[-1]
+        new.old = old
+
+        def keep(ctx, param, value):
+            if value is None:
+                return
+            if ctx.get_parameter_source(new.name) is ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"{old} is the old spelling of {new.opts[0]}: give one of them", ctx)
+            click.echo(f"kailab: note: {old} is deprecated (kept for one release): use {new.opts[0]}", err=True)
+            ctx.meta.setdefault(_OLD, {})[new.name] = value
+
+        f = click.option(old, f"old_{new.name}", hidden=True, expose_value=False, default=None,
+                         metavar=new.metavar, callback=keep)(f)
+        f.__click_params__[-1].renamed_to = new.opts[0]
+        return f
+
+    return decorate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

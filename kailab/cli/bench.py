@@ -9,19 +9,20 @@ from pathlib import Path
 import click
 
 from ..errors import KailabError
-from .base import cli, console, out
+from .base import cli, console, option, out
 
 
 @cli.command()
 @click.option("--quick", is_flag=True, help="tiny fleet, one run (for CI).")
 @click.option("--render-docs", "render_docs", is_flag=True,
               help="Instead: rewrite the figure blocks of README and docs/ from their records (no lab).")
-@click.option("--repeats", type=int, default=None, help="runs per measurement (default 3, quick 1).")
+@option("--repeat", "repeats", old="--repeats", type=click.IntRange(min=1), default=None,
+        help="runs per measurement (default 3, quick 1).")
 @click.option("--repeat-exercises", "repeat_exercises", type=click.IntRange(1, 100), default=None,
               help="Instead: run every exercise N times in a row on one lab; passes per exercise.")
 @click.option("--exercises", "exercise_names", default=None, help="With --repeat-exercises: comma-separated names.")
-@click.option("--lab", "lab_name", default=None,
-              help="With --repeat-exercises: a running lab to use (default: one brought up and down for it).")
+@option("--name", "lab_name", old="--lab", default=None,
+        help="With --repeat-exercises: a running lab to use (default: one brought up and down for it).")
 @click.option("--soak", type=click.IntRange(1, 1000), default=None,
               help="Instead: N up/down cycles of a KAI lab; checks nothing is left after each down.")
 @click.option("--churn", type=click.IntRange(2, 10000), default=None,
@@ -44,7 +45,7 @@ from .base import cli, console, out
                    "compressed 15x, the scheduler's client at qps 500: wall time per design, submission lag, CPU per party.")
 @click.option("--exercises-side-by-side", "side_by_side", default=None,
               help="Instead: `make exercises` (pytest exercises/ -n N) for each N of a list, e.g. 0,2,3 (0 = one "
-                   "lab): wall, verdicts, item times, the machine's CPU and memory; --repeats runs of each.")
+                   "lab): wall, verdicts, item times, the machine's CPU and memory; --repeat runs of each.")
 @click.option("--compare-labs", "compare_labs", default=None,
               help="Instead: LAB,LAB — the same exercises on two running labs of one fleet and KAI version "
                    "(e.g. binary and kind): verdicts side by side.")
@@ -57,7 +58,7 @@ from .base import cli, console, out
                    "running one; only the plain kind labs run.")
 @click.option("--endings", "endings_pods", type=click.IntRange(1, 20000), default=None, metavar="N",
               help="Instead: N pods ending by their run time vs deleted, on a lab without a scheduler (--scale-fleet "
-                   "sets its fleet, default small here; --repeats, default 2): CPU and API writes per pod.")
+                   "sets its fleet, default small here; --repeat, default 2): CPU and API writes per pod.")
 @click.option("--fill", "fill_source", default=None, metavar="PATH",
               help="Instead: the fill experiment on Alibaba's GPU trace from your clone of alibaba/clusterdata "
                    "or alibaba-gpu-2023, the one `kailab trace source` registered (full scale: 1,213 nodes), "
@@ -80,7 +81,7 @@ from .base import cli, console, out
 @click.option("--twin-sample", type=click.IntRange(1, 1000), default=1, show_default=True,
               help="With --twin-scale: 1/N of each node pool.")
 @click.option("--record-twins", "twins_folder", default=None, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Instead: record a finished `kailab twin --versions/--designs` (evidence/twins-<time>) as "
+              help="Instead: record a finished `kailab twin --kai-versions/--designs` (evidence/twins-<time>) as "
                    "bench/results/<date>-twins-<--twins-label>: counts per twin, no pod or node name.")
 @click.option("--twins-label", default="comparison", show_default=True, help="With --record-twins: the record's name.")
 @click.option("--top", "top_cost", is_flag=True,

@@ -8,7 +8,7 @@ import sys
 import click
 
 from ..errors import KailabError
-from .base import cli, console, out
+from .base import cli, console, option, out
 
 
 @cli.command()
@@ -19,8 +19,8 @@ from .base import cli, console, out
               help="Labs per KAI version, side by side; the suites are split over them.")
 @click.option("--ci", "ci_set", is_flag=True, help="Only the suites CI runs (quota, reclaim, preempt).")
 @click.option("--fleet", default="kai-e2e", show_default=True, help="The fleet of the labs it brings up.")
-@click.option("--lab", "lab_name", default=None,
-              help="A running lab to use instead (it must have no queues of its own: KAI's clean-up deletes every queue).")
+@option("--name", "lab_name", old="--lab", default=None,
+        help="A running lab to use instead (it must have no queues of its own: KAI's clean-up deletes every queue).")
 @click.option("--focus", multiple=True, help="Only specs matching this regular expression (Ginkgo --focus); repeatable.")
 @click.option("--list", "list_only", is_flag=True,
               help="List the suites with the runtime that runs each (binary or kind) and the operators each needs, "
@@ -84,7 +84,7 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
         from ..lab import require_kai_lab
 
         if version_text or labs != 1:
-            raise KailabError("--lab runs on that one lab: leave out --kai-versions and --labs")
+            raise KailabError("--name runs on that one lab: leave out --kai-versions and --labs")
         from ..stacks.kai.e2e import cluster
         from ..kube import Kube
 

@@ -12,21 +12,24 @@ from .. import versions
 from ..errors import KailabError
 from ..paths import evidence_dir
 from ..runtimes import RUNTIMES
-from .base import cli, console, out
+from .base import cli, console, option, out
 from .fanout import fan_out, on_options
 
 
 @cli.command()
-@click.option("--versions", "version_text", required=True, help="Comma-separated KAI versions, e.g. v0.16.8,v0.17.0")
+@option("--kai-versions", "version_text", old="--versions", required=True,
+        help="Comma-separated KAI versions, e.g. v0.16.8,v0.17.0")
 @click.option("--exercises", default="quota,borrow,reclaim,gang", show_default=True,
               help="Comma-separated exercise names or paths.")
 @click.option("--fleet", default="small", show_default=True)
-@click.option("--parallel", type=int, default=None, help="Labs at once (default: cores/2, at least 1).")
+@option("--labs", "parallel", old="--parallel", type=click.IntRange(min=1), default=None,
+        help="Labs at once (default: cores/2, at least 1).")
 @click.option("--runtime", type=click.Choice(list(RUNTIMES)), default="binary", show_default=True,
               help="binary: one local lab per version; kind: one vCluster per version on a kind host made for "
                    "the trial (Docker); existing: one vCluster per version on the cluster --kubeconfig names.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
-              help="With --runtime existing: the host cluster (KWOK there; left as it was found).")
+              help="With --runtime existing: the host cluster the vClusters go in (KWOK there; left as it was "
+                   "found). Not --on, which runs each version in a pod of a cluster, a binary lab in each.")
 @click.option("--blast/--no-blast", default=True, show_default=True,
               help="vCluster trials: break the first version's KAI, run the second's exercises once more.")
 @click.option("--against-binary/--no-against-binary", default=True, show_default=True,
@@ -87,7 +90,8 @@ def trial(version_text, exercises, fleet, parallel, runtime, kubeconfig, blast, 
 @click.option("--kai-version", default="", help="KAI's version (the kai stack) and the Kubernetes every lab runs.")
 @click.option("--repeat", type=click.IntRange(1, 20), default=2, show_default=True,
               help="Runs of each exercise per stack: a difference must hold over repeats, not be a flake.")
-@click.option("--parallel", type=int, default=None, help="Labs at once (default: cores/2, at least 1).")
+@option("--labs", "parallel", old="--parallel", type=click.IntRange(min=1), default=None,
+        help="Labs at once (default: cores/2, at least 1).")
 @click.option("--part", is_flag=True, hidden=True,
               help="One column of a comparison fanned out with --on: what each pod runs (one column is allowed).")
 @on_options
@@ -100,7 +104,7 @@ def compare(stack_text, exercises, fleet, kai_version, repeat, parallel, part, o
     from .. import evidence
 
     if on and parallel:  # before the columns are read: a flag's misuse needs no KAI source to be named
-        raise KailabError("--on runs every column at once, each in a pod of its own: leave out --parallel")
+        raise KailabError("--on runs every column at once, each in a pod of its own: leave out --labs")
     stacks = compare_mod.parse_columns(stack_text, least=1 if part else 2)  # fails before any lab starts
     names = [e.strip() for e in exercises.split(",") if e.strip()]
     if on:

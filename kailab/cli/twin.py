@@ -9,7 +9,7 @@ import click
 
 from .. import versions
 from ..errors import KailabError
-from .base import cli, console, out
+from .base import cli, console, option, out
 from .fanout import fan_out, on_options
 
 
@@ -24,7 +24,7 @@ from .fanout import fan_out, on_options
               help="Seconds with nothing changing before KAI counts as settled.")
 @click.option("--timeout", type=click.FloatRange(10, 86400), default=600.0, show_default=True,
               help="Seconds at most for the state to go in, and for KAI to settle.")
-@click.option("--versions", "kai_versions", default="", metavar="vA,vB",
+@option("--kai-versions", "kai_versions", old="--versions", default="", metavar="vA,vB",
               help="Twins side by side, one per KAI version, and what they decided differently.")
 @click.option("--designs", default="", metavar="A.yaml,B.yaml",
               help="Twins side by side: the snapshot as it was (as-is) and one per design (a change to queues "
@@ -41,14 +41,14 @@ def twin(snapshot, name, kai_version, anonymise, settle, timeout, kai_versions, 
     """Bring up a twin of the cluster a KAI scheduler snapshot (`/get-snapshot`'s zip, or its
     snapshot.json) was taken from: its nodes as the fleet, its queues, PodGroups and pods as they were
     (bound pods on their nodes), KAI on the snapshot's configuration deciding the pending work. Only what
-    scheduling needs enters the lab. The twin stays up (`kailab down --name NAME`). With --versions or
+    scheduling needs enters the lab. The twin stays up (`kailab down --name NAME`). With --kai-versions or
     --designs, twins side by side and the pods they decided differently."""
     from ..lab import LabRecord
     from ..twin.run import make_twin
 
     if on or part:
         if not (kai_versions or designs):
-            raise KailabError("--on runs twins side by side, each a Job there: give --versions vA,vB or --designs "
+            raise KailabError("--on runs twins side by side, each a Job there: give --kai-versions vA,vB or --designs "
                               "A.yaml,… (a single twin stays up here: leave out --on)")
         if keep or against_tool:
             raise KailabError("--on: each twin's lab lives and ends in its pod, and the lab image holds no snapshot "

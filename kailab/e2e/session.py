@@ -56,7 +56,7 @@ def operators_needed(suites: list[Suite]) -> tuple[str, ...]:
 
 
 def check_lab_operators(rec: LabRecord, suites: list[Suite]) -> None:
-    """A running lab (`--lab`) must run every operator these suites need (its record's
+    """A running lab (`--name`) must run every operator these suites need (its record's
     `stack.operators`); one line naming what is missing, for which suites, and how to get it."""
     running = (rec.stack or {}).get("operators") or {}
     lacking: dict[str, list[str]] = {}
@@ -69,7 +69,7 @@ def check_lab_operators(rec: LabRecord, suites: list[Suite]) -> None:
         have = ", ".join(running) or "none"
         raise KailabError(f"lab {rec.name} does not run the operators {need} (it runs: {have}): bring a lab up "
                           f"with `kailab up --operators {','.join(operators_needed(suites))}`, or run `kailab e2e` "
-                          "without --lab (its labs run what their suites need)")
+                          "without --name (its labs run what their suites need)")
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""A `kailab twin --versions/--designs` comparison in report.html: each twin's counts, each queue's GPUs,
+"""A `kailab twin --kai-versions/--designs` comparison in report.html: each twin's counts, each queue's GPUs,
 the pods decided differently (placed by one twin, pending in KAI's words or evicted in another), and
 how each twin's first session compared with KAI's own snapshot tool."""
 

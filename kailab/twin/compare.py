@@ -38,7 +38,7 @@ def variants_for(kai_versions: list[str], designs: list[TwinDesign]) -> list[Twi
     """KAI versions side by side (the snapshot as it was), or designs on one version beside the snapshot
     as it was (`as-is`)."""
     if len(kai_versions) > 1 and designs:
-        raise KailabError("compare KAI versions (--versions vA,vB) or designs (--designs A.yaml,B.yaml), one at a time")
+        raise KailabError("compare KAI versions (--kai-versions vA,vB) or designs (--designs A.yaml,B.yaml), one at a time")
     names = [d.name for d in designs]
     for n in names:
         if names.count(n) > 1:
@@ -47,7 +47,7 @@ def variants_for(kai_versions: list[str], designs: list[TwinDesign]) -> list[Twi
         version = kai_versions[0] if kai_versions else versions.DEFAULT_KAI
         return [TwinVariant(AS_IS, version)] + [TwinVariant(d.name, version, d) for d in designs]
     if len(set(kai_versions)) < 2:
-        raise KailabError("--versions needs two KAI versions or more (e.g. v0.16.8,v0.17.0)")
+        raise KailabError("--kai-versions needs two KAI versions or more (e.g. v0.16.8,v0.17.0)")
     return [TwinVariant(v, v) for v in dict.fromkeys(kai_versions)]
 
 

@@ -1,4 +1,4 @@
-"""`kailab twin … --versions/--designs … --on KUBECONFIG`: twins side by side fanned out, one unit per
+"""`kailab twin … --kai-versions/--designs … --on KUBECONFIG`: twins side by side fanned out, one unit per
 twin (a KAI version, or the snapshot as it was and each design), each a `kailab twin --part LABEL` on
 a lab of its own in its pod; the twins' folders brought together here into one comparison, written by
 the code a local side-by-side writes it with (compare.py). Here, not in kailab/fanout: the twin sits
@@ -41,7 +41,7 @@ def twin_units(snapshot: str | Path, variants: list[TwinVariant], name: str, ano
         argv = ["twin", f"/unit/{SNAPSHOT}", "--part", v.label, "--name", name, "--settle", settle_s,
                 "--timeout", timeout_s]
         argv += ["--designs", ",".join(f"/unit/{d.path.name}" for d in designs), "--kai-version", v.kai_version] \
-            if designs else ["--versions", kai_versions]
+            if designs else ["--kai-versions", kai_versions]
         argv += ["--anonymise"] if anonymise else []
         units.append(Unit(name=f"u{i:02d}-{dns_label(v.label)[:40]}", title=f"twin {v.label}", kind=KIND, files=files,
                           command=cli_command(*argv), kai_version=v.kai_version, part=(v.label,),

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("own_labs")]  # labs of i
 
 
 def test_compare_runs_an_exercise_on_kai_and_kueue_and_writes_the_matrix(tmp_path):
-    out = kailab_cli("compare", "--stacks", "kai,kueue", "--exercises", "gang", "--repeat", "1", "--parallel", "2",
+    out = kailab_cli("compare", "--stacks", "kai,kueue", "--exercises", "gang", "--repeat", "1", "--labs", "2",
                      env={"KAILAB_EVIDENCE": str(tmp_path)}, timeout=1800)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (cdir,) = [p for p in tmp_path.iterdir() if p.name.startswith("compare-")]
@@ -54,7 +54,7 @@ def test_compare_takes_volcanos_configuration_as_a_design_input(tmp_path):
     proportion plugin and no binpack; each lab runs the exercise under its own configuration, which
     its stack.json, every run's evidence and the matrix record."""
     out = kailab_cli("compare", "--stacks", "volcano,volcano:proportion:spread", "--exercises", "borrow", "--repeat", "1",
-                     "--parallel", "1", env={"KAILAB_EVIDENCE": str(tmp_path)}, timeout=1800)
+                     "--labs", "1", env={"KAILAB_EVIDENCE": str(tmp_path)}, timeout=1800)
     (cdir,) = [p for p in tmp_path.iterdir() if p.name.startswith("compare-")]
     matrix = json.loads((cdir / "matrix.json").read_text())
     assert matrix["versions"] == ["volcano", "volcano:proportion:spread"]

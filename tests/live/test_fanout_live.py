@@ -309,7 +309,7 @@ def test_a_two_version_trial_fanned_out_is_one_job_per_version_brought_together_
     """`kailab trial --on`: each KAI version a Job on its own version's lab image, a part of the trial
     in its pod; one trial here whose matrix is read from the runs' verdicts."""
     evidence = tmp_path / "evidence"
-    record = _ran(evidence, ["trial v0.16.8", "trial v0.17.0"], "trial", "--versions", "v0.16.8,v0.17.0", "--exercises",
+    record = _ran(evidence, ["trial v0.16.8", "trial v0.17.0"], "trial", "--kai-versions", "v0.16.8,v0.17.0", "--exercises",
                   "borrow", "--repeat", "1", "--on", host.kubeconfig, *SMALL)
     assert set(record["images"]) == {"v0.16.8", "v0.17.0"}
     [trial] = evidence.glob("trial-*")

@@ -72,7 +72,7 @@ def test_a_lab_with_its_own_queues_is_refused_in_one_line_before_anything_runs(k
     kube = Kube(kai_lab.kubeconfig)
     kube.apply(workloads.queue("users-own-queue", {"quota": -1, "limit": -1}))
     try:
-        run = _kailab(["e2e", "--lab", kai_lab.name, "quota"], tmp_path)
+        run = _kailab(["e2e", "--name", kai_lab.name, "quota"], tmp_path)
     finally:
         kube.delete("scheduling.run.ai/v2", "Queue", "users-own-queue")
         kube.close()

@@ -58,7 +58,7 @@ def test_env_of_a_lab_that_does_not_exist(kailab):
     (["no-such-command"], "No such command 'no-such-command'"),
     (["fill"], "Missing argument 'TRACE'"),
     (["up", "--runtime", "nowhere"], "Invalid value for '--runtime'"),
-    (["trial", "--repeat", "0", "--versions", "v0.17.0"], "Invalid value for '--repeat'"),
+    (["trial", "--repeat", "0", "--kai-versions", "v0.17.0"], "Invalid value for '--repeat'"),
 ], ids=["unknown-flag", "unknown-command", "missing-argument", "bad-choice", "out-of-range"])
 def test_clicks_refusals_carry_the_prefix_after_the_usage(kailab, args, said):
     proc = kailab(*args)

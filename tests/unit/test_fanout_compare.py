@@ -46,8 +46,8 @@ def test_another_stacks_column_is_refused_in_one_line(columns):
 def test_a_part_of_one_column_is_for_the_pods_only_and_parallel_has_no_meaning_with_on(tmp_path):
     one = kailab_cli("compare", "--stacks", "kai")
     assert one.returncode != 0 and "at least two stacks" in one.stderr + one.stdout
-    both = kailab_cli("compare", "--stacks", "kai,kai:spread", "--parallel", "2", "--on", __file__)
-    assert both.returncode != 0 and "leave out --parallel" in both.stderr + both.stdout
+    both = kailab_cli("compare", "--stacks", "kai,kai:spread", "--labs", "2", "--on", __file__)
+    assert both.returncode != 0 and "leave out --labs" in both.stderr + both.stdout
 
 
 def _part(root: Path, column: str, verdict: str) -> str:

@@ -29,7 +29,7 @@ def test_a_trial_is_one_unit_per_version_each_a_part_of_the_trial_with_its_versi
         argv = shlex.split(u.command)
         assert argv[3:5] == ["trial", "--part"]
         opts = dict(zip(argv[5::2], argv[6::2]))
-        assert opts == {"--versions": u.kai_version, "--exercises": "/unit/borrow.yaml,/unit/gang.yaml",
+        assert opts == {"--kai-versions": u.kai_version, "--exercises": "/unit/borrow.yaml,/unit/gang.yaml",
                         "--fleet": "small", "--repeat": "2", "--runtime": "binary"}
         files = dict(u.files)
         assert files["borrow.yaml"] == resolve_exercise("borrow").read_text() and "fleets/small.yaml" in files
@@ -38,9 +38,9 @@ def test_a_trial_is_one_unit_per_version_each_a_part_of_the_trial_with_its_versi
 
 def test_a_trial_part_of_one_version_is_for_the_pods_only():
     """Without --part a trial still needs two versions; a bad --on combination is one line."""
-    one = kailab_cli("trial", "--versions", "v0.17.0")
+    one = kailab_cli("trial", "--kai-versions", "v0.17.0")
     assert one.returncode != 0 and "at least two KAI versions" in one.stderr + one.stdout
-    both = kailab_cli("trial", "--versions", "v0.16.8,v0.17.0", "--runtime", "kind", "--on", __file__)
+    both = kailab_cli("trial", "--kai-versions", "v0.16.8,v0.17.0", "--runtime", "kind", "--on", __file__)
     assert both.returncode != 0 and "leave out --runtime" in both.stderr + both.stdout
 
 

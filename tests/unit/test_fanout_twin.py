@@ -62,7 +62,7 @@ def test_versions_are_a_unit_each_with_the_kept_snapshot_and_its_own_part(snap):
         assert argv[3:5] == ["twin", f"/unit/{SNAPSHOT}"]
         opts = dict(zip(argv[5::2], argv[6::2]))
         assert opts == {"--part": u.kai_version, "--name": "tw", "--settle": "20.0", "--timeout": "300.0",
-                        "--versions": "v0.16.8,v0.17.0"}
+                        "--kai-versions": "v0.16.8,v0.17.0"}
         assert set(dict(u.files)) == {SNAPSHOT} and TOKEN not in dict(u.files)[SNAPSHOT]
 
 
@@ -72,7 +72,7 @@ def test_designs_are_the_snapshot_as_it_was_and_a_unit_per_design_with_the_desig
     assert [u.part for u in units] == [(AS_IS,), ("more",)]
     argv = shlex.split(units[1].command)
     assert "--anonymise" in argv and argv[argv.index("--designs") + 1] == "/unit/more.yaml"
-    assert argv[argv.index("--kai-version") + 1] == "v0.17.0" and "--versions" not in argv
+    assert argv[argv.index("--kai-version") + 1] == "v0.17.0" and "--kai-versions" not in argv
     assert dict(units[0].files)["more.yaml"] == (tmp_path / "more.yaml").read_text()
 
 
@@ -111,9 +111,9 @@ def test_the_twins_come_together_into_one_comparison_and_a_missing_one_is_its_er
 
 
 @pytest.mark.parametrize("extra, said", [
-    ([], "give --versions vA,vB or --designs"),
-    (["--versions", "v0.16.8,v0.17.0", "--keep"], "leave out --keep and --against-snapshot-tool"),
-    (["--versions", "v0.16.8,v0.17.0", "--part", "v0.15.0"], "--part v0.15.0: no such twin"),
+    ([], "give --kai-versions vA,vB or --designs"),
+    (["--kai-versions", "v0.16.8,v0.17.0", "--keep"], "leave out --keep and --against-snapshot-tool"),
+    (["--kai-versions", "v0.16.8,v0.17.0", "--part", "v0.15.0"], "--part v0.15.0: no such twin"),
 ])
 def test_a_bad_on_combination_is_one_line_and_nothing_is_made(tmp_path, snap, extra, said):
     on = [] if "--part" in extra else ["--on", str(snap)]  # any existing file: refused before it is read

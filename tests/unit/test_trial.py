@@ -26,7 +26,7 @@ def test_versions_are_normalised_and_checked():
 @pytest.mark.parametrize("versions", ["v0.17.0,v0.99.0", "v0.12.0,v0.17.0"])
 def test_a_bad_version_fails_before_any_lab_starts(versions, tmp_path):
     state = tmp_path / "state"
-    out = kailab_cli("trial", "--versions", versions, env={"KAILAB_STATE": str(state)})
+    out = kailab_cli("trial", "--kai-versions", versions, env={"KAILAB_STATE": str(state)})
     assert out.returncode != 0
     assert out.stderr.strip().splitlines()[-1].startswith("kailab: error: ")
     assert not (state / "labs").exists() or not any((state / "labs").iterdir())

@@ -221,7 +221,7 @@ def kailab(*args: str, tmp_path, **env: str) -> subprocess.CompletedProcess:
 
 
 def test_cli_dry_run_prints_every_vcluster_and_helm_command(tmp_path):
-    out = kailab("trial", "--runtime", "kind", "--dry-run", "--versions", "v0.16.8,v0.17.0", "--fleet", "small",
+    out = kailab("trial", "--runtime", "kind", "--dry-run", "--kai-versions", "v0.16.8,v0.17.0", "--fleet", "small",
                  tmp_path=tmp_path)
     assert out.returncode == 0, out.stderr
     for v in VERSIONS:
@@ -236,12 +236,12 @@ def test_cli_dry_run_prints_every_vcluster_and_helm_command(tmp_path):
 @pytest.mark.parametrize("args, says", [
     (["--runtime", "existing"], "--runtime existing needs --kubeconfig PATH"),
     (["--runtime", "kind", "--kubeconfig", "/x"], "add --runtime existing"),
-    (["--runtime", "kind", "--versions", "v0.16.8,v0.99.0"], "unknown KAI version v0.99.0"),
+    (["--runtime", "kind", "--kai-versions", "v0.16.8,v0.99.0"], "unknown KAI version v0.99.0"),
 ])
 def test_cli_refusals_are_one_line_and_start_nothing(tmp_path, args, says):
     base = ["trial", "--dry-run", "--fleet", "small"]
-    if "--versions" not in args:
-        base += ["--versions", "v0.16.8,v0.17.0"]
+    if "--kai-versions" not in args:
+        base += ["--kai-versions", "v0.16.8,v0.17.0"]
     out = kailab(*base, *args, tmp_path=tmp_path)
     assert out.returncode != 0 and out.stdout == ""
     lines = out.stderr.strip().splitlines()
@@ -250,7 +250,7 @@ def test_cli_refusals_are_one_line_and_start_nothing(tmp_path, args, says):
 
 
 def test_cli_kind_without_docker_fails_in_one_line(tmp_path):
-    out = kailab("trial", "--runtime", "kind", "--versions", "v0.16.8,v0.17.0", "--fleet", "small",
+    out = kailab("trial", "--runtime", "kind", "--kai-versions", "v0.16.8,v0.17.0", "--fleet", "small",
                  tmp_path=tmp_path, DOCKER_HOST=f"unix://{tmp_path}/no-docker.sock")
     assert out.returncode != 0
     lines = out.stderr.strip().splitlines()

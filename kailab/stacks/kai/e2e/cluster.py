@@ -42,7 +42,7 @@ def preflight(kube: Kube, lab: str) -> None:
               and (q["metadata"].get("labels") or {}).get("app") != "engine-e2e"]
     if queues:
         raise KailabError(f"lab {lab} has queues {', '.join(sorted(queues))}: KAI's e2e preflight refuses them "
-                          "and its clean-up deletes every queue; run `kailab e2e` without --lab (it brings up "
+                          "and its clean-up deletes every queue; run `kailab e2e` without --name (it brings up "
                           "a lab of its own) or use a fresh lab")
 
 

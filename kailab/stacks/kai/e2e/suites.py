@@ -95,7 +95,7 @@ class Registry:
                 if runtime is not None and not s.runs_on(runtime):
                     raise KailabError(f"KAI e2e suite {n!r} runs on a {s.runtime} lab, not on this {runtime} lab "
                                       f"({s.path} reconfigures KAI through its operator, which a {runtime} lab "
-                                      "lacks): run it on a kind lab, or without --lab")
+                                      "lacks): run it on a kind lab, or without --name")
                 picked.append(s)
             elif n in self.not_run:
                 raise KailabError(f"KAI e2e suite {n!r} ({SUITES_DIR}/{self.not_run[n][0]}) cannot run on a lab: "
