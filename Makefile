@@ -42,13 +42,16 @@ lab-status: setup
 unit: setup             ## the unit tier: no lab, no network, no build
 	$(BIN)/pytest tests/unit -n $(UNIT_WORKERS)
 
+# Both live phases write what they deselected (no Docker engine, no KAI) to one file; the last says it all in red, at the end.
 test: unit              ## then the live tier (but the `full` runs): labs on workers side by side, then the tests that need the machine alone
-	$(BIN)/pytest tests/live -n $(TEST_LABS) --dist loadgroup -m "not alone and not full"
-	$(BIN)/pytest tests/live -m "alone and not full"; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]  # 5: none selected (no Docker engine, say)
+	not_run=$$(mktemp); trap 'rm -f "$$not_run"' EXIT; \
+	$(BIN)/pytest tests/live -n $(TEST_LABS) --dist loadgroup -m "not alone and not full" --kailab-not-run "$$not_run" || exit $$?; \
+	$(BIN)/pytest tests/live -m "alone and not full" --kailab-not-run "$$not_run"; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]  # 5: none selected (no Docker engine, say)
 
 test-full: unit         ## the whole live tier, the long `full` runs too (the 1/8 Alibaba fill, KAI's three e2e suites, …)
-	$(BIN)/pytest tests/live -n $(TEST_LABS) --dist loadgroup -m "not alone"
-	$(BIN)/pytest tests/live -m alone; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
+	not_run=$$(mktemp); trap 'rm -f "$$not_run"' EXIT; \
+	$(BIN)/pytest tests/live -n $(TEST_LABS) --dist loadgroup -m "not alone" --kailab-not-run "$$not_run" || exit $$?; \
+	$(BIN)/pytest tests/live -m alone --kailab-not-run "$$not_run"; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
 
 exercises: lab-up       ## the everyday set, every exercise: on the running lab and, with LABS, labs of its kind beside it (evidence/report.html too)
 	$(BIN)/pytest exercises/ --kailab-lab $(NAME) -n $(LABS) --dist worksteal

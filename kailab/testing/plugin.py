@@ -39,6 +39,9 @@ def pytest_addoption(parser):
     group.addoption("--kailab-evidence", default=None, help="evidence directory for exercise runs")
     group.addoption("--kailab-all", action="store_true", default=False,
                     help="also run the replays and fills found in exercises/ (minutes each, labs of their own)")
+    group.addoption("--kailab-not-run", default=None, metavar="FILE",
+                    help="add what this session deselected for want of KAI or a Docker engine to FILE, and say "
+                         "in red at the end what FILE holds (`make test`'s phases share one)")
     on_cluster.add_options(group)
 
 
@@ -238,17 +241,53 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(f"kailab: left out {len(heavy)} item(s) that take minutes on labs of their own "
                                     f"(replays, fills, the workload operators' exercises: {', '.join(heavy)}): "
                                     "`make exercises-all` or --kailab-all runs them")
+
+
+def _not_run(config) -> list[str]:
+    """A line for each kind of test this session deselected for want of what it needs."""
+    lines = []
+    args = list(config.invocation_params.args)
+    for i, arg in reversed(list(enumerate(args))):  # the file that gathers these lines is no part of what ran
+        if arg == "--kailab-not-run":
+            del args[i:i + 2]
+        elif arg.startswith("--kailab-not-run="):
+            del args[i]
+    ran = " ".join(["pytest", *args])
     kind_info = getattr(config, "_kailab_no_kind", None)
     if kind_info:
         n, reason = kind_info
-        terminalreporter.write_sep("!", f"kailab: {n} tests that need a kind lab were NOT run", red=True)
-        terminalreporter.write_line(f"reason: {reason}")
+        lines.append(f"{n} tests that need a kind lab were NOT run ({ran}): {reason}")
     info = getattr(config, "_kailab_no_kai", None)
     if info:
         n, reason = info
-        terminalreporter.write_sep("!", f"kailab: {n} tests that need KAI were NOT run", red=True)
-        terminalreporter.write_line(f"reason: {reason}")
-        terminalreporter.write_line("They are deselected, not passed. Build KAI (kailab tools build) to run them.")
+        lines.append(f"{n} tests that need KAI were NOT run ({ran}): {reason}; build KAI (kailab tools build) "
+                     "to run them")
+    return lines
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """What was deselected for want of KAI or of a Docker engine, in red after pytest's last line, where
+    a run's end is read: deselected tests never count as passed, and the exit status does not say so.
+    With --kailab-not-run FILE, what earlier sessions wrote there too (`make test` runs the live tier
+    in two phases), and this session's lines are added to it."""
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller says it
+        return
+    lines = _not_run(config)
+    path = config.getoption("--kailab-not-run", default=None)
+    if path:
+        earlier = Path(path).read_text().splitlines() if Path(path).is_file() else []
+        if lines:
+            with open(path, "a") as f:
+                f.writelines(line + "\n" for line in lines)
+        lines = [line for line in earlier if line.strip()] + lines
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if not lines or reporter is None:
+        return
+    reporter.write_sep("!", "kailab: tests NOT run: deselected, never counted as passed", red=True)
+    for line in lines:
+        reporter.write_line(f"kailab: {line}", red=True)
+    reporter._tw.flush()
 
 
 @pytest.fixture(scope="session")
