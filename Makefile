@@ -1,7 +1,7 @@
 # kailab — the two commands a newcomer needs:
 #   make exercises   bring a lab up (if none is running) and run every exercise against it
 #   make exercises-all  the same, and the replays and fills (exercises/replays, exercises/fills)
-#   make unit        the unit tier alone (tests/unit: no lab, no network, no build; about 1.5 minutes)
+#   make unit        the unit tier alone (tests/unit: no lab, no network; it reads the registered sources)
 #   make test        the whole suite: the unit tier first (failing fast), then the live tier (tests/live: real labs)
 PYTHON      ?= python3
 VENV        ?= .venv
@@ -39,7 +39,7 @@ lab-down: setup         ## stop every lab process and remove its state
 lab-status: setup
 	$(KAILAB) status --name $(NAME)
 
-unit: setup             ## the unit tier: no lab, no network, no build
+unit: setup             ## the unit tier: no lab, no network (it reads the registered sources and KAI's renderer, `kailab tools build`)
 	$(BIN)/pytest tests/unit -n $(UNIT_WORKERS)
 
 # Both live phases write what they deselected (no Docker engine, no KAI) to one file; the last says it all in red, at the end.
