@@ -56,6 +56,9 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
                       markup=False, highlight=False)
         for n, (pkg, why) in reg.not_run.items():
             out.print(f"{n:20} {'none':8} cannot run on a lab: {why}", markup=False, highlight=False)
+        for label, left in reg.labels.items():
+            where = f"left out except on a {', '.join(left.runs_on)} lab" if left.runs_on else "left out"
+            out.print(f"label {label}: {where}: {left.why}", markup=False, highlight=False)
         for rt in RUNTIMES:
             out.print(f"label filter on a {rt} lab: {reg.label_filter(rt)}", markup=False, highlight=False)
         return

@@ -276,3 +276,21 @@ def test_a_skip_or_label_left_out_on_some_runtimes_reads_from_the_registry_text(
     assert s.skips("binary") == {"A": "operator", "B": "never"} and s.skips("kind") == {"B": "never"}
     assert s.runs_on("kind") and s.runs_on("binary")
     assert not Suite(name="y", package="p", runtime="kind").runs_on("binary")
+
+
+def test_list_names_every_suite_with_its_runtime_or_why_none_can_and_each_runtimes_filter():
+    from click.testing import CliRunner
+
+    from kailab.cli import cli
+
+    result = CliRunner().invoke(cli, ["e2e", "--list"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    reg = registry()
+    runtime_of = {ln.split()[0]: ln.split()[1] for ln in lines[1:] if ln.split() and not ln.startswith("label")}
+    assert {n: runtime_of[n] for n in reg.run} == {n: s.runtime for n, s in reg.run.items()}
+    assert all(runtime_of[n] == "none" for n in reg.not_run)
+    assert {runtime_of[n] for n in OPERATOR_SUITES} == {"kind"}
+    assert f"label filter on a binary lab: {reg.label_filter('binary')}" in lines
+    assert f"label filter on a kind lab: {reg.label_filter('kind')}" in lines
+    assert any(ln.startswith("label operated: left out except on a kind lab:") for ln in lines)
