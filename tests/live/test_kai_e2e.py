@@ -100,3 +100,29 @@ def test_kais_pytorch_and_ray_integration_suites_pass_on_a_lab_with_their_operat
     assert set((lab.get("operators") or {})) == {"kubeflow", "ray"}, lab
     for ln in summary["lanes"]:
         assert LabRecord.load(ln["lab"]["lab"]) is None
+
+
+@pytest.mark.kind  # a kind lab of its own (KAI from its chart, operator included): the machine to itself
+@pytest.mark.alone
+def test_kais_operator_suites_pass_on_a_kind_lab_of_their_own(tmp_path):
+    """A sample of the suites that reconfigure KAI through its operator (the rest: `kailab e2e`,
+    bench/results/2026-11-29-kai-e2e-operator-kind-v0.17.0.md): topology sets the placement strategy
+    through the SchedulingShard, priority turns the scheduler off and on through KAI's Config. `kailab
+    e2e` brings up a kind lab for them (their runtime), never a binary one, with the kind lab's label
+    filter (no `!operated`) and no stand-in pods (KAI's own pods are there)."""
+    run = _kailab(["e2e", "topology", "priority"], tmp_path)
+    out = run.stdout + run.stderr
+    (e2e_dir,) = list(tmp_path.glob("e2e-*"))
+    summary = json.loads((e2e_dir / "summary.json").read_text())
+    assert run.returncode == 0 and summary["ok"], out[-4000:]
+    plan = summary["plan"]
+    assert plan["runtimes"] == {"v0.17.0-kind": "kind"}, plan
+    assert "!operated" not in plan["label_filter"]["v0.17.0-kind"].split(" && ")
+    suites = {name: r for ln in summary["lanes"] for name, r in ln["suites"].items()}
+    assert set(suites) == {"topology", "priority"}, suites
+    assert suites["priority"]["passed"] == 2 and suites["priority"]["failed"] == 0, suites["priority"]
+    # topology: 6 pass; its 8-node spec skips itself on the 4 GPU nodes of fleet kai-e2e
+    assert suites["topology"]["passed"] >= 6 and suites["topology"]["failed"] == 0, suites["topology"]
+    assert "stand-in pods" not in out
+    (ln,) = summary["lanes"]
+    assert ln["lab"]["runtime"] == "kind" and LabRecord.load(ln["lab"]["lab"]) is None
