@@ -59,10 +59,14 @@ class Kubeflow(Operator):
         p, ports = self.pin.process, host.ports
         metrics, probe, hook = (ports[f"{p}.{k}"] for k in ("metrics", "probe", "webhook"))
         certs = self._certs(host)
-        # a /tmp of its own holding the certificate where cert-controller and the webhook server look
-        mount = (f"mount -t tmpfs tmpfs /tmp && mkdir -p {CERT_DIR} && "
+        # a /tmp of its own holding the certificate where cert-controller and the webhook server look; a lab
+        # whose state is under /tmp (KAILAB_STATE=/tmp/...) is bound back into it from the working folder
+        # (what the new /tmp covers stays reachable through it), or its kubeconfig and keys would be hidden
+        lab = shlex.quote(str(host.lab))
+        keep = (f"mkdir -p {lab} && mount --no-canonicalize --bind . {lab} && " if Path("/tmp") in host.lab.resolve().parents else "")
+        mount = (f"cd {lab} && mount -t tmpfs tmpfs /tmp && {keep}mkdir -p {CERT_DIR} && "
                  f"cp {shlex.quote(str(certs / 'tls.crt'))} {shlex.quote(str(certs / 'tls.key'))} {CERT_DIR}/"
-                 ' && exec "$@"')
+                 ' && cd / && exec "$@"')
         shim = [sys.executable, "-m", "kailab.runtimes.netns", f"--connect={ports['kube-apiserver']}",
                 f"--expose={metrics}={metrics}", f"--expose={probe}={probe}", f"--expose={hook}={hook}", "--"]
         return shim + ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, p,

@@ -5,6 +5,7 @@ an LWS and a RayCluster — measured on the lab, never assumed from the plugins'
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -238,3 +239,20 @@ def test_a_lab_plays_the_users_own_kwok_stages_beside_kailabs():
     finally:
         kube.close()
         rt.down(name)
+
+
+def test_the_training_operator_starts_when_the_labs_state_is_under_tmp(tmp_path):
+    """Its private /tmp (a tmpfs of its own for the certificate's fixed path) must not hide a lab whose
+    state is under /tmp (KAILAB_STATE=/tmp/...: its kubeconfig and keys), as CI's isolated runs have it."""
+    env = {"KAILAB_STATE": str(tmp_path / "state")}
+    name = f"tmp-state-{os.getpid()}"
+    try:
+        up = kailab_cli("up", "--name", name, "--fleet", "tiny", "--operators", "kubeflow", "--without-metrics",
+                        env=env, timeout=None)
+        assert up.returncode == 0, up.stderr[-3000:]
+        said = kailab_cli("status", "--json", "--name", name, env=env)
+        info = json.loads(said.stdout)
+        assert info["components"]["training-operator"]["state"] == "running", info["components"]
+    finally:
+        kailab_cli("down", "--name", name, env=env, timeout=None)
+    assert not (tmp_path / "state" / "labs" / name).exists()
