@@ -80,6 +80,19 @@ class Kube:
             raise
         return out.to_dict()
 
+    def apply_settling(self, obj: dict, seconds: float = 10) -> dict:
+        """apply(), again for up to `seconds` while a webhook refuses it for something it cannot find: an
+        object made a moment before that its cache has not seen yet (Volcano's queue webhook looking up
+        the parent queue just created). Any other refusal, or the same after `seconds`, stands."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                return self.apply(obj)
+            except ApiRefused as err:
+                if "not found" not in str(err) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
+
     def create_many(self, objs: list[dict], threads: int = 16) -> None:
         """POST each object from a thread pool, without the client's models (thousands of objects: the
         dynamic client's server-side apply spends more of the machine than the API server does). An object

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 import uuid
 
 from kailab import workloads
@@ -17,11 +18,35 @@ from helpers import kailab_cli
 PODGROUPS = ("scheduling.run.ai/v2alpha2", "PodGroup")
 
 
+def _holders(kube: Kube) -> tuple[float, list[str]]:
+    """The fleet's free GPUs, and the live pods holding GPUs (namespace/name: GPUs)."""
+    total = sum(float(n["status"].get("allocatable", {}).get("nvidia.com/gpu", 0)) for n in kube.list("v1", "Node"))
+    held = []
+    for p in kube.list("v1", "Pod"):
+        if p["spec"].get("nodeName") and p["status"].get("phase") not in ("Succeeded", "Failed"):
+            gpus = sum(float((c.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu") or 0)
+                       for c in p["spec"]["containers"])
+            if gpus:
+                held.append((f"{p['metadata']['namespace']}/{p['metadata']['name']}", gpus))
+    return total - sum(g for _, g in held), [f"{n}: {g:g}" for n, g in held]
+
+
+def _wait_free(kube: Kube, gpus: int, timeout: float = 120) -> None:
+    """The lab shared with the tests before this one: their pods may still be ending."""
+    deadline = time.monotonic() + timeout
+    while (free := _holders(kube))[0] < gpus:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the lab has {free[0]:g} GPUs free after {timeout:g} s, the scene needs {gpus}: "
+                                 f"held by {', '.join(free[1])}")
+        time.sleep(1)
+
+
 @contextlib.contextmanager
 def scene(kube: Kube):
     """(namespace, queue prefix) with a's 4 one-GPU pods under limit 3 and b's 2; removed after."""
     tag = uuid.uuid4().hex[:5]
     ns, q = f"top-{tag}", f"top{tag}"
+    _wait_free(kube, 6)
     try:
         kube.apply(workloads.namespace(ns))
         kube.apply(workloads.queue(f"{q}-root", {"quota": -1, "limit": -1}))
@@ -37,7 +62,10 @@ def scene(kube: Kube):
             bound = [p for p in pods if p["spec"].get("nodeName")]
             said = [g for g in kube.list(*PODGROUPS, ns) if (g.get("status") or {}).get("schedulingConditions")]
             return len(pods) == 6 and len(bound) == 5 and said
-        wait_until("5 of the scene's 6 pods bound and KAI's reason for the sixth", settled, timeout=90)
+        try:
+            wait_until("5 of the scene's 6 pods bound and KAI's reason for the sixth", settled, timeout=90)
+        except Exception as err:  # say what the lab held: the scene is sized for 6 free GPUs
+            raise AssertionError(f"{err}; GPUs free and held: {_holders(kube)}") from None
         yield ns, q
     finally:
         kube.delete("v1", "Namespace", ns)

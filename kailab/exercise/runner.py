@@ -232,8 +232,8 @@ class ExerciseRun:
             objs += topology_aware(self.stack, f"{self.source.name}:").topology_objects(
                 self.topology_name, self.ex.topology, f"{self.source.name}:")
         self.evidence.manifests(0, "queues-and-namespace", objs)
-        for obj in objs:
-            self.kube.apply(obj)
+        for obj in objs:  # a child queue right after its parent: a stack's webhook may not have seen the parent yet
+            self.kube.apply_settling(obj)
 
     # ------------------------------------------------------------------ steps
     def queue_decls(self) -> list[QueueDecl]:
