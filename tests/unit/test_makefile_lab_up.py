@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
 
 import click
@@ -15,7 +14,6 @@ import pytest
 from kailab.cli import cli
 from kailab.paths import PROJECT_ROOT
 
-pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
 
 
 def _up_command(*assignments: str, **env: str) -> list[str]:
