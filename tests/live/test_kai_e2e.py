@@ -14,6 +14,7 @@ import pytest
 from kailab import workloads
 from kailab.kube import Kube
 from kailab.runtimes import LabRecord
+from kailab.testing.labs import kind_docker
 
 from helpers import kailab_cli
 
@@ -110,7 +111,8 @@ def test_kais_operator_suites_pass_on_a_kind_lab_of_their_own(tmp_path):
     through the SchedulingShard, priority turns the scheduler off and on through KAI's Config. `kailab
     e2e` brings up a kind lab for them (their runtime), never a binary one, with the kind lab's label
     filter (no `!operated`) and no stand-in pods (KAI's own pods are there)."""
-    run = _kailab(["e2e", "topology", "priority"], tmp_path)
+    with kind_docker():  # the kind tests' engine (CI's private one), as the other kind tests reach it
+        run = _kailab(["e2e", "topology", "priority"], tmp_path)
     out = run.stdout + run.stderr
     (e2e_dir,) = list(tmp_path.glob("e2e-*"))
     summary = json.loads((e2e_dir / "summary.json").read_text())
