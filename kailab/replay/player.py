@@ -67,13 +67,14 @@ class PodWatch(threading.Thread):
 
     def _see(self, kind: str, pod: dict) -> None:
         meta = pod["metadata"]
-        name = meta["name"]
+        # by uid: a pod an operator makes again under the same name (an LWS's StatefulSet) is a new pod
+        key = meta.get("uid") or meta["name"]
         now = time.monotonic()
         job = (meta.get("labels") or {}).get(workloads.OWNER_LABEL, "")
         with self.ledger.lock:
-            rec = self.ledger.pods.get(name)
+            rec = self.ledger.pods.get(key)
             if rec is None:
-                rec = self.ledger.pods[name] = PodRecord(job=job, seen=now,
+                rec = self.ledger.pods[key] = PodRecord(job=job, seen=now,
                                                          scheduler=(pod.get("spec") or {}).get("schedulerName", ""))
             node = (pod.get("spec") or {}).get("nodeName")
             if node and rec.bound is None:
@@ -235,6 +236,12 @@ def _interrupted(cancel: threading.Event, seconds: float) -> None:
         raise KeyboardInterrupt("the replay was interrupted")
 
 
+def wait_ending(ender: "Ender", cancel: threading.Event, until: float) -> None:
+    """Wait until the monotonic time `until`, ending what falls due meanwhile (Ender.tick says when next)."""
+    while (left := until - time.monotonic()) > 0:
+        _interrupted(cancel, min(left, ender.tick()))
+
+
 def _play(kube, trace, namespace, compress, deadline_s, on_progress, translate, cancel, ledger, watch):
     watch.ready.wait(30)
     jobs = trace.jobs
@@ -263,10 +270,12 @@ def _play(kube, trace, namespace, compress, deadline_s, on_progress, translate, 
         with ledger.lock:
             ledger.submitted[job.name] = time.monotonic()
 
+    # kailab ends its kinds' jobs while later rows are still to submit, not only after the last one
+    ender = Ender(kube, namespace, compress, [j for j in jobs if j.kind in ENDED_BY_KAILAB], ledger)
     for job in jobs:
         planned = t0 + (job.arrival_s - first) / compress
         ledger.planned[job.name] = planned
-        _interrupted(cancel, max(0.0, planned - time.monotonic()))
+        wait_ending(ender, cancel, planned)
         pool.submit(submit, job)
     pool.shutdown(wait=True)
     submitted_all = time.monotonic()
@@ -274,7 +283,6 @@ def _play(kube, trace, namespace, compress, deadline_s, on_progress, translate, 
     want = {j.name: j.pods for j in jobs}
     last_note = 0.0
     quiet_since = None
-    ender = Ender(kube, namespace, compress, [j for j in jobs if j.kind in ENDED_BY_KAILAB], ledger)
     while time.monotonic() < end_by:
         next_end = ender.tick()
         done = _finished(ledger, want)
@@ -360,9 +368,17 @@ def _ended(rec: PodRecord, ended_at: float | None) -> bool:
     return ended_at is not None and rec.succeeded is None and (rec.gone is None or rec.gone >= ended_at)
 
 
+LOST = "evicted, and its operator made none of its pods again"
+
+
+def _running(rec: PodRecord) -> bool:
+    """Pending or running: neither succeeded nor gone."""
+    return rec.succeeded is None and rec.gone is None
+
+
 def _live(ledger: Ledger) -> bool:
     with ledger.lock:
-        return any(r.succeeded is None and r.gone is None for r in ledger.pods.values())
+        return any(_running(r) for r in ledger.pods.values())
 
 
 def job_outcomes(kube: Kube, namespace: str) -> dict[str, str]:
@@ -397,13 +413,18 @@ def records(trace: Trace, ledger: Ledger, clock: dict, compress: float, outcomes
         if job.kind in ENDED_BY_KAILAB:
             finished = ended_at
         evicted = [r for r in pods if r.gone is not None and r.bound is not None and not _ended(r, ended_at)]
+        outcome = (outcomes or {}).get(job.name, "")
+        if job.kind in ENDED_BY_KAILAB and ended_at is None and evicted and not any(_running(r) for r in pods):
+            # evicted and never made again: KubeRay v1.5.1 makes no new head for a RayJob's cluster once it
+            # was provisioned ("skipping head creation to let RayJob controller handle the failure")
+            outcome = f"Failed ({LOST})"
         out_jobs.append({
             "name": job.name, "queue": job.queue, "pods": job.pods, "gpus": job.gpus,
             "min_members": job.min_members, "duration_s": job.duration_s, "priority": job.priority,
             "arrival_s": job.arrival_s, "planned": rel(ledger.planned.get(job.name)),
             "submitted": rel(ledger.submitted.get(job.name)), "started": rel(started),
             "finished": rel(finished), "evicted_pods": len(evicted),
-            "refused": ledger.refused.get(job.name, ""), "outcome": (outcomes or {}).get(job.name, ""),
+            "refused": ledger.refused.get(job.name, ""), "outcome": outcome,
             **({"kind": job.kind} if job.kind != "job" else {}),
             **({"ended_by": "kailab" if ended_at is not None else "",
                 "end_error": ledger.end_errors.get(job.name, "")} if job.kind in ENDED_BY_KAILAB else {}),

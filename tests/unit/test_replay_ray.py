@@ -87,3 +87,58 @@ def test_a_job_kailab_did_not_end_is_not_finished():
     ledger.end_errors["r"] = "ApiException: (500)"
     [job] = player.records(trace, ledger, clock, compress=10)["jobs"]
     assert job["finished"] is None and job["ended_by"] == "" and job["end_error"] == "ApiException: (500)"
+
+
+def test_a_job_kailab_ends_whose_pods_were_evicted_and_never_made_again_failed():
+    """KubeRay v1.5.1 makes no new head for a RayJob's cluster once provisioned: a RayJob KAI evicts whole
+    is lost. Its record says so (a failed job), the replay does not wait for it."""
+    job = player.TraceJob(name="r", arrival_s=0, queue="a", pods=2, gpus=1, duration_s=60, kind="rayjob")
+    clock = {"t0": 0.0, "end": 9.0, "wall_t0": 0.0, "wall_end": 9.0, "timed_out": False, "watch_errors": []}
+    lost = {"h": player.PodRecord("r", seen=0.0, bound=1.0, gone=3.0), "w": player.PodRecord("r", seen=0.0, bound=1.0, gone=3.0)}
+    [rec] = player.records(player.Trace(path=None, jobs=[job]), _ledger(lost, {}), clock, compress=10)["jobs"]
+    assert rec["finished"] is None and rec["evicted_pods"] == 2 and rec["outcome"] == f"Failed ({player.LOST})"
+    records = player.records(player.Trace(path=None, jobs=[job]), _ledger(lost, {}), clock, compress=10)
+    assert figures.run_figures(records, 8)["all"]["jobs_failed"] == 1
+    # one pod made again (a RayCluster's, an LWS's) and still there: not lost, only not finished
+    back = {**lost, "w2": player.PodRecord("r", seen=3.5, bound=4.0)}
+    [rec] = player.records(player.Trace(path=None, jobs=[job]), _ledger(back, {}), clock, compress=10)["jobs"]
+    assert rec["outcome"] == "" and rec["finished"] is None
+
+
+def test_a_pod_made_again_under_the_same_name_is_a_new_pod():
+    """An LWS's pods are a StatefulSet's: one KAI evicts comes back with its name and a new uid."""
+    ledger = player.Ledger()
+    watch = player.PodWatch(kube=None, namespace="ns", ledger=ledger)
+
+    def pod(uid, **status):
+        return {"metadata": {"name": "w-0-1", "uid": uid, "labels": {workloads.OWNER_LABEL: "w"}},
+                "spec": {"nodeName": "n1"}, "status": status}
+
+    watch._see("ADDED", pod("u1"))
+    watch._see("DELETED", pod("u1"))
+    watch._see("ADDED", pod("u2"))
+    first, again = ledger.pods["u1"], ledger.pods["u2"]
+    assert first.gone is not None and again.gone is None and again.bound is not None
+    assert player._live(ledger)
+
+
+def test_kailab_ends_its_kinds_jobs_while_later_rows_wait_to_be_submitted():
+    """Between two submissions the replay keeps ending what falls due: a RayJob's end waited for the last
+    row's submission before (a RayJob of 60 s ran 100 s in a trace whose rows arrived until 155 s)."""
+    import threading
+    import time
+
+    class Clock:  # an Ender whose next end is always 50 ms away: how often it is asked
+        ticks = 0
+
+        def tick(self) -> float:
+            self.ticks += 1
+            return 0.05
+
+    ender, start = Clock(), time.monotonic()
+    player.wait_ending(ender, threading.Event(), start + 0.5)
+    assert time.monotonic() - start >= 0.5 and ender.ticks >= 5
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(KeyboardInterrupt):
+        player.wait_ending(ender, cancel, time.monotonic() + 5)
