@@ -87,7 +87,7 @@ def tools_images(kai_version, with_vcluster, stacks, operators) -> None:
     """
     from ..images import vcluster as vcluster_images
     from ..images.build import build_images
-    from ..runtimes.kind_host import require_host_packages
+    from ..runtimes.kind.host import require_host_packages
 
     require_host_packages("`kailab tools images`")  # before anything is built: runc needs libseccomp, the node mmdebstrap
 
@@ -255,7 +255,7 @@ def tools_list() -> None:
                       e["built_at"], str(e.get("build_seconds", "")))
     out.print(table if entries else "the binary cache is empty: run `kailab tools build`")
     from .. import sources
-    from ..runtimes.kind_host import install_line, missing_host_packages
+    from ..runtimes.kind.host import install_line, missing_host_packages
 
     for name, proj in sources.PROJECTS.items():
         rec = sources.registered(name)

@@ -25,7 +25,7 @@ from ..images import docker
 from ..kube import Kube
 from ..paths import state_dir
 from ..runtimes.base import LabRecord
-from ..runtimes.kind_host import find_tool
+from ..runtimes.kind.host import find_tool
 from .unit import CPU, DONE, MEMORY, RUN_LABEL, UNIT_TIMEOUT_S, Unit, UnitResult, objects
 
 POLL_S = 2.0

@@ -16,7 +16,7 @@ from .base import LabRecord, LabSpec, Runtime, docker_answers
 # binary lab)
 RUNTIMES = {
     "binary": "kailab.runtimes.binary:BinaryRuntime",
-    "kind": "kailab.runtimes.kind:KindRuntime",
+    "kind": "kailab.runtimes.kind.runtime:KindRuntime",
     "existing": "kailab.runtimes.existing:ExistingRuntime",
 }
 

@@ -177,7 +177,7 @@ SMALL_REQUESTS = {"requests": {"cpu": "5m", "memory": "64Mi"}}
 # A vCluster's control plane (syncer, virtual API server, controller manager, kine in one container)
 # is what every request of its KAI goes through, so it asks for real CPU: two versions' 150m fit a
 # 2-core kind host beside the host's own pods now that fake-gpu-operator's idle helpers ask for 10m
-# each (kailab/runtimes/kind_plan.py).
+# each (kailab/runtimes/kind/plan.py).
 CONTROL_PLANE_CPU = "150m"
 KAI_COMPONENTS = ("operator", "scheduler", "binder", "admission", "podgrouper", "podgroupcontroller", "queuecontroller")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import KailabError, LabError
 from ..images import vcluster as vc_images
 from ..runtimes.base import docker_answers
-from ..runtimes.kind_host import check_kubectl, find_tool, find_tools
+from ..runtimes.kind.host import check_kubectl, find_tool, find_tools
 from .plan import VCLUSTER_ENV
 
 DOCKER_NEEDED = ("a version trial with --runtime kind needs a Docker engine, and none answers "

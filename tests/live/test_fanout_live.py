@@ -22,7 +22,7 @@ from kailab.fleet import load_fleet
 from kailab.kube import Kube
 from kailab.lab import LabSpec, get_runtime
 from kailab.paths import PROJECT_ROOT, state_dir
-from kailab.runtimes.kind_workers import worker_names
+from kailab.runtimes.kind.workers import worker_names
 from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import LAB_PREFIX, kind_docker, owner_pid
 from kailab.testing.tiny_trace import two_teams, write_clusterdata

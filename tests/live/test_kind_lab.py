@@ -24,7 +24,8 @@ from kailab.exercise.load import load_exercise
 from kailab.kube import Kube
 from kailab.paths import exercises_dir, lab_dir
 from kailab.lab import runtime_of
-from kailab.runtimes import kind_metrics, metrics
+from kailab.runtimes import metrics
+from kailab.runtimes.kind import metrics as kind_metrics
 from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import kind_docker
 
@@ -199,7 +200,7 @@ def test_a_component_that_dies_during_a_run_is_named_with_its_last_lines(kind_la
 def test_a_failed_up_says_what_the_cluster_held(kind_lab, tmp_path):
     """What a failed kind `up` adds to its error (the lab, and its log, may be gone when it is read): a
     node that is not Ready is named with its condition, and kwok-controller's INFO lines are left out."""
-    from kailab.runtimes.kind import _diagnosis
+    from kailab.runtimes.kind.runtime import _diagnosis
 
     kube = Kube(kind_lab.kubeconfig)
     node = "kailab-not-ready"  # no KWOK annotation, no kubelet: nothing ever reports it Ready

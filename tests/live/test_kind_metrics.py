@@ -14,7 +14,7 @@ from kailab.exercise.runner import ExerciseRun
 from kailab.exercise.load import load_exercise
 from kailab.inputs import read_yaml
 from kailab.paths import exercises_dir
-from kailab.runtimes import kind_metrics
+from kailab.runtimes.kind import metrics as kind_metrics
 from kailab.testing.labs import kind_docker
 
 # A kind cluster of its own (the tiny fleet): kept out of `make test` (`full`, docs/dev/testing.md). Prometheus

@@ -1,6 +1,6 @@
 """A failed kind `up` names the nodes that are not Ready, with their condition's reason."""
 
-from kailab.runtimes.kind import _not_ready
+from kailab.runtimes.kind.runtime import _not_ready
 
 
 def test_only_nodes_not_ready_are_named_with_their_reason():

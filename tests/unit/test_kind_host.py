@@ -7,7 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from kailab.runtimes.kind_host import host_packages, install_line, missing_host_packages
+from kailab.runtimes.kind.host import host_packages, install_line, missing_host_packages
 
 from helpers import kailab_cli
 

@@ -20,11 +20,11 @@ from kailab.stacks.kai import install as kai
 from kailab.cli import cli
 from kailab.errors import KailabError, LabError
 from kailab.fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, load_fleet
-from kailab.runtimes import kind as kind_rt, kind_metrics
+from kailab.runtimes.kind import metrics as kind_metrics, runtime as kind_rt
 from kailab.runtimes.base import LabSpec
 from kailab.runtimes.labkit import create_fleet, kwok_config_text
 from kailab.lab import with_addon
-from kailab.runtimes.kind import KindRuntime, build_plan
+from kailab.runtimes.kind.runtime import KindRuntime, build_plan
 from kailab.stacks.kai.kind import kai_chart_ref, kai_images, kai_values
 
 NEW_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"

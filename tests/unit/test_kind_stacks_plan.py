@@ -12,10 +12,10 @@ from kailab import versions
 from kailab.fleet import load_fleet
 from kailab.images import image_set
 from kailab.lab import with_addon
-from kailab.runtimes import kind as kind_rt
+from kailab.runtimes.kind import runtime as kind_rt
 from kailab.runtimes.base import LabSpec
-from kailab.runtimes.kind import build_plan
-from kailab.runtimes.kind_images import build_command, needed_local
+from kailab.runtimes.kind.runtime import build_plan
+from kailab.runtimes.kind.images import build_command, needed_local
 from kailab.stacks.kueue import install as kueue
 from kailab.stacks.volcano import install as volcano
 

@@ -14,9 +14,10 @@ from click.testing import CliRunner
 from kailab.cli import cli
 from kailab.fleet import load_fleet
 from kailab.lab import with_addon
-from kailab.runtimes import RUNTIMES, get_runtime, kind_workers
+from kailab.runtimes import RUNTIMES, get_runtime
+from kailab.runtimes.kind import workers as kind_workers
 from kailab.runtimes.base import LabRecord, LabSpec
-from kailab.runtimes.kind import build_plan, HostFacts
+from kailab.runtimes.kind.runtime import build_plan, HostFacts
 
 
 @pytest.fixture(autouse=True)

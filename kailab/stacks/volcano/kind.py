@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from ...runtimes.kind_pins import pins as kind_pins
+from ...runtimes.kind.pins import pins as kind_pins
 from . import config, install
 from ...images import extra
 from ...images.assemble import ImageSpec

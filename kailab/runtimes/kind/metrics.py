@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import yaml
 
-from .. import versions
-from .metrics import KSM, PROMETHEUS, SCRAPE_INTERVAL
-from .clusterinfo import deployment_states
-from .waits import wait_until
+from ... import versions
+from ..metrics import KSM, PROMETHEUS, SCRAPE_INTERVAL
+from ..clusterinfo import deployment_states
+from ..waits import wait_until
 
 NAMESPACE = "monitoring"
 NODE_PORT = 30090  # the Service's NodePort, mapped by kind to a per-lab port on the host's 127.0.0.1

@@ -6,9 +6,9 @@ The lab is the same as the binary runtime's where an exercise can tell: the same
 (fleet.node_manifests(), applied the same way), the same KWOK stages, the same probe pod. What
 differs is how the pieces run: real containers, the scheduler from its helm chart with its operator.
 
-`build_plan` (kind_plan.py) is pure: it turns a spec into the kind config, the files and the commands, in
+`build_plan` (plan.py) is pure: it turns a spec into the kind config, the files and the commands, in
 order, so `--dry-run` prints exactly what `up` runs and tests can check it without Docker. The
-host and its tools: kind_host.py; images built here or published: kind_images.py.
+host and its tools: host.py; images built here or published: images.py.
 """
 
 from __future__ import annotations
@@ -20,27 +20,28 @@ import subprocess
 import time
 from pathlib import Path
 
-from .. import versions
-from ..errors import KailabError, LabError
-from ..images import ImageSet, image_set
-from ..fleet import FLEET_LABEL, Fleet, load_fleet
-from ..kube import Kube
-from ..paths import lab_dir
-from . import clusterinfo, kind_metrics, kind_workers, metrics
-from .base import LabRecord, LabSpec, Runtime, status_report, docker_answers
-from .labkit import lab_lock, refuse_other_lab, user_stage_names
-from .processes import free_port
-from .hostlimits import require_inotify
-from .restarts import restart_counts, why_it_died
-from .shell import last_line, progress, run_logged
+from ... import versions
+from ...errors import KailabError, LabError
+from ...images import ImageSet, image_set
+from ...fleet import FLEET_LABEL, Fleet, load_fleet
+from ...kube import Kube
+from ...paths import lab_dir
+from .. import clusterinfo, metrics
+from . import metrics as kind_metrics, workers as kind_workers
+from ..base import LabRecord, LabSpec, Runtime, status_report, docker_answers
+from ..labkit import lab_lock, refuse_other_lab, user_stage_names
+from ..processes import free_port
+from ..hostlimits import require_inotify
+from ..restarts import restart_counts, why_it_died
+from ..shell import last_line, progress, run_logged
 # the kind runtime's parts, re-exported: what callers and tests name as kind.X
-from .kind_host import (TOOL_ENV, HostFacts, check_kubectl, docker_facts, find_tool, find_tools,  # noqa: F401
+from .host import (TOOL_ENV, HostFacts, check_kubectl, docker_facts, find_tool, find_tools,  # noqa: F401
                         host_problems)
-from .kind_images import IMAGES, choose_images, missing_local  # noqa: F401
-from .kind_plan import (CONTROL_PLANE_SELECTOR, KWOK_CONFIG_DIR, KWOK_CONFIG_MAP, STAGE_CRD, KindPlan, build_plan, charts_of, cluster_name, dump, dump_all,  # noqa: F401
+from .images import IMAGES, choose_images, missing_local  # noqa: F401
+from .plan import (CONTROL_PLANE_SELECTOR, KWOK_CONFIG_DIR, KWOK_CONFIG_MAP, STAGE_CRD, KindPlan, build_plan, charts_of, cluster_name, dump, dump_all,  # noqa: F401
                         fake_gpu_operator_values, kind_config, kwok_config_map, kwok_deployment_patch,
                         kwok_release_config, kwok_stages_text, node_image, pinned_minor, render_plan)
-from .kind_pins import pins  # noqa: F401
+from .pins import pins  # noqa: F401
 
 
 # ------------------------------------------------------------------ the runtime
@@ -48,7 +49,7 @@ class KindRuntime(Runtime):
     name = "kind"
 
     installs_charts = True
-    adds_workers = True  # real worker nodes beside the control plane (kind_workers.py)
+    adds_workers = True  # real worker nodes beside the control plane (kind/workers.py)
     install_style = "from its helm chart (operator, admission webhook) on a kind cluster"
 
     def prometheus_in_lab(self, record: LabRecord) -> str | None:

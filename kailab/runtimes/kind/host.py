@@ -15,9 +15,9 @@ from pathlib import Path
 import yaml
 
 
-from ..errors import LabError
-from ..images import cached_tool
-from .kind_pins import pins
+from ...errors import LabError
+from ...images import cached_tool
+from .pins import pins
 
 # Where tools come from: these variables first, then PATH
 TOOL_ENV = {"kind": "KAILAB_KIND", "kubectl": "KAILAB_KUBECTL", "helm": "KAILAB_HELM"}

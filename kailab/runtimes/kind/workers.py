@@ -15,8 +15,8 @@ from __future__ import annotations
 import ipaddress
 import json
 
-from ..images.node import cni_conflist
-from .kind_pins import pins
+from ...images.node import cni_conflist
+from .pins import pins
 
 CNI_FILE = "/etc/cni/net.d/10-kailab.conflist"  # the node image's (kailab/images/node.py)
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane:NoSchedule"

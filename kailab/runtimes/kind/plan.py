@@ -12,21 +12,21 @@ from functools import lru_cache
 
 import yaml
 
-from .. import versions
-from ..errors import KailabError
-from ..images import ImageSet
-from ..fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, Fleet
-from ..kube import FIELD_MANAGER
-from ..paths import lab_dir
-from . import kind_metrics, kind_workers
-from .base import LabSpec
-from .. import kwok_stages
-from .labkit import kwok_config_text, kwok_stages_text, user_stages
-from ..errors import LabError
-from .addon import InstallsFromCharts, addon_of, need
-from .kind_host import TOOL_ENV, HostFacts
-from .kind_pins import pins
-from ..images.gomod import module_dir
+from ... import versions
+from ...errors import KailabError
+from ...images import ImageSet
+from ...fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, Fleet
+from ...kube import FIELD_MANAGER
+from ...paths import lab_dir
+from . import metrics as kind_metrics, workers as kind_workers
+from ..base import LabSpec
+from ... import kwok_stages
+from ..labkit import kwok_config_text, kwok_stages_text, user_stages
+from ...errors import LabError
+from ..addon import InstallsFromCharts, addon_of, need
+from .host import TOOL_ENV, HostFacts
+from .pins import pins
+from ...images.gomod import module_dir
 
 # Infrastructure pods (KWOK, the scheduler) stay on kind's real node: the default scheduler would otherwise
 # happily put them on fake KWOK nodes, where their containers never run. kubeadm labels the
@@ -331,7 +331,7 @@ def render_plan(plan: KindPlan, spec: LabSpec, fleet: Fleet, kai_version: str) -
             lines += [f"#   kind load docker-image {img} --name {plan.cluster}" for img in plan.preload_images]
     step = len(plan.commands) + 1
     if plan.metrics_port:
-        lines += [f"# {step}. the lab's metrics (kailab/runtimes/kind_metrics.py): namespace {kind_metrics.NAMESPACE}, "
+        lines += [f"# {step}. the lab's metrics (kailab/runtimes/kind/metrics.py): namespace {kind_metrics.NAMESPACE}, "
                   f"kube-state-metrics and Prometheus ({', '.join(versions.metrics_images().values())}), Prometheus "
                   f"scraping every Service with a metrics port in the scheduler's namespaces, at http://127.0.0.1:{plan.metrics_port} "
                   f"(NodePort {kind_metrics.NODE_PORT}) and {kind_metrics.IN_CLUSTER_URL} in the cluster"]

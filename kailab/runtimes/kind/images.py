@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import LabError
-from ..images import ImageSet, image_set
-from .addon import InstallsFromCharts
-from ..images import docker as images_docker
+from ...errors import LabError
+from ...images import ImageSet, image_set
+from ..addon import InstallsFromCharts
+from ...images import docker as images_docker
 
 
 IMAGES = ("auto", "local", "published")
