@@ -34,7 +34,7 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
     A lab runs the workload operators its suites need beside KAI (the third-party integrations:
     jobset, pytorch, mpi, tfjob, jax, xgboost, lws, ray; `--list` says which)."""
     from ..e2e import session
-    from ..stacks.kai.e2e.suites import RUNTIMES, registry
+    from ..e2e.suites import RUNTIMES, registry
     from ..fleet import load_fleet
 
     reg = registry()
@@ -75,7 +75,7 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
     suites = reg.select(list(suite_names), ci=ci_set, runtime=lab_runtime)
     session.operators_needed(suites)  # a registry naming an operator no lab runs: one line, before any build
     if build_only:
-        from ..stacks.kai.e2e import build
+        from ..e2e import build
 
         for v in session.check_versions(version_text, None):
             _, binaries = build.ensure(v, suites, out.print)
@@ -88,7 +88,7 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
 
         if version_text or labs != 1:
             raise KailabError("--name runs on that one lab: leave out --kai-versions and --labs")
-        from ..stacks.kai.e2e import cluster
+        from ..e2e import cluster
         from ..kube import Kube
 
         rec = require_kai_lab(lab_name, "KAI's e2e suites")

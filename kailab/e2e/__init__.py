@@ -1,3 +1,5 @@
-"""Running KAI's own e2e suites on labs: the orchestration (session.py) above the lab, using what the KAI
-stack knows about its suites (kailab.stacks.kai.e2e: which can run, how to build them, how a cluster must
-look, how to read their JUnit)."""
+"""KAI's own e2e suites (Ginkgo, test/e2e/suites in KAI's repository) run against kailab labs, in one
+place: which suites a lab can run, on which runtime, and why the others cannot (suites.py, from
+data/kai-e2e.yaml); their compilation from the registered KAI repository (build.py, ginkgo.py); the
+cluster made to look the way KAI's e2e expects (cluster.py); their JUnit read (junit.py); and the
+session that runs them on one lab or several side by side and writes the evidence (session.py)."""

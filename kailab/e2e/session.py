@@ -34,8 +34,8 @@ from ..kube import Kube
 from ..lab import LabRecord, LabSpec, lab, runtime_of
 from ..evidence import new_folder, stamp_of
 from ..paths import evidence_dir
-from ..stacks.kai.e2e import build, cluster, ginkgo, junit
-from ..stacks.kai.e2e.suites import RUNTIMES, Suite, registry
+from . import build, cluster, ginkgo, junit
+from .suites import RUNTIMES, Suite, registry
 from ..report.page import write_report
 
 SUMMARY = "summary.json"

@@ -13,8 +13,8 @@ import pytest
 from kailab import operators
 from kailab.e2e import session
 from kailab.runtimes import LabRecord
-from kailab.stacks.kai.e2e import cluster, ginkgo, junit
-from kailab.stacks.kai.e2e.suites import Suite, registry
+from kailab.e2e import cluster, ginkgo, junit
+from kailab.e2e.suites import Suite, registry
 from kailab.errors import KailabError
 
 THIRD_PARTY = "integrations/third_party/"
@@ -267,7 +267,7 @@ def test_each_suite_runs_on_a_lab_of_its_runtime_the_kind_ones_on_one_kind_lab()
 
 
 def test_a_skip_or_label_left_out_on_some_runtimes_reads_from_the_registry_text():
-    from kailab.stacks.kai.e2e.suites import _left_out
+    from kailab.e2e.suites import _left_out
 
     assert _left_out("why").on("kind") and _left_out("why").on("binary")
     left = _left_out({"why": "operator", "runs_on": ["kind"]})

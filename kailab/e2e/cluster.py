@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from ....errors import KailabError
-from ....fleet import DRA_PLUGIN_LABEL  # DRA GPUs: not a node "without GPUs" either
-from ..install import KAI_NAMESPACE
-from ....kube import Kube
-from ....runtimes.waits import wait_until
+from ..errors import KailabError
+from ..fleet import DRA_PLUGIN_LABEL  # DRA GPUs: not a node "without GPUs" either
+from ..stacks.kai.install import KAI_NAMESPACE
+from ..kube import Kube
+from ..runtimes.waits import wait_until
 
 QUEUE_API = "scheduling.run.ai/v2"
 ALLOWED_QUEUES = {"default-queue", "default-parent-queue"}  # KAI's e2e preflight allows these

@@ -12,9 +12,9 @@ import os
 import re
 from pathlib import Path
 
-from .... import toolchain, versions
-from ....errors import BuildError
-from ....paths import cache_dir, cache_lock
+from .. import toolchain, versions
+from ..errors import BuildError
+from ..paths import cache_dir, cache_lock
 from .suites import Suite
 
 COMPONENT = "kai-e2e"

@@ -15,7 +15,7 @@ from importlib import resources
 
 import yaml
 
-from ....errors import KailabError
+from ..errors import KailabError
 
 SUITES_DIR = "test/e2e/suites"
 RUNTIMES = ("binary", "kind")  # a suite's runtime, in the order `kailab e2e` runs their lanes
