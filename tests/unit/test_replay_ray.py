@@ -89,20 +89,37 @@ def test_a_job_kailab_did_not_end_is_not_finished():
     assert job["finished"] is None and job["ended_by"] == "" and job["end_error"] == "ApiException: (500)"
 
 
-def test_a_job_kailab_ends_whose_pods_were_evicted_and_never_made_again_failed():
-    """KubeRay v1.5.1 makes no new head for a RayJob's cluster once provisioned: a RayJob KAI evicts whole
-    is lost. Its record says so (a failed job), the replay does not wait for it."""
+def test_a_rayjob_whose_head_was_evicted_is_lost_even_with_a_worker_made_again():
+    """KubeRay v1.5.1 makes no new head for a RayJob's cluster once provisioned: a RayJob KAI evicts is
+    lost, even when KubeRay made a worker again between KAI's evictions (it stays Pending for good). Its
+    record says so (a failed job, the waiting worker listed), and the replay does not wait for it."""
     job = player.TraceJob(name="r", arrival_s=0, queue="a", pods=2, gpus=1, duration_s=60, kind="rayjob")
+    trace = player.Trace(path=None, jobs=[job])
     clock = {"t0": 0.0, "end": 9.0, "wall_t0": 0.0, "wall_end": 9.0, "timed_out": False, "watch_errors": []}
-    lost = {"h": player.PodRecord("r", seen=0.0, bound=1.0, gone=3.0), "w": player.PodRecord("r", seen=0.0, bound=1.0, gone=3.0)}
-    [rec] = player.records(player.Trace(path=None, jobs=[job]), _ledger(lost, {}), clock, compress=10)["jobs"]
-    assert rec["finished"] is None and rec["evicted_pods"] == 2 and rec["outcome"] == f"Failed ({player.LOST})"
-    records = player.records(player.Trace(path=None, jobs=[job]), _ledger(lost, {}), clock, compress=10)
+    lost = {"h": player.PodRecord("r", seen=0.0, bound=1.0, gone=3.0, head=True),
+            "w": player.PodRecord("r", seen=0.0, bound=1.0, gone=3.0),
+            "w-again": player.PodRecord("r", seen=2.9)}  # Pending: its gang has no head
+    ledger = _ledger(lost, {})
+    assert player.lost_jobs(ledger, {"r": "rayjob"}) == {"r"} and not player._live(ledger, {"r"})
+    records = player.records(trace, ledger, clock, compress=10)
+    [rec] = records["jobs"]
+    assert rec["finished"] is None and rec["evicted_pods"] == 2 and rec["outcome"] == f"Failed ({player.HEAD_LOST})"
+    assert records["pending_at_end"] == [{"job": "r", "seen": 29.0}]
     assert figures.run_figures(records, 8)["all"]["jobs_failed"] == 1
-    # one pod made again (a RayCluster's, an LWS's) and still there: not lost, only not finished
-    back = {**lost, "w2": player.PodRecord("r", seen=3.5, bound=4.0)}
-    [rec] = player.records(player.Trace(path=None, jobs=[job]), _ledger(back, {}), clock, compress=10)["jobs"]
+    # a head made again (its cluster not yet provisioned): not lost
+    back = {**lost, "h2": player.PodRecord("r", seen=3.5, head=True)}
+    assert player.lost_jobs(_ledger(back, {}), {"r": "rayjob"}) == set()
+    [rec] = player.records(trace, _ledger(back, {}), clock, compress=10)["jobs"]
     assert rec["outcome"] == "" and rec["finished"] is None
+
+
+def test_an_lws_evicted_and_never_made_again_failed():
+    job = player.TraceJob(name="r", arrival_s=0, queue="a", pods=2, gpus=1, duration_s=60, kind="lws")
+    clock = {"t0": 0.0, "end": 9.0, "wall_t0": 0.0, "wall_end": 9.0, "timed_out": False, "watch_errors": []}
+    gone = {"l": player.PodRecord("r", seen=0.0, bound=1.0, gone=3.0), "w": player.PodRecord("r", seen=0.0, bound=1.0, gone=3.0)}
+    [rec] = player.records(player.Trace(path=None, jobs=[job]), _ledger(gone, {}), clock, compress=10)["jobs"]
+    assert rec["outcome"] == f"Failed ({player.LOST})"
+    assert player.lost_jobs(_ledger(gone, {}), {"r": "lws"}) == set()  # only a RayJob's head is never made again
 
 
 def test_a_pod_made_again_under_the_same_name_is_a_new_pod():
