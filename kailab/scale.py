@@ -1,4 +1,4 @@
-"""`kailab bench --scale`: KAI's scheduling throughput on a large fleet, in the shape of KAI's own
+"""`kailab bench scale`: KAI's scheduling throughput on a large fleet, in the shape of KAI's own
 scale test (single-GPU Jobs, or bare single-GPU pods), with what each party spent in CPU.
 
 The submitter and the watcher are lean on purpose (JSON over the client's connection pool, no

@@ -130,7 +130,7 @@ def metrics_recipes() -> list[Recipe]:
 
 def peer_recipes() -> list[Recipe]:
     """Benchmark peers only, never part of a lab: KWOK's own cluster tool, for the side-by-side
-    `kailab bench --peer` comparison (same control-plane binaries, its own supervision)."""
+    `kailab bench peer` comparison (same control-plane binaries, its own supervision)."""
     return [Recipe("kwokctl", versions.KWOK_VERSION, "sigs.k8s.io/kwok",
                    {"kwokctl": "sigs.k8s.io/kwok/cmd/kwokctl"})]
 

@@ -79,7 +79,7 @@ def churn(starts: int, at_once: int = 2, fleet: str = "small", load: str | None 
     """`starts` KAI lab starts (with metrics, as `kailab up` makes them), `at_once` labs at a time,
     each brought down after it came up; with `load`, that command runs again and again beside them."""
     if starts < at_once:
-        raise KailabError(f"--churn {starts}: at least --churn-at-once ({at_once}) starts")
+        raise KailabError(f"bench churn {starts}: at least --at-once ({at_once}) starts")
     rt = get_runtime("binary")
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     rows: list[dict] = []

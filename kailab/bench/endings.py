@@ -1,4 +1,4 @@
-"""Two ways a lab's pods can end, measured (`kailab bench --endings N`, #56): by their run time (the
+"""Two ways a lab's pods can end, measured (`kailab bench endings N`, #56): by their run time (the
 node ends each Succeeded: one status write; it stays until its namespace goes, then goes at once) or
 deleted by whoever runs them (the node keeps it for the lab's termination grace, ends it Failed, then
 removes it). Replays end their pods by run time; this says what that choice costs the API server,

@@ -6,7 +6,7 @@ A page holds a marked block:
     ...what `render(KIND, record)` gives...
     <!-- /figure -->
 
-`kailab bench --render-docs` rewrites every block from its record; tests/unit/test_figures.py fails
+`kailab bench render-docs` rewrites every block from its record; tests/unit/test_figures.py fails
 when a block differs from what its record gives (a number changed in a record, or edited by hand in
 a page). Each rendering says its record's date and machine, and its commit when the record has one.
 """

@@ -1,4 +1,4 @@
-"""`kailab bench --fill PATH`: the fill experiment at full scale on Alibaba's trace, from the user's
+"""`kailab bench fill PATH`: the fill experiment at full scale on Alibaba's trace, from the user's
 clone: import, fill every design with every seed (one lab at a time: a 1,213-node lab wants the
 machine), and record the table, the wall time, each lab's up time, and the CPU and peak memory of
 every party (where the time goes). Recorded, never asserted."""
@@ -29,7 +29,7 @@ def fill_bench(source: str, tasks: str = "default", seeds: list[int] | None = No
     designs = designs or list(PLACEMENTS)
     for d in designs:
         if d not in PLACEMENTS:
-            raise KailabError(f"--fill-designs {','.join(designs)}: {d!r} is not an imported design; "
+            raise KailabError(f"--designs {','.join(designs)}: {d!r} is not an imported design; "
                               f"give some of {','.join(PLACEMENTS)}")
 
     seeds = seeds or [1, 2, 3]

@@ -99,7 +99,7 @@ def peer_markdown(peer: dict) -> list[str]:
 
 
 def record_peer(peer: dict, out_dir: Path | None = None) -> dict:
-    """`kailab bench --peer` on its own: bench/results/<date>-peer.{json,md}."""
+    """`kailab bench peer` on its own: bench/results/<date>-peer.{json,md}."""
     results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(), **peer}
     text = "\n".join([f"# kailab up/down against kwokctl, {results['date']}", "",
                       f"{results['machine']['cores']} cores. Recorded, not asserted.", ""] + peer_markdown(peer)) + "\n"

@@ -81,7 +81,7 @@ HARNESS = "kailab (harness)"
 
 
 def _scale(record: dict, link: str) -> str:
-    """`kailab bench --scale`: each shape's throughput, latencies, reclaim and CPU, then where the CPU went."""
+    """`kailab bench scale`: each shape's throughput, latencies, reclaim and CPU, then where the CPU went."""
     runs = record["runs"]
     rows = ["| shape | submitted | all bound | binds/s | create → bound p50 / p99 | reclaim: 1 GPU / many "
             "| CPU s: kube-apiserver / KAI's five / kailab |",
@@ -149,7 +149,7 @@ _RATIOS = {"ratio_vs_kwokctl_equal_readiness": "kailab ÷ kwokctl at equal readi
 
 
 def _peer(record: dict, link: str) -> str:
-    """`kailab bench --peer`: each command's median and spread over the alternating runs, and the ratios."""
+    """`kailab bench peer`: each command's median and spread over the alternating runs, and the ratios."""
     peer = record.get("peer") or record
     commands = [f"`{cmd}` **{med:.2f} s** ({_span(peer['all_s'][cmd], lambda v: f'{v:.2f}')})"
                 for cmd, med in peer["median_s"].items()]
@@ -162,7 +162,7 @@ WINDOWS = ("stays", "settle")
 
 
 def _suite(record: dict, link: str) -> str:
-    """`kailab bench --repeat-exercises`: where the suite's wall time went, summed over exercises and runs."""
+    """`kailab bench repeat-exercises`: where the suite's wall time went, summed over exercises and runs."""
     exercises = record["exercises"]
     total = sum(s for e in exercises.values() for s in e["seconds"])
     walls = [w for e in exercises.values() for w in e.get("wall", [])]
@@ -186,7 +186,7 @@ def _suite(record: dict, link: str) -> str:
 
 
 def _runtimes(record: dict, link: str) -> str:
-    """`kailab bench --compare-labs`: which rows passed on every lab, which not, and each runtime's wall seconds."""
+    """`kailab bench compare-labs`: which rows passed on every lab, which not, and each runtime's wall seconds."""
     rows, labs = record["rows"], record["labs"]
     both = [r for r in rows if all(lab["verdict"] == "passed" for lab in r["labs"].values())]
     names = sorted({r["exercise"] for r in rows})
@@ -202,7 +202,7 @@ def _runtimes(record: dict, link: str) -> str:
 
 
 def _repeatability(record: dict, link: str) -> str:
-    """`kailab bench --repeat-exercises N`: runs passed, and the least any exercise passed; for one exercise,
+    """`kailab bench repeat-exercises N`: runs passed, and the least any exercise passed; for one exercise,
     the runtime its lab ran on (when recorded) and its runs' seconds."""
     exercises = record["exercises"]
     if len(exercises) == 1:
@@ -218,7 +218,7 @@ def _repeatability(record: dict, link: str) -> str:
 
 
 def _soak(record: dict, link: str) -> str:
-    """`kailab bench --soak N`: cycles that left nothing behind, and `up`/`down` medians."""
+    """`kailab bench soak N`: cycles that left nothing behind, and `up`/`down` medians."""
     note = f"; {record['note']}" if record.get("note") else ""
     return (f"**{record['clean_cycles']} / {record['cycles']}** up/down cycles of a KAI lab ({record['fleet']} "
             f"fleet) left nothing behind (processes, ports, directory); `up` median {record['up_s_median']} s, "
@@ -226,7 +226,7 @@ def _soak(record: dict, link: str) -> str:
 
 
 def _vcluster_trial(record: dict, link: str) -> str:
-    """`kailab bench --vcluster`: the trial's times, each exercise in a vCluster vs a plain kind lab, verdicts."""
+    """`kailab bench vcluster`: the trial's times, each exercise in a vCluster vs a plain kind lab, verdicts."""
     versions = record["versions"]
     inside, plain = record["in_vcluster_wall_s"], record["plain_kind"]
     ratios, rows = [], ["| exercise | " + " | ".join(f"{v}: vCluster / plain kind" for v in versions) + " |",
@@ -257,7 +257,7 @@ def _vcluster_trial(record: dict, link: str) -> str:
 
 
 def _churn(record: dict, link: str) -> str:
-    """`kailab bench --churn N`: starts that came up or died, `up` times, retries by cause, the machine's load."""
+    """`kailab bench churn N`: starts that came up or died, `up` times, retries by cause, the machine's load."""
     load = record.get("machine_load") or {}
     cores = (record.get("machine") or {}).get("cores")
     beside = f", with `{record['load']}` running beside them ({len(record['load_runs'])} runs)" if record.get("load") else ""
@@ -323,7 +323,7 @@ def _duration(seconds: float, both: bool = False) -> str:
 
 
 def _side_by_side_runs(record: dict, link: str) -> str:
-    """`kailab bench --exercises-side-by-side`: per number of labs, items passed, wall seconds, the CPU-seconds
+    """`kailab bench side-by-side`: per number of labs, items passed, wall seconds, the CPU-seconds
     every process spent (and what that is over the machine's cores), peak memory, and the longest item."""
     cores = (record.get("machine") or {}).get("cores")
     by: dict[int, list[dict]] = {}
@@ -365,7 +365,7 @@ FILL_FIGURES = {"allocated_pct": "GPU allocated", "fragmented_pct": "GPU fragmen
 
 
 def _fill(record: dict, link: str) -> str:
-    """`kailab bench --fill`: each design's GPU allocated, fragmented and unplaced at the arrived marks (the
+    """`kailab bench fill`: each design's GPU allocated, fragmented and unplaced at the arrived marks (the
     seeds' range), which design led, and per design and seed the pods, wall time, the lab's CPU and where
     it went, and what the steps recorded (first unplaced pod, KAI's cycle, evictions) when the record keeps them."""
     table, curves = record["table"], record.get("curves") or {}
@@ -501,7 +501,7 @@ def _replay(record: dict, link: str) -> str:
 
 
 def _endings_table(record: dict, link: str) -> str:
-    """`kailab bench --endings N`: per pod, CPU of all lab processes and of kube-apiserver, pod writes and DELETEs,
+    """`kailab bench endings N`: per pod, CPU of all lab processes and of kube-apiserver, pod writes and DELETEs,
     for pods ended by their run time and pods deleted; each run's CPU-seconds."""
     per, grace = record["per_pod"], record.get("termination_grace_s")
     deletes = {mode: [r["requests"].get("DELETE", 0) / r["pods"] for r in record["runs"] if r["mode"] == mode]
@@ -523,7 +523,7 @@ def _endings_table(record: dict, link: str) -> str:
 
 
 def _top(record: dict, link: str) -> str:
-    """`kailab bench --top`: what kailab top costs watching a busy lab."""
+    """`kailab bench top`: what kailab top costs watching a busy lab."""
     return (f"`kailab top --interval {record['interval_s']:g}` on the {record['fleet']} fleet ({record['nodes']:,} nodes, "
             f"{record['pods_standing']:,} pods standing, {record['pods_churned_per_s']} arriving a second and ending after "
             f"20 s): **{record['refreshes']} refreshes in {record['window_s']:g} s** (period mean "

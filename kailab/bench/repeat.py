@@ -107,7 +107,7 @@ def compare_labs(names: list[str], exercise_names: list[str] | None = None, out_
     lab): verdicts and figures side by side. A disagreement is a finding naming what differs."""
     labs = [require_kai_lab(n, "lab comparisons") for n in names]
     if len({(r.fleet, r.kai_version) for r in labs}) != 1:
-        raise KailabError("--compare-labs: the labs differ in fleet or KAI version ("
+        raise KailabError("bench compare-labs: the labs differ in fleet or KAI version ("
                           + ", ".join(f"{r.name}: {r.fleet} {r.kai_version}" for r in labs) + "): compare like with like")
     paths = ([resolve_exercise(n) for n in exercise_names] if exercise_names
              else sorted(p for p in exercises_dir().glob("*.yaml") if load_exercise(p).fleet == labs[0].fleet))

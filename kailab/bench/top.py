@@ -1,4 +1,4 @@
-"""What `kailab top` costs while it watches a busy lab (`kailab bench --top`): a lab of the large
+"""What `kailab top` costs while it watches a busy lab (`kailab bench top`): a lab of the large
 fleet (1,000 nodes) with KAI, half its GPUs held by pods of four queues, a queue over its limit
 leaving pods pending (KAI's reason written each cycle), and pods ending and arriving every second;
 `kailab top` redrawing every second on a pseudo-terminal. Measured: the CPU of top's own process

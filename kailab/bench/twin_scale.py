@@ -1,4 +1,4 @@
-"""A twin at scale (`kailab bench --twin-scale N`, #57): a snapshot in KAI's format of Alibaba's whole GPU
+"""A twin at scale (`kailab bench twin-scale N`, #57): a snapshot in KAI's format of Alibaba's whole GPU
 fleet (1,213 nodes, 6,212 GPUs, read from the registered trace; nothing of it is kept) filled to 100 %
 by one queue borrowing the other's quota, with N pods of the other queue pending — a reclaim waiting.
 The twin comes up from it, KAI decides, and the record says how long each part took and what the
@@ -85,7 +85,7 @@ def alibaba_snapshot(pending: int, sample: int = 1) -> dict:
                 groups.append(group)
     gpus = sum(p["count"] * p["gpus"] for p in fleet["pools"])
     if pending * PENDING_GPUS > gpus // 2:
-        raise KailabError(f"--twin-scale {pending}: {pending} pods of {PENDING_GPUS} GPUs is over serve's quota "
+        raise KailabError(f"bench twin-scale {pending}: {pending} pods of {PENDING_GPUS} GPUs is over serve's quota "
                           f"({gpus // 2} GPUs); at most {gpus // 2 // PENDING_GPUS}")
     for i in range(pending):
         pod, group = _pod(f"serve-{i}", "serve", PENDING_GPUS, None, "inference")
@@ -165,7 +165,7 @@ def twin_scale_markdown(r: dict) -> str:
     return "\n".join([
         f"# A twin at scale: Alibaba's GPU fleet" + (f" (1/{r['sample']} of each pool)" if r.get("sample", 1) > 1 else "")
         + f", {c['nodes']} nodes, {c['gpus']} GPUs", "",
-        f"`kailab bench --twin-scale {c['pods_pending']}`, KAI {r['kai_version']}, binary runtime; {r['machine']['cores']} "
+        f"`kailab bench twin-scale {c['pods_pending']}`, KAI {r['kai_version']}, binary runtime; {r['machine']['cores']} "
         f"cores, {r['machine']['memory_gib']} GiB. A snapshot in KAI's format (made from the registered trace's node "
         f"list): {c['pods_bound']} pods bound filling every GPU (queue train, over its quota), {c['pods_pending']} "
         f"pending of {PENDING_GPUS} GPUs (queue serve, within its quota: a reclaim waiting). Recorded, not asserted.", "",

@@ -1,4 +1,4 @@
-"""`kailab bench --vcluster`: what a KAI version trial in vClusters costs and whether it tells the truth.
+"""`kailab bench vcluster`: what a KAI version trial in vClusters costs and whether it tells the truth.
 
 Two runs of the same versions and exercises, one after another:
 1. the trial in vClusters (`kailab trial --runtime kind`): host up, each version's vCluster created

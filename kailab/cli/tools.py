@@ -219,7 +219,7 @@ def tools_source(project, path, folder) -> None:
             out.print(f"not a project kailab builds (left alone): {', '.join(unknown)}", markup=False, highlight=False)
         still = [f"{n} ({sources.project(n).needed_for})" for n in sources.PROJECTS if sources.registered(n) is None]
         if alibaba.registered() is None:
-            still.append(f"trace {alibaba.FORMAT} (the fill exercise item and `bench --fill`)")
+            still.append(f"trace {alibaba.FORMAT} (the fill exercise item and `bench fill`)")
         out.print("still not registered: " + (", ".join(still) if still else "none"), markup=False, highlight=False)
         return
     if not project:

@@ -346,7 +346,7 @@ def fill_merge(sources) -> None:
     """Read fills of one plan run at different times (evidence/fill-<time>, a seed each, say) as one:
     a new evidence/fill-merged-<time> with every seed's curve, the table of the seeds' spread, the
     picture and the report. FILL:DESIGN takes only that design from FILL (a re-run of one that stopped).
-    A FILL may also be a `bench --fill` record (bench/results/<name>.json): it keeps every seed's steps."""
+    A FILL may also be a `bench fill` record (bench/results/<name>.json): it keeps every seed's steps."""
     from ..replay.fill_merge import merge
 
     out_dir = merge(list(sources))
@@ -391,7 +391,7 @@ def trace_import(trace_format, source, out_dir, tasks, sample, seed, queue) -> N
 def trace_source(trace_format, path) -> None:
     """Register your clone (or bare mirror) of a public trace's repository: it is copied into kailab's
     cache as a bare mirror (it outlives PATH), and FORMAT's name then stands for a PATH (`kailab trace
-    import alibaba-gpu-2023 alibaba-gpu-2023`, the exercise item, `bench --fill`). Without PATH: show
+    import alibaba-gpu-2023 alibaba-gpu-2023`, the exercise item, `bench fill`). Without PATH: show
     the registered one (one line naming this command when there is none)."""
     from ..replay import alibaba
 

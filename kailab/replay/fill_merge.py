@@ -9,7 +9,7 @@ on everything that shapes the figures (fleet, task count, target, step, settle, 
 and the trace's and fleet's content where both plans record it); a design and seed found twice is
 refused, and `DIR:DESIGN` takes only that design from DIR (a seed re-run because the first stopped).
 
-A source may also be a `kailab bench --fill` record (bench/results/<name>.json), which keeps the plan
+A source may also be a `kailab bench fill` record (bench/results/<name>.json), which keeps the plan
 and every seed's steps: the record is committed, where evidence stays on the machine that ran it, so
 a fill can still be read with another after its evidence folder is gone."""
 
@@ -44,7 +44,7 @@ class _Folder:
         f = d / "plan.json"
         if not f.is_file():
             raise KailabError(f"{d}: no plan.json — not a fill's evidence folder (evidence/fill-<time>) "
-                              "nor a `bench --fill` record (bench/results/<name>.json)")
+                              "nor a `bench fill` record (bench/results/<name>.json)")
         try:
             self.plan = json.loads(f.read_text())
         except ValueError as err:
@@ -72,16 +72,16 @@ class _Folder:
 
 
 class _Record:
-    """A `kailab bench --fill` record: its plan, every seed's steps (curves) and runs."""
+    """A `kailab bench fill` record: its plan, every seed's steps (curves) and runs."""
 
     def __init__(self, f: Path):
         self.path = f
         try:
             data = json.loads(f.read_text())
         except (OSError, ValueError) as err:
-            raise KailabError(f"{f}: not a readable JSON file ({err}); give a `bench --fill` record") from None
+            raise KailabError(f"{f}: not a readable JSON file ({err}); give a `bench fill` record") from None
         if not isinstance(data, dict) or "plan" not in data or "curves" not in data:
-            raise KailabError(f"{f}: no plan and curves — not a `bench --fill` record of one that keeps its steps "
+            raise KailabError(f"{f}: no plan and curves — not a `bench fill` record of one that keeps its steps "
                               "(records before 2026-11-26 do not: give the fill's evidence folder)")
         self.plan, self.curves = data["plan"], data["curves"]
         self.runs, self.errors = data.get("runs", {}), data.get("errors", {})

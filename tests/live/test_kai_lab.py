@@ -154,7 +154,7 @@ def test_a_raw_manifest_runs_as_a_workload_of_an_exercise(kai_lab, tmp_path):
 
 def test_repeat_runs_refuse_exercises_of_another_fleet_before_running_any(kai_lab):
     # on a lab of another fleet an exercise would only time out, step after step
-    proc = kailab_cli("bench", "--repeat-exercises", "1", "--name", kai_lab.name, "--exercises", "reclaim,topology",
+    proc = kailab_cli("bench", "repeat-exercises", "1", "--name", kai_lab.name, "--exercises", "reclaim,topology",
                       timeout=None)
     assert proc.returncode != 0
     lines = [l for l in proc.stderr.splitlines() if l.strip()]

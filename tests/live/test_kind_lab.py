@@ -88,7 +88,7 @@ def test_kai_runs_as_its_operator_renders_it_for_the_fleet_kailab_made(kind_lab)
 # through fake-gpu-operator and a RuntimeClass (fractional), BindRequests committing a gang (gang), and
 # eviction with pods ended by KWOK's Stage CRs (reclaim). Every other exercise runs the same way on both
 # runtimes and passes on the binary one in test_lessons_live; the whole set on both side by side is
-# `kailab bench --compare-labs BINARY_LAB,KIND_LAB` (docs/dev/testing.md: what each tier covers).
+# `kailab bench compare-labs BINARY_LAB,KIND_LAB` (docs/dev/testing.md: what each tier covers).
 KIND_SAMPLE = ("fractional", "gang", "node-failure", "placement", "reclaim")
 
 

@@ -19,7 +19,7 @@ RECORD = PROJECT_ROOT / "bench" / "results" / "2026-11-27-endings-2000.json"
 def test_every_figure_block_is_what_its_record_gives():
     blocks = [m for page in figures.pages() for m in figures.BLOCK.finditer(page.read_text())]
     assert len(blocks) >= 3, "README's headline results are rendered blocks"
-    assert figures.stale() == [], "run `kailab bench --render-docs` and commit the pages"
+    assert figures.stale() == [], "run `kailab bench render-docs` and commit the pages"
 
 
 def test_a_number_changed_in_a_record_changes_the_block(tmp_path):

@@ -118,9 +118,9 @@ def test_the_cli_refuses_in_one_line_and_leaves_nothing(tmp_path):
 
 
 def test_the_bench_fills_only_the_imported_designs_it_is_given(tmp_path):
-    """`kailab bench --fill … --fill-designs`: a name that is not an imported design is one line, before
+    """`kailab bench fill … --designs`: a name that is not an imported design is one line, before
     any import or lab."""
-    run = kailab_cli("bench", "--fill", str(tmp_path / "nowhere"), "--fill-designs", "spread,packed",
+    run = kailab_cli("bench", "fill", str(tmp_path / "nowhere"), "--designs", "spread,packed",
                      env={"KAILAB_EVIDENCE": str(tmp_path / "evidence")}, timeout=60)
     lines = run.stderr.strip().splitlines()
     assert run.returncode != 0 and len(lines) == 1 and "'packed'" in lines[0] and "binpack,spread" in lines[0], run.stderr
@@ -128,7 +128,7 @@ def test_the_bench_fills_only_the_imported_designs_it_is_given(tmp_path):
 
 
 def test_a_bench_record_is_read_as_its_evidence_folder_was(tmp_path):
-    """The record `kailab bench --fill` commits keeps the plan and every seed's steps, so a fill whose
+    """The record `kailab bench fill` commits keeps the plan and every seed's steps, so a fill whose
     evidence stayed on another machine still merges: the same figures as from the folder."""
     from kailab.bench.fill import kept
     from kailab.replay.fill import write_outputs

@@ -29,7 +29,7 @@ def test_an_outcome_survives_the_trip_from_a_worker():
 
 
 def test_the_side_by_side_bench_reads_junit_and_writes_its_table(tmp_path):
-    """`kailab bench --exercises-side-by-side`: items and outcomes from pytest's JUnit file, and the
+    """`kailab bench side-by-side`: items and outcomes from pytest's JUnit file, and the
     CPU floor (least CPU-s over the cores) in the page."""
     from kailab.bench import _junit_items, exercises_side_by_side_markdown
 

@@ -19,7 +19,7 @@ RENAMED = [
     ("compare", "--parallel", "--labs", "parallel", "3", []),
     ("twin", "--versions", "--kai-versions", "kai_versions", "v0.16.8,v0.17.0", ["snapshot.zip"]),
     ("bench", "--repeats", "--repeat", "repeats", "4", []),
-    ("bench", "--lab", "--name", "lab_name", "lab-7", []),
+    ("bench repeat-exercises", "--lab", "--name", "lab_name", "lab-7", ["3"]),
     ("e2e", "--lab", "--name", "lab_name", "lab-7", []),
 ]
 FLAG = r"(?<![\w-]){}(?![\w-])"
@@ -34,9 +34,16 @@ def _hidden_old_spellings(cmd: click.Command = cli, path: str = ""):
             yield path, p.opts[0], p.renamed_to
 
 
+def _command(command: str) -> click.Command:
+    """`bench repeat-exercises`: a subcommand by its path."""
+    cmd = cli
+    for name in command.split():
+        cmd = cmd.commands[name]
+    return cmd
+
+
 def _parse(command: str, args: list[str]) -> dict:
-    cmd = cli.commands[command]
-    return cmd.make_context(command, list(args)).params
+    return _command(command).make_context(command, list(args)).params
 
 
 def _section(command: str) -> str:
@@ -55,10 +62,10 @@ def test_the_former_spelling_still_works_hidden_and_says_so(command, old, new, p
     capsys.readouterr()
     as_old = _parse(command, [*rest, old, value])
     err = capsys.readouterr().err
-    default = next(p.default for p in cli.commands[command].params if p.name == param)
+    default = next(p.default for p in _command(command).params if p.name == param)
     assert as_old == as_new and as_old[param] not in (None, default)
     assert err.strip() == f"kailab: note: {old} is deprecated (kept for one release): use {new}"
-    helptext = cli.commands[command].get_help(click.Context(cli.commands[command], info_name=command))
+    helptext = _command(command).get_help(click.Context(_command(command), info_name=command))
     assert re.search(FLAG.format(re.escape(new)), helptext), f"{new} is not in `kailab {command} --help`"
     assert not re.search(FLAG.format(re.escape(old)), helptext), f"`kailab {command} --help` still shows {old}"
     assert re.search(FLAG.format(re.escape(new)), _section(command)), f"docs/cli.md's kailab {command} lacks {new}"

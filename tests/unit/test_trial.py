@@ -104,7 +104,7 @@ def test_a_vcluster_verdict_is_set_against_the_versions_own_on_a_binary_lab(tmp_
 
 
 def test_the_vcluster_bench_page_sets_each_verdict_beside_the_binary_and_kind_ones():
-    """`kailab bench --vcluster`'s page: the trial's own against-binary table, beside a plain kind lab's."""
+    """`kailab bench vcluster`'s page: the trial's own against-binary table, beside a plain kind lab's."""
     from kailab.bench.vcluster import _cell, vcluster_markdown
 
     table = {"quota": {"v0.16.8": {"vcluster": "passed", "binary": "passed", "vcluster_passed": "2/2",
@@ -131,7 +131,7 @@ def test_the_vcluster_bench_page_sets_each_verdict_beside_the_binary_and_kind_on
 
 def test_bench_vcluster_refuses_a_folder_that_is_not_a_finished_vcluster_trial(tmp_path):
     def bench(folder: Path) -> subprocess.CompletedProcess:
-        return kailab_cli("bench", "--vcluster", "v0.16.8,v0.17.0", "--vcluster-trial", str(folder),
+        return kailab_cli("bench", "vcluster", "v0.16.8,v0.17.0", "--trial", str(folder),
                           env={"KAILAB_EVIDENCE": str(tmp_path / "evidence")})
 
     out = bench(tmp_path)

@@ -1,4 +1,4 @@
-"""The at-scale twin's snapshot (`kailab bench --twin-scale N`), made before any lab: every GPU of the
+"""The at-scale twin's snapshot (`kailab bench twin-scale N`), made before any lab: every GPU of the
 fleet taken by the train queue's pods (two per node, each on its node), N pods of the serve queue pending
 within its quota, in KAI's snapshot format, so the twin's own reader plans it without a note. (Its run on
 the 1,213-node fleet: bench/results/*-twin-scale.md.)"""
