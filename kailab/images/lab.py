@@ -26,8 +26,9 @@ from . import artifacts_dir, assemble, recipes, rootfs
 from .assemble import ImageSpec
 
 REPOSITORY = "kailab/lab"
-# inside the image: HOME is /root, so kailab's default cache and state paths are these
-IMAGE_CACHE = "/root/.cache/kailab"
+# inside the image: its HOME, and so kailab's default cache there (paths.cache_dir's default under HOME)
+IMAGE_HOME = "/root"
+IMAGE_CACHE = f"{IMAGE_HOME}/.cache/kailab"
 APP = "/opt/kailab"
 EVIDENCE = "/evidence"
 # Debian's Python 3.11 (bookworm) runs the cp311 wheels pip resolves with this machine's 3.11
@@ -126,8 +127,8 @@ def spec(image: LabImage, log, phase) -> ImageSpec:
     cached, generated = _cache_files(image)
     return ImageSpec(
         ref=image.ref, base=base, files=(*files, *cached), generated=tuple(generated),
-        entrypoint=("python3", "-m", "kailab.cli"), workdir="/root", dirs=(EVIDENCE.strip("/"), "root"),
-        env=("PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin", "HOME=/root",
+        entrypoint=("python3", "-m", "kailab.cli"), workdir=IMAGE_HOME, dirs=(EVIDENCE.strip("/"), IMAGE_HOME.strip("/")),
+        env=("PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin", f"HOME={IMAGE_HOME}",
              f"PYTHONPATH={APP}:{APP}/site", f"KAILAB_FLEETS={APP}/fleets", f"KAILAB_EXERCISES={APP}/exercises",
              f"KAILAB_EVIDENCE={EVIDENCE}", "PYTHONDONTWRITEBYTECODE=1"),
     )

@@ -63,3 +63,12 @@ def test_cached_binaries_go_to_the_images_cache_and_kais_tree_is_named_where_the
         f"{lab.IMAGE_CACHE}/src/kai/{kai.version}"
     # no path of this machine is left in a manifest: the image's kailab would look for it
     assert not any("/somewhere/else" in json.dumps(m) or str(tmp_path) in json.dumps(m) for m in manifests.values())
+
+
+def test_the_images_cache_is_where_kailab_looks_under_the_images_home(monkeypatch):
+    """The binaries go where kailab in the image finds its cache by default: HOME's ~/.cache/kailab."""
+    from kailab import paths
+    for var in ("KAILAB_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", lab.IMAGE_HOME)
+    assert str(paths.cache_dir()) == lab.IMAGE_CACHE
