@@ -21,7 +21,7 @@ from ..lab import LabRecord, runtime_of
 from ..runtimes.clusterinfo import ready_nodes_and_gpus
 from ..runtimes.waits import wait_until
 from ..stacks.base import HasMetricPanels, PlacesByTopology, topology_aware
-from . import faults
+from . import explain, faults
 from .actions import ACTIONS, StepContext
 from .checks import Names, Result
 from .figures import figures, settle_times  # noqa: F401 - settle_times: as the runner's before
@@ -52,6 +52,8 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     # expectations the file keeps for other stacks than the lab's: named, never counted as passed
     not_checked: list[str] = field(default_factory=list)
+    # why a failed run failed, where the lab can say more than the expectation (explain.py)
+    explanations: list[str] = field(default_factory=list)
     # the lab's, as `up` recorded them (LabRecord.start_retries): components started again, and why
     lab: str = ""
     start_retries: list[dict] = field(default_factory=list)
@@ -65,6 +67,7 @@ class Outcome:
         if self.error:
             lines.append(f"  {self.error}")
         lines += [f"  {r.line()}" for r in self.results if not r.passed]
+        lines += [f"  why: {x}" for x in self.explanations]
         lines += [f"  warning: {w}" for w in self.warnings]
         if self.not_checked:  # each one is in verdict.json
             lines.append(f"  not checked here: {len(self.not_checked)} expectation(s) written for other stacks "
@@ -402,6 +405,8 @@ class ExerciseRun:
         self.observer.stop()
         with self.observer.state.cond:
             self.evidence.timeline(list(self.observer.state.timeline))
+            if self.outcome.verdict == "failed":
+                self.outcome.explanations = explain.jobs_failed_by_eviction(self.observer.state)
             self.outcome.figures = {**figures(self.observer.state, self.ex),
                                     **operations.queue_figures(self.observer.state.timeline, self.names.logical_queue),
                                     **self.stack_figures,
@@ -444,7 +449,7 @@ class ExerciseRun:
             "kai_version": self.lab.kai_version, "lab": self.lab.name, "runtime": self.lab.runtime,
             "expectations": [asdict(r) for r in self.outcome.results], "figures": self.outcome.figures,
             "observer_errors": self.observer.errors, "evidence_notes": notes, "wall_seconds": self.outcome.wall,
-            "stack": self.stack.name, "not_checked": self.outcome.not_checked,
+            "stack": self.stack.name, "not_checked": self.outcome.not_checked, "why": self.outcome.explanations,
             "lab_start_retries": self.lab.start_retries})
 
     def _cleanup(self) -> None:

@@ -172,6 +172,9 @@ def test_exercise_fails_when_its_key_condition_is_broken(name, kailab_labs, tmp_
     verdict = json.loads((Path(outcome.evidence) / "verdict.json").read_text())
     assert verdict["verdict"] == "failed"
     assert len(verdict["expectations"]) == len(outcome.results)
+    if name == "job-eviction":  # the run says why the Job failed: the eviction of its pod, at backoffLimit 0
+        assert any(x.startswith("Job b-train failed on an eviction: its pod b-train-") for x in verdict["why"]), verdict["why"]
+        assert "why: Job b-train failed on an eviction" in report, report
 
 
 def test_evidence_directory_holds_every_promised_file(kailab_labs, tmp_path):
