@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import InputError
 from ..fleet import MAX_NODES, Fleet
+from ..top.model import pod_gpus as kai_pod_gpus
 from . import keep
 from .design import AS_IS, TwinDesign, change_args, change_conf, change_queue
 from .snapshot import Snapshot
@@ -28,6 +29,8 @@ PARAM_FLAGS = {
 DURATIONS = ("schedulePeriod", "globalDefaultStalenessGracePeriod", "stuckInReleasingThreshold")
 # the lab's own (its scheduler's name, queue label and node pool, kailab's status workers): not applied
 PARAMS_NOT_APPLIED = ("partitionParams", "numOfStatusRecordingWorkers", "schedulerName", "queueLabelKey")
+NODE_POOL_LABEL = "kai.scheduler/node-pool"  # KAI's default NodePoolLabelKey (partitionParams)
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"  # a node's GPU memory (MiB): a gpu-memory pod's share is over it
 
 
 @dataclass
@@ -93,8 +96,14 @@ class TwinPlan:
         twin = {o["metadata"]["name"] for o in self.objects if o["kind"] == "Queue"}
         return {q for q in self.names.queues if self.names.of(q) in twin}
 
-    def pod_shares(self) -> dict[str, tuple[str, float]]:
-        """Each pod (namespace/name) -> its queue and its GPUs (whole devices, or a fraction)."""
+    def pod_shares(self, placed: dict[str, str] | None = None) -> dict[str, tuple[str, float]]:
+        """Each pod (namespace/name) -> its queue and its GPUs as KAI counts them (whole devices, a
+        fraction, or gpu-memory over the GPU memory of its node: the node it is bound to, or `placed` on;
+        a pod on no node, the fleet's GPU memory if all its nodes have one, else 0)."""
+        placed = placed or {}
+        mib = {n["metadata"]["name"]: float(n["metadata"]["labels"][GPU_MEMORY_LABEL])
+               for n in self.fleet.node_manifests() if (n["metadata"].get("labels") or {}).get(GPU_MEMORY_LABEL)}
+        alike = next(iter(mib.values())) if len(set(mib.values())) == 1 else None
         group_queue = {(o["metadata"]["namespace"], o["metadata"]["name"]): (o.get("spec") or {}).get("queue", "")
                        for o in self.objects if o["kind"] == "PodGroup"}
         out = {}
@@ -103,7 +112,9 @@ class TwinPlan:
             ann, labels = meta.get("annotations") or {}, meta.get("labels") or {}
             queue = group_queue.get((meta["namespace"], ann.get("pod-group-name"))) or labels.get(
                 "kai.scheduler/queue") or labels.get("runai/queue") or ""
-            out[f"{meta['namespace']}/{meta['name']}"] = (queue, pod_gpus(p))
+            key = f"{meta['namespace']}/{meta['name']}"
+            node = p["spec"].get("nodeName") or placed.get(key)
+            out[key] = (queue, pod_gpus(p, mib.get(node, alike) if node else alike))
         return out
 
     def counts(self) -> dict:
@@ -115,20 +126,20 @@ class TwinPlan:
                 "pods_pending": len(self.pending)}
 
 
-def pod_gpus(pod: dict) -> float:
-    """A pod's GPUs: nvidia.com/gpu requested (or limited) by its containers, else KAI's gpu-fraction."""
-    whole = 0.0
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        res = c.get("resources") or {}
-        value = (res.get("limits") or {}).get("nvidia.com/gpu") or (res.get("requests") or {}).get("nvidia.com/gpu")
-        if value:
-            whole += float(value)
-    if whole:
-        return whole
+def pod_gpus(pod: dict, node_gpu_mib: float | None = None) -> float:
+    """A pod's GPUs as KAI counts them (kailab.top's count: whole nvidia.com/gpu, gpu-fraction, or
+    gpu-memory over `node_gpu_mib`); 0 for a value that is no number."""
     try:
-        return float((pod["metadata"].get("annotations") or {}).get("gpu-fraction") or 0)
-    except ValueError:
+        return kai_pod_gpus({"metadata": pod.get("metadata") or {}, "spec": pod.get("spec") or {}}, node_gpu_mib)
+    except (TypeError, ValueError):
         return 0.0
+
+
+def _node_pool(pod: dict, groups: dict, key: str) -> str:
+    """The node pool a pod is of (its label, else its PodGroup's), '' for none."""
+    meta = pod["metadata"]
+    group = groups.get((meta.get("namespace", "default"), (meta.get("annotations") or {}).get("pod-group-name")))
+    return (meta.get("labels") or {}).get(key) or ((group or {}).get("metadata", {}).get("labels") or {}).get(key) or ""
 
 
 def _flag(key: str, value) -> str:
@@ -165,6 +176,11 @@ def make_plan(snap: Snapshot, name: str, anonymise: bool = False) -> TwinPlan:
             notes[f"node/{entry.name}"] = why
     fleet = Fleet(name=name, description=f"the nodes of {snap.path.name}", nodes=fleet_nodes)
 
+    for member in snap.ignored:
+        notes[f"zip/{member}"] = [f"ignored in the zip: a twin reads only {snap.path.name}'s snapshot.json"]
+    partition = snap.params.get("partitionParams") or {}
+    pool_key, own_pool = partition.get("NodePoolLabelKey") or NODE_POOL_LABEL, partition.get("NodePoolLabelValue") or ""
+    raw_groups = {(g["metadata"].get("namespace", "default"), g["metadata"]["name"]): g for g in snap.of("podGroups")}
     bound, pending, namespaces = [], [], set()
     for i, p in enumerate(snap.of("pods")):
         spec, status = p.get("spec") or {}, p.get("status") or {}
@@ -181,6 +197,12 @@ def make_plan(snap: Snapshot, name: str, anonymise: bool = False) -> TwinPlan:
         namespaces.add(twin["metadata"]["namespace"])
         (bound if node else pending).append(twin)
         why = keep.pod_notes(p)
+        pool = _node_pool(p, raw_groups, pool_key)
+        if pool and pool != own_pool:
+            why = list(why or []) + [
+                f"of node pool {pool!r} ({pool_key}), not the snapshot's scheduler's ({own_pool or 'no pool'}): "
+                "the twin reproduces that scheduler alone, no scheduler of the twin decides this pod"
+                + (": bound as it was" if node else ": left pending, with no reason from KAI")]
         if why:
             notes.setdefault(f"pod/{where}", []).extend(why)
 

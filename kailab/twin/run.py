@@ -255,7 +255,7 @@ def _why(kube: Kube, namespaces: list[str], decided: dict) -> dict:
 
 def queue_gpus(plan: TwinPlan, decided: dict) -> dict[str, dict[str, float]]:
     """Per queue: GPUs allocated in the snapshot, and once KAI had decided."""
-    shares = plan.pod_shares()
+    shares = plan.pod_shares(decided["placed"])
     before_bound = set(planned_state(plan)["bound"])
     after_bound = (before_bound - set(decided["evicted"])) | set(decided["placed"])
     out: dict[str, dict[str, float]] = {}

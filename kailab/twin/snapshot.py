@@ -29,12 +29,14 @@ class Snapshot:
     params: dict
     objects: dict[str, list[dict]]  # rawObjects, each list ([] where the snapshot has null)
     unknown: list[str] = field(default_factory=list)  # fields kailab does not know: tolerated, listed
+    ignored: list[str] = field(default_factory=list)  # the zip's other members: a twin reads none of them
 
     def of(self, kind: str) -> list[dict]:
         return self.objects.get(kind) or []
 
 
-def _text(path: Path) -> str:
+def _text(path: Path) -> tuple[str, list[str]]:
+    """snapshot.json's text, and the zip's other members (folders aside), which a twin does not read."""
     if not path.is_file():
         raise InputError(path, "", "no such file", "give the .zip KAI's /get-snapshot returned, or its snapshot.json")
     if zipfile.is_zipfile(path):
@@ -42,18 +44,20 @@ def _text(path: Path) -> str:
             if MEMBER not in zf.namelist():
                 raise InputError(path, MEMBER, f"the zip holds no {MEMBER} ({', '.join(zf.namelist()[:5]) or 'empty'})",
                                  "give the zip KAI's /get-snapshot returned")
-            return zf.read(MEMBER).decode("utf-8", errors="replace")
+            others = [n for n in zf.namelist() if n != MEMBER and not n.endswith("/")]
+            return zf.read(MEMBER).decode("utf-8", errors="replace"), others
     raw = path.read_bytes()
     if not raw.lstrip().startswith(b"{"):
         raise InputError(path, "", "neither a zip nor a JSON object",
                          "give the .zip KAI's /get-snapshot returned, or its snapshot.json")
-    return raw.decode("utf-8", errors="replace")
+    return raw.decode("utf-8", errors="replace"), []
 
 
 def load_snapshot(path: str | Path) -> Snapshot:
     path = Path(path)
+    text, ignored = _text(path)
     try:
-        data = json.loads(_text(path))
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise InputError(path, "", f"not valid JSON ({err.msg} at line {err.lineno})",
                          "give the snapshot.json KAI wrote, unedited") from None
@@ -77,4 +81,4 @@ def load_snapshot(path: str | Path) -> Snapshot:
             if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict) or not obj["metadata"].get("name"):
                 raise InputError(path, f"rawObjects.{kind}[{i}].metadata.name", "missing",
                                  "every object in a snapshot has a name")
-    return Snapshot(path, data["config"], data.get("schedulerParams") or {}, objects, unknown)
+    return Snapshot(path, data["config"], data.get("schedulerParams") or {}, objects, unknown, ignored)
