@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import re
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -108,12 +109,18 @@ HEARTBEAT_MS, HEARTBEAT_JITTER_MS = 240000, 300000
 _GRACE_IN_FILE = 'duration("1s")'
 
 
-def kwok_stages_text(termination_grace_s: float = TERMINATION_GRACE_S, user_stages: str = "") -> str:
-    """kailab's KWOK stages (data/kwok-stages.yaml) with the lab's termination grace, then the user's
-    own (`kailab up --stages`: kailab/kwok_stages.py), verbatim."""
+def kwok_stages_text(termination_grace_s: float = TERMINATION_GRACE_S, user_stages: str = "",
+                     without: tuple[str, ...] = ()) -> str:
+    """kailab's KWOK stages (data/kwok-stages.yaml) with the lab's termination grace, but those named in
+    `without`, then the user's own (`kailab up --stages`: kailab/kwok_stages.py), verbatim."""
     stages = resources.files("kailab").joinpath("data/kwok-stages.yaml").read_text()
     assert stages.count(_GRACE_IN_FILE) == 2, "kwok-stages.yaml's termination grace changed"
     stages = stages.replace(_GRACE_IN_FILE, f'duration("{round(termination_grace_s * 1000)}ms")')
+    if without:
+        docs = stages.split("\n---\n")
+        kept = [d for d in docs if not any(re.search(rf"^  name: {re.escape(n)}$", d, re.M) for n in without)]
+        assert len(docs) - len(kept) == len(without), f"kwok-stages.yaml has no stage named {without}"
+        stages = "\n---\n".join(kept)
     return _then(stages, user_stages)
 
 
