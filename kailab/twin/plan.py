@@ -136,10 +136,21 @@ def pod_gpus(pod: dict, node_gpu_mib: float | None = None) -> float:
 
 
 def _node_pool(pod: dict, groups: dict, key: str) -> str:
-    """The node pool a pod is of (its label, else its PodGroup's), '' for none."""
+    """The node pool a pod is of, '' for none: its PodGroup's label, the one KAI's scheduler selects by
+    (a pod's own label alone does not keep it from a scheduler of no pool: measured), else, a pod of no
+    PodGroup in the snapshot, its own."""
     meta = pod["metadata"]
     group = groups.get((meta.get("namespace", "default"), (meta.get("annotations") or {}).get("pod-group-name")))
-    return (meta.get("labels") or {}).get(key) or ((group or {}).get("metadata", {}).get("labels") or {}).get(key) or ""
+    if group is not None:
+        return (group["metadata"].get("labels") or {}).get(key) or ""
+    return (meta.get("labels") or {}).get(key) or ""
+
+
+def _without_label(obj: dict, key: str) -> dict:
+    labels = obj["metadata"].get("labels") or {}
+    if key in labels:
+        obj["metadata"]["labels"] = {k: v for k, v in labels.items() if k != key}
+    return obj
 
 
 def _flag(key: str, value) -> str:
@@ -168,18 +179,24 @@ def make_plan(snap: Snapshot, name: str, anonymise: bool = False) -> TwinPlan:
     node_names = {n["metadata"]["name"] for n in nodes_raw}
     names = keep.Names(anonymise, queues={q["metadata"]["name"] for q in snap.of("queues")}, nodes=node_names)
     notes: dict[str, list[str]] = {}
+    partition = snap.params.get("partitionParams") or {}
+    pool_key, own_pool = partition.get("NodePoolLabelKey") or NODE_POOL_LABEL, partition.get("NodePoolLabelValue") or ""
     fleet_nodes = []
     for n in nodes_raw:
         entry, why = keep.node(n, names)
         fleet_nodes.append(entry)
+        node_pool = (n["metadata"].get("labels") or {}).get(pool_key)
+        if own_pool and node_pool == own_pool:
+            entry.labels.pop(pool_key, None)  # as the PodGroups': the twin's scheduler, of no pool, sees it
+        elif own_pool and not node_pool:
+            why = list(why or []) + [f"not of the snapshot's node pool {own_pool!r} ({pool_key}): its scheduler did not "
+                                     "place on it, the twin's (of no pool) may"]
         if why:
             notes[f"node/{entry.name}"] = why
     fleet = Fleet(name=name, description=f"the nodes of {snap.path.name}", nodes=fleet_nodes)
 
     for member in snap.ignored:
         notes[f"zip/{member}"] = [f"ignored in the zip: a twin reads only {snap.path.name}'s snapshot.json"]
-    partition = snap.params.get("partitionParams") or {}
-    pool_key, own_pool = partition.get("NodePoolLabelKey") or NODE_POOL_LABEL, partition.get("NodePoolLabelValue") or ""
     raw_groups = {(g["metadata"].get("namespace", "default"), g["metadata"]["name"]): g for g in snap.of("podGroups")}
     bound, pending, namespaces = [], [], set()
     for i, p in enumerate(snap.of("pods")):
@@ -194,15 +211,19 @@ def make_plan(snap: Snapshot, name: str, anonymise: bool = False) -> TwinPlan:
                              f"names node {node!r}, which the snapshot's nodes lack",
                              "take the snapshot again: it lists every node its pods run on")
         twin = keep.pod(p, names, bound=bool(node))
+        if own_pool and (twin["metadata"].get("labels") or {}).get(pool_key) == own_pool:
+            _without_label(twin, pool_key)  # the twin's scheduler runs with no node pool: the snapshot's is its whole
         namespaces.add(twin["metadata"]["namespace"])
         (bound if node else pending).append(twin)
         why = keep.pod_notes(p)
         pool = _node_pool(p, raw_groups, pool_key)
-        if pool and pool != own_pool:
+        if pool != own_pool:
             why = list(why or []) + [
                 f"of node pool {pool!r} ({pool_key}), not the snapshot's scheduler's ({own_pool or 'no pool'}): "
                 "the twin reproduces that scheduler alone, no scheduler of the twin decides this pod"
-                + (": bound as it was" if node else ": left pending, with no reason from KAI")]
+                + (": bound as it was" if node else ": left pending, with no reason from KAI") if pool else
+                f"of no node pool ({pool_key}), the snapshot's scheduler of pool {own_pool!r}: that scheduler did "
+                "not decide it, the twin's (of no pool) does"]
         if why:
             notes.setdefault(f"pod/{where}", []).extend(why)
 
@@ -211,6 +232,8 @@ def make_plan(snap: Snapshot, name: str, anonymise: bool = False) -> TwinPlan:
     groups = []
     for g in snap.of("podGroups"):
         twin = keep.podgroup(g, names)
+        if own_pool and (g["metadata"].get("labels") or {}).get(pool_key) == own_pool:
+            _without_label(twin, pool_key)
         if (twin["metadata"]["namespace"], twin["metadata"]["name"]) in used:
             groups.append(twin)
         else:  # its pods are gone (a finished Job's): KAI has nothing of it to decide

@@ -83,3 +83,29 @@ def test_a_pod_of_another_node_pool_is_listed_as_not_reproduced(tmp_path):
     plan = make_plan(load_snapshot(as_zip(tmp_path, data)), "t")
     assert not any("node pool" in w for w in plan.not_reproduced.get("pod/ml/other-0", []))
     assert "'pool-c'" in plan.not_reproduced["pod/ml/other-1"][-1]
+    assert "not of the snapshot's node pool 'pool-b'" in plan.not_reproduced["node/gpu-a"][-1]  # a node of no pool
+
+
+def test_a_pool_schedulers_snapshot_twins_its_pool_for_a_scheduler_of_none(tmp_path):
+    """Measured on a lab: the twin's scheduler (of no pool) left a PodGroup labelled with the snapshot's
+    pool pending with no reason, and decided a pod labelled with another pool whose PodGroup was not."""
+    data = snapshot()
+    key = "kai.scheduler/node-pool"
+    data["schedulerParams"]["partitionParams"] = {"NodePoolLabelKey": key, "NodePoolLabelValue": "pool-b"}
+    for n in data["rawObjects"]["nodes"]:
+        n["metadata"]["labels"][key] = "pool-b"
+    for g in data["rawObjects"]["podGroups"]:
+        g["metadata"]["labels"] = {key: "pool-b"}
+    data["rawObjects"]["pods"][1]["metadata"]["labels"][key] = "pool-b"
+    loose = pod("loose-0", None)  # its pod says pool-c, its PodGroup no pool: KAI's selector reads the PodGroup
+    loose["metadata"]["labels"][key] = "pool-c"
+    data["rawObjects"]["pods"].append(loose)
+    data["rawObjects"]["podGroups"].append({"metadata": {"name": "pg-loose-0", "namespace": "ml"},
+                                            "spec": {"minMember": 1, "queue": "team-a"}})
+    plan = make_plan(load_snapshot(as_zip(tmp_path, data)), "t")
+    groups = [o for o in plan.objects if o["kind"] == "PodGroup"]
+    assert len(groups) == 3 and not any(key in (g["metadata"].get("labels") or {}) for g in groups)
+    assert not any(key in (p["metadata"].get("labels") or {}) for p in plan.pending if p["metadata"]["name"] == "wait-0")
+    assert all(key not in n["metadata"]["labels"] for n in plan.fleet.node_manifests())
+    assert plan.not_reproduced["pod/ml/loose-0"][-1].endswith("that scheduler did not decide it, the twin's (of no pool) does")
+    assert not any("node pool" in w for k, ws in plan.not_reproduced.items() for w in ws if k != "pod/ml/loose-0")
