@@ -11,6 +11,14 @@ from ..errors import KailabError
 from .base import cli, console, option, out
 
 
+
+def _left_out_text(left: dict[str, str]) -> str:
+    """Spec texts left out, each reason said once: "a; b (why); c (why)"."""
+    by_why: dict[str, list[str]] = {}
+    for text, why in left.items():
+        by_why.setdefault(why, []).append(text)
+    return "; ".join(f"{'; '.join(texts)} ({why})" for why, texts in by_why.items())
+
 @cli.command()
 @click.argument("suite_names", nargs=-1, metavar="[SUITE]...")
 @click.option("--kai-versions", "version_text", default="",
@@ -45,13 +53,15 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
         for s in reg.run.values():
             ops = ",".join(session.operators_needed([s])) or "none"
             left = s.skips(s.runtime)
-            extra = f"; leaves out: {'; '.join(f'{t} ({w})' for t, w in left.items())}" if left else ""
+            extra = f"; leaves out: {_left_out_text(left)}" if left else ""
             more = {t: w for t, w in s.skips("kind").items() if t not in left} if s.runtime != "kind" else {}
             on_kind = [t for t in left if t not in s.skips("kind")]
             if on_kind:
                 extra += f"; on a kind lab also runs: {'; '.join(on_kind)}"
             if more:
-                extra += f"; on a kind lab leaves out: {'; '.join(f'{t} ({w})' for t, w in more.items())}"
+                extra += f"; on a kind lab leaves out: {_left_out_text(more)}"
+            if s.labels:
+                extra += f"; keeps the labels {', '.join(s.labels)}"
             out.print(f"{s.name:20} {s.runtime:8} {ops:10} {s.path}{' [ci]' if s.ci else ''}{extra}",
                       markup=False, highlight=False)
         for n, (pkg, why) in reg.not_run.items():

@@ -14,15 +14,26 @@ What KAI's e2e reads from a cluster (test/e2e/modules, KAI v0.17.0):
   on a lab that runs it kailab makes a **stand-in Deployment** of that name with 0 replicas (no pod,
   label `kailab.io/e2e-stand-in`), and the namespace if missing, for the length of the run. The
   other operators' suites look only for their CRDs.
+- the numa suite reads NUMA zones from NodeResourceTopology objects, one per node, which KAI's CI gets
+  from fake-gpu-operator 0.2's status-exporter; no lab publishes them, so for its run kailab applies the
+  CRD (from the module KAI's go.mod pins) and publishes one per GPU node in the layout of KAI's nightly
+  `numa-full` kind cluster (hack/fake-gpu-operator-values.yaml): two zones, half the node's GPUs, 1 CPU
+  and 2Gi each, two nodes `single-numa-node`, one `restricted`, one `best-effort`; nodes past the
+  fourth `restricted` (KAI's default layout), CPU nodes none.
 """
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
 
 from ..errors import KailabError
 from ..fleet import DRA_PLUGIN_LABEL  # DRA GPUs: not a node "without GPUs" either
 from ..stacks.kai.install import KAI_NAMESPACE
+from ..images.gomod import module_dir
 from ..kube import Kube
 from ..runtimes.waits import wait_until
 
@@ -112,3 +123,75 @@ def stand_ins(kube: Kube, operators: dict | tuple | list = ()):
     finally:
         for api, kind, name, ns in reversed(undo):
             kube.delete(api, kind, name, ns, grace=0 if kind == "Pod" else None)
+
+
+NRT_MODULE = "github.com/k8stopologyawareschedwg/noderesourcetopology-api"
+NRT_API = "topology.node.k8s.io/v1alpha2"
+NRT_CRD = "noderesourcetopologies.topology.node.k8s.io"
+NUMA_POLICIES = ("single-numa-node", "single-numa-node", "restricted", "best-effort")  # KAI's numa-full layout
+ZONE_CPU, ZONE_MEMORY = "1", "2Gi"
+
+
+def nrt_version(tree: Path) -> str:
+    """The NodeResourceTopology API module KAI's go.mod pins."""
+    m = re.search(rf"^\s*{re.escape(NRT_MODULE)} (v\S+)", (tree / "go.mod").read_text(), re.M)
+    if not m:
+        raise KailabError(f"{tree}/go.mod pins no {NRT_MODULE}: this KAI version has no numa suite to feed")
+    return m.group(1)
+
+
+def topology_objects(nodes: list[tuple[str, int]]) -> list[dict]:
+    """One NodeResourceTopology per GPU node (name, GPUs), in KAI's numa-full layout."""
+    out = []
+    for i, (name, gpus) in enumerate(sorted(nodes)):
+        policy = NUMA_POLICIES[i] if i < len(NUMA_POLICIES) else "restricted"
+        half = gpus // 2
+        zones = [{"name": f"node-{z}", "type": "Node",
+                  "costs": [{"name": f"node-{o}", "value": 10 if o == z else 21} for o in (0, 1)],
+                  "resources": [{"name": r, "capacity": q, "allocatable": q, "available": q}
+                                for r, q in (("nvidia.com/gpu", str(half)), ("cpu", ZONE_CPU), ("memory", ZONE_MEMORY))]}
+                 for z in (0, 1)]
+        out.append({"apiVersion": NRT_API, "kind": "NodeResourceTopology",
+                    "metadata": {"name": name, "labels": {STAND_IN_LABEL: "true"}},
+                    "topologyPolicies": [policy], "attributes": [{"name": "topologyManagerPolicy", "value": policy}],
+                    "zones": zones})
+    return out
+
+
+@contextmanager
+def node_topology(kube: Kube, tree: Path, needed: bool):
+    """The NodeResourceTopology CRD and one object per GPU node, for the length of the block (when
+    `needed`). Yields the names of the objects made."""
+    if not needed:
+        yield []
+        return
+    made_crd = False
+    made: list[str] = []
+    try:
+        if not kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", NRT_CRD):
+            crd = yaml.safe_load((module_dir(NRT_MODULE, nrt_version(tree)) / "manifests" / "crd.yaml").read_text())
+            kube.apply(crd)
+            made_crd = True
+            wait_until("the NodeResourceTopology CRD served", lambda: _crd_established(kube), timeout=READY_TIMEOUT_S)
+            kube.dynamic.resources.invalidate_cache()  # the client's discovery knew no such kind
+        gpu_nodes = [(n.metadata.name, int((n.status.allocatable or {}).get("nvidia.com/gpu", "0")))
+                     for n in kube.core.list_node().items
+                     if int((n.status.allocatable or {}).get("nvidia.com/gpu", "0")) >= 2
+                     and DRA_PLUGIN_LABEL not in (n.metadata.labels or {})]
+        for obj in topology_objects(gpu_nodes):
+            if kube.get(NRT_API, "NodeResourceTopology", obj["metadata"]["name"]):
+                continue  # the cluster's own (a real exporter's): left as it is
+            kube.apply(obj)
+            made.append(obj["metadata"]["name"])
+        yield made
+    finally:
+        for name in made:
+            kube.delete(NRT_API, "NodeResourceTopology", name)
+        if made_crd:
+            kube.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", NRT_CRD)
+
+
+def _crd_established(kube: Kube) -> bool:
+    crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", NRT_CRD) or {}
+    return any(c.get("type") == "Established" and c.get("status") == "True"
+               for c in (crd.get("status") or {}).get("conditions") or [])

@@ -14,10 +14,11 @@ FAILURES = ("[FAILED]", "[PANICKED]", "[TIMEDOUT]", "[INTERRUPTED]", "[ABORTED]"
 
 def args(suite: Suite, report: Path, focus: list[str], runtime: str = "binary") -> list[str]:
     """The suite binary's arguments on a lab of `runtime`: the label filter and the skips are that
-    runtime's (a kind lab runs KAI's `operated` specs, a binary lab leaves them out)."""
+    runtime's (a kind lab runs KAI's `operated` specs, a binary lab leaves them out), the filter less the
+    labels the suite keeps (numa's)."""
     reg = registry()
     out = ["-ginkgo.v", "-ginkgo.no-color", f"-ginkgo.timeout={SUITE_TIMEOUT}",
-           f"-ginkgo.label-filter={reg.label_filter(runtime)}", f"-ginkgo.junit-report={report}"]
+           f"-ginkgo.label-filter={reg.label_filter(runtime, suite)}", f"-ginkgo.junit-report={report}"]
     out += [f"-ginkgo.skip={text}" for text in suite.skips(runtime)]
     out += [f"-ginkgo.focus={text}" for text in focus]
     return out

@@ -154,6 +154,7 @@ def run_e2e(plan: Plan, root: Path | None = None, echo=print) -> Path:
         "suite_operators": {s.name: list(s.operators) for s in plan.suites if s.operators},
         "skipped_specs": {ln.label: {s.name: s.skips(ln.runtime) for s in ln.suites if s.skips(ln.runtime)}
                           for ln in lanes},
+        "suite_label_filter": {s.name: reg.label_filter(s.runtime, s) for s in plan.suites if s.labels},
         "suites_not_run": {n: {"package": p, "why": w} for n, (p, w) in reg.not_run.items()},
     }, indent=2))
     try:
@@ -198,7 +199,10 @@ def _on_lab(rec: LabRecord, ln: Lane, tree: Path, binaries: dict[str, Path], ldi
     mark = runtime.log_mark(rec)
     try:
         cluster.preflight(kube, rec.name)
-        with cluster.stand_ins(kube, operators=running) as made:
+        topology = any(s.node_topology for s in ln.suites)
+        with cluster.stand_ins(kube, operators=running) as made, cluster.node_topology(kube, tree, topology) as nrts:
+            if nrts:
+                say(ln.label, f"NodeResourceTopology objects for KAI's numa specs: {', '.join(nrts)}")
             if made["pods"]:
                 say(ln.label, f"stand-in pods for KAI's e2e clean-up: {', '.join(made['pods'])} (KAI itself runs as "
                               "local processes)")

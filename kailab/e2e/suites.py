@@ -50,6 +50,10 @@ class Suite:
     skip: dict[str, LeftOut | str] = field(default_factory=dict)  # spec text -> why a lab cannot run it
     operators: tuple[str, ...] = ()  # workload operators its lab runs beside KAI (kailab/operators names)
     runtime: str = "binary"  # the lab that runs it (RUNTIMES)
+    # labels left out elsewhere that this suite's run keeps (numa: its specs are `numa`, most `nightly`)
+    labels: tuple[str, ...] = ()
+    # kailab publishes NodeResourceTopology objects for its run (cluster.node_topology)
+    node_topology: bool = False
 
     @property
     def path(self) -> str:
@@ -75,11 +79,12 @@ class Registry:
     not_run: dict[str, tuple[str, str]]  # name -> (package, why)
     dra: dict  # `kailab e2e --dra`: fleet, suites, focus
 
-    def labels_left_out(self, runtime: str = "binary") -> dict[str, str]:
-        return {label: left.why for label, left in self.labels.items() if left.on(runtime)}
+    def labels_left_out(self, runtime: str = "binary", suite: Suite | None = None) -> dict[str, str]:
+        kept = suite.labels if suite else ()
+        return {label: left.why for label, left in self.labels.items() if left.on(runtime) and label not in kept}
 
-    def label_filter(self, runtime: str = "binary") -> str:
-        return " && ".join(f"!{label}" for label in self.labels_left_out(runtime))
+    def label_filter(self, runtime: str = "binary", suite: Suite | None = None) -> str:
+        return " && ".join(f"!{label}" for label in self.labels_left_out(runtime, suite))
 
     def select(self, names: list[str] | None, ci: bool = False, runtime: str | None = None) -> list[Suite]:
         """The suites asked for (all runnable ones by default, the CI set with `ci`); with `runtime`
@@ -114,9 +119,15 @@ def registry() -> Registry:
         if runtime not in RUNTIMES:
             raise KailabError(f"data/kai-e2e.yaml: suite {name!r} has runtime {runtime!r}; "
                               f"choose from {', '.join(RUNTIMES)}")
+        kept = tuple(s.get("labels") or ())
+        unknown = [label for label in kept if label not in data["labels"]]
+        if unknown:
+            raise KailabError(f"data/kai-e2e.yaml: suite {name!r} keeps labels {', '.join(unknown)} that no "
+                              f"filter leaves out; choose from {', '.join(data['labels'])}")
         run[name] = Suite(name=name, package=s["package"], ci=bool(s.get("ci")), seconds=float(s.get("seconds", 60)),
                           skip={t: _left_out(w) for t, w in (s.get("skip") or {}).items()},
-                          operators=tuple(s.get("operators") or ()), runtime=runtime)
+                          operators=tuple(s.get("operators") or ()), runtime=runtime, labels=kept,
+                          node_topology=bool(s.get("node_topology")))
     not_run = {name: (s["package"], s["why"]) for name, s in data["not_run"].items()}
     labels = {label: _left_out(w) for label, w in data["labels"].items()}
     return Registry(labels=labels, run=run, not_run=not_run, dra=dict(data["dra"]))

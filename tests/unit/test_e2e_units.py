@@ -215,7 +215,7 @@ Reclaim Distributed Jobs Over more than one nodes [It] should reclaim jobs
     ]
 
 
-OPERATOR_SUITES = ["priority", "topology", "device-access", "config-api"]
+OPERATOR_SUITES = ["priority", "topology", "device-access", "config-api", "numa"]
 
 
 def test_the_operators_suites_run_on_a_kind_lab_and_a_binary_lab_refuses_them_saying_why():
@@ -294,3 +294,26 @@ def test_list_names_every_suite_with_its_runtime_or_why_none_can_and_each_runtim
     assert f"label filter on a binary lab: {reg.label_filter('binary')}" in lines
     assert f"label filter on a kind lab: {reg.label_filter('kind')}" in lines
     assert any(ln.startswith("label operated: left out except on a kind lab:") for ln in lines)
+
+
+def test_the_numa_suite_keeps_its_labels_and_feeds_on_nrt_objects_in_kais_numa_full_layout(tmp_path):
+    """Only the numa suite's run drops `!numa` and `!nightly` from the filter; the others keep them. It
+    gets NodeResourceTopology objects, one per GPU node, in KAI's numa-full layout; its specs that wait
+    for the NUMA placement exporter (which needs a real kubelet) are left out, named."""
+    reg = registry()
+    numa = reg.run["numa"]
+    assert numa.runtime == "kind" and numa.node_topology and set(numa.labels) == {"numa", "nightly"}
+    kept = reg.label_filter("kind", numa).split(" && ")
+    assert "!numa" not in kept and "!nightly" not in kept and "!upgrade" in kept
+    assert "!nightly" in reg.label_filter("kind", reg.run["topology"]).split(" && ")
+    assert ginkgo.args(numa, tmp_path / "j.xml", [], "kind")[3] == f"-ginkgo.label-filter={reg.label_filter('kind', numa)}"
+    assert "NUMA reclaim" in numa.skips("kind") and "numa-placement-observed" in numa.skips("kind")["NUMA preempt"]
+    objs = cluster.topology_objects([("gpu-3", 8), ("gpu-0", 8), ("gpu-1", 8), ("gpu-2", 8), ("gpu-4", 8)])
+    assert [(o["metadata"]["name"], o["attributes"][0]["value"]) for o in objs] == [
+        ("gpu-0", "single-numa-node"), ("gpu-1", "single-numa-node"), ("gpu-2", "restricted"),
+        ("gpu-3", "best-effort"), ("gpu-4", "restricted")]
+    zone = objs[0]["zones"][0]
+    assert zone["type"] == "Node" and {r["name"]: r["allocatable"] for r in zone["resources"]} == \
+        {"nvidia.com/gpu": "4", "cpu": "1", "memory": "2Gi"}
+    (tmp_path / "go.mod").write_text("require (\n\tgithub.com/k8stopologyawareschedwg/noderesourcetopology-api v0.1.2\n)\n")
+    assert cluster.nrt_version(tmp_path) == "v0.1.2"
