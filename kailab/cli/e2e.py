@@ -26,6 +26,10 @@ def _left_out_text(left: dict[str, str]) -> str:
 @click.option("--labs", type=click.IntRange(1, 8), default=1, show_default=True,
               help="Labs per KAI version, side by side; the suites are split over them.")
 @click.option("--ci", "ci_set", is_flag=True, help="Only the suites CI runs (quota, reclaim, preempt).")
+@click.option("--all", "all_set", is_flag=True,
+              help="Every suite a lab can run, each on the runtime that runs most of its specs (node-order, "
+                   "predicates and reclaim on the kind lab, for their operated specs), the binary and kind labs "
+                   "side by side; --dra's specs are a run of their own (their fleet).")
 @click.option("--fleet", default="kai-e2e", show_default=True, help="The fleet of the labs it brings up.")
 @option("--name", "lab_name", old="--lab", default=None,
         help="A running lab to use instead (it must have no queues of its own: KAI's clean-up deletes every queue).")
@@ -36,7 +40,7 @@ def _left_out_text(left: dict[str, str]) -> str:
 @click.option("--dra", "dra_set", is_flag=True,
               help="KAI's DRA specs (resources, preempt, reclaim) on fleet kai-e2e-dra, which has DRA devices.")
 @click.option("--build-only", is_flag=True, help="Only compile the suites (into kailab's cache) and exit.")
-def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_only, dra_set, build_only) -> None:
+def e2e(suite_names, version_text, labs, ci_set, all_set, fleet, lab_name, focus, list_only, dra_set, build_only) -> None:
     """Run KAI's own e2e suites (Ginkgo, from the KAI version's source) against labs; report ran /
     passed / failed / skipped per suite in the terminal, JUnit and report.html. Exit 1 on a failure.
     A lab runs the workload operators its suites need beside KAI (the third-party integrations:
@@ -77,6 +81,8 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
             raise KailabError("--dra picks its own suites, focus and fleet (data/kai-e2e.yaml): leave out SUITE, "
                               "--focus, --ci and --fleet")
         suite_names, focus, fleet = tuple(reg.dra["suites"]), tuple(reg.dra["focus"]), reg.dra["fleet"]
+    if all_set and (suite_names or ci_set or dra_set or lab_name):
+        raise KailabError("--all picks every suite and its labs: leave out SUITE, --ci, --dra and --name")
     lab_runtime = None
     if lab_name:
         from ..lab import require_kai_lab
@@ -112,7 +118,7 @@ def e2e(suite_names, version_text, labs, ci_set, fleet, lab_name, focus, list_on
     else:
         load_fleet(fleet)  # a bad fleet is one line before anything is built
     plan = session.Plan(suites=suites, kai_versions=session.check_versions(version_text, lab_version), labs=labs,
-                        fleet=fleet, lab_name=lab_name, runtime=lab_runtime, focus=list(focus))
+                        fleet=fleet, lab_name=lab_name, runtime=lab_runtime, focus=list(focus), widest=all_set)
     out_dir = session.run_e2e(plan, echo=lambda text: console.print(text, markup=False, highlight=False))
     summary = json.loads((out_dir / session.SUMMARY).read_text())
     out.print(session.markdown(summary), markup=False, highlight=False)

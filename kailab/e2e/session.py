@@ -94,6 +94,12 @@ class Plan:
     runtime: str | None = None  # a running lab's runtime (`lab_name`); None: each suite's own (registry)
     lab_name: str | None = None  # a running lab instead of labs of our own
     focus: list[str] = field(default_factory=list)
+    # `--all`: each suite on the runtime that runs most of its specs (a binary suite with specs only a
+    # kind lab runs goes to the kind lab)
+    widest: bool = False
+
+    def runtime_of(self, suite: Suite) -> str:
+        return "kind" if self.widest and suite.wider_on_kind else suite.runtime
 
     def by_runtime(self) -> dict[str, list[Suite]]:
         """The suites per runtime of the labs that run them: all on the running lab's runtime, or each
@@ -102,7 +108,7 @@ class Plan:
             return {self.runtime: list(self.suites)}
         out: dict[str, list[Suite]] = {}
         for rt in RUNTIMES:
-            picked = [s for s in self.suites if s.runtime == rt]
+            picked = [s for s in self.suites if self.runtime_of(s) == rt]
             if picked:
                 out[rt] = picked
         return out
@@ -145,7 +151,7 @@ def run_e2e(plan: Plan, root: Path | None = None, echo=print) -> Path:
     reg = registry()
     (out / "plan.json").write_text(json.dumps({
         "kai_versions": plan.kai_versions, "fleet": plan.fleet, "lab": plan.lab_name,
-        "runtimes": {ln.label: ln.runtime for ln in lanes},
+        "runtimes": {ln.label: ln.runtime for ln in lanes}, "widest": plan.widest,
         "label_filter": {ln.label: reg.label_filter(ln.runtime) for ln in lanes},
         "labels_left_out": {rt: reg.labels_left_out(rt) for rt in sorted({ln.runtime for ln in lanes})},
         "focus": plan.focus,

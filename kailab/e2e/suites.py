@@ -54,6 +54,12 @@ class Suite:
     labels: tuple[str, ...] = ()
     # kailab publishes NodeResourceTopology objects for its run (cluster.node_topology)
     node_topology: bool = False
+    operated: bool = False  # holds specs labelled `operated` (a kind lab runs them)
+
+    @property
+    def wider_on_kind(self) -> bool:
+        """A binary suite a kind lab runs more of: its `operated` specs, or specs skipped on binary labs only."""
+        return self.runtime != "kind" and (self.operated or self.skips("binary") != self.skips("kind"))
 
     @property
     def path(self) -> str:
@@ -127,7 +133,7 @@ def registry() -> Registry:
         run[name] = Suite(name=name, package=s["package"], ci=bool(s.get("ci")), seconds=float(s.get("seconds", 60)),
                           skip={t: _left_out(w) for t, w in (s.get("skip") or {}).items()},
                           operators=tuple(s.get("operators") or ()), runtime=runtime, labels=kept,
-                          node_topology=bool(s.get("node_topology")))
+                          node_topology=bool(s.get("node_topology")), operated=bool(s.get("operated")))
     not_run = {name: (s["package"], s["why"]) for name, s in data["not_run"].items()}
     labels = {label: _left_out(w) for label, w in data["labels"].items()}
     return Registry(labels=labels, run=run, not_run=not_run, dra=dict(data["dra"]))

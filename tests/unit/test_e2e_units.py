@@ -17,6 +17,8 @@ from kailab.e2e import cluster, ginkgo, junit
 from kailab.e2e.suites import Suite, registry
 from kailab.errors import KailabError
 
+from helpers import kailab_cli
+
 THIRD_PARTY = "integrations/third_party/"
 
 # what a Ginkgo v2 suite binary writes with --junit-report: a passed, a failed, a skipped spec and a
@@ -317,3 +319,25 @@ def test_the_numa_suite_keeps_its_labels_and_feeds_on_nrt_objects_in_kais_numa_f
         {"nvidia.com/gpu": "4", "cpu": "1", "memory": "2Gi"}
     (tmp_path / "go.mod").write_text("require (\n\tgithub.com/k8stopologyawareschedwg/noderesourcetopology-api v0.1.2\n)\n")
     assert cluster.nrt_version(tmp_path) == "v0.1.2"
+
+
+def test_all_runs_each_suite_on_the_runtime_that_runs_most_of_its_specs():
+    """`kailab e2e --all`: the suites with specs only a kind lab runs (node-order's and predicates'
+    `operated` ones, reclaim's "Hierarchy level fairness") go to the kind lab with the operator suites;
+    the rest to the binary lab, side by side; without --all they stay on the binary lab."""
+    reg = registry()
+    suites = reg.select(None)
+    plan = session.Plan(suites=suites, kai_versions=["v0.17.0"], widest=True)
+    lanes = {ln.runtime: [s.name for s in ln.suites] for ln in plan.lanes()}
+    assert set(lanes) == {"binary", "kind"}
+    assert {"node-order", "predicates", "reclaim", *OPERATOR_SUITES} == set(lanes["kind"])
+    assert "quota" in lanes["binary"] and "preempt" in lanes["binary"] and not set(lanes["binary"]) & set(lanes["kind"])
+    plain = {ln.runtime: [s.name for s in ln.suites] for ln in session.Plan(suites=suites, kai_versions=["v0.17.0"]).lanes()}
+    assert set(plain["kind"]) == set(OPERATOR_SUITES) and "node-order" in plain["binary"]
+
+
+def test_all_refuses_suite_names_ci_dra_and_a_running_lab_in_one_line():
+    for extra in (["quota"], ["--ci"], ["--dra"], ["--name", "x"]):
+        run = kailab_cli("e2e", "--all", *extra)
+        err = run.stderr.strip().splitlines()
+        assert run.returncode == 2 and len(err) == 1 and "--all picks every suite" in err[0], (extra, run.stderr)
