@@ -159,8 +159,13 @@ def ensure(spec: ImageSpec, on_phase: Callable[[str], None], workdir: Path) -> b
     if docker.inputs_of(spec.ref) == key:
         return False
     on_phase(f"assembling {spec.ref}")
+    before = docker.image_id(spec.ref)
     workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=workdir, suffix=".tar") as tmp:
         write_tar(spec, Path(tmp.name))
         docker.import_tar(tmp.name, spec.ref, [*spec.changes(), f"LABEL {docker.INPUTS_LABEL}={key}"])
+    # the image it replaces, now nameless: each lab image made again left 1.3 GB behind, until a
+    # kind node ran out of disk loading the next one
+    if before and before != docker.image_id(spec.ref):
+        docker.remove_unused(before)
     return True

@@ -55,3 +55,15 @@ def import_tar(tar_path: str, ref: str, changes: list[str]) -> None:
         args += ["--change", change]
     with open(tar_path, "rb") as f:
         run(*args, "-", ref, stdin=f)
+
+
+def image_id(ref: str) -> str | None:
+    """The local image's ID, or None when Docker has no such image."""
+    out = subprocess.run([client(), "image", "inspect", "--format", "{{.Id}}", ref], capture_output=True,
+                         text=True, timeout=60)
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def remove_unused(image: str) -> bool:
+    """Remove an image no container uses (Docker refuses one in use: it stays); True when removed."""
+    return subprocess.run([client(), "image", "rm", image], capture_output=True, timeout=120).returncode == 0
