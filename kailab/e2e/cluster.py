@@ -57,13 +57,16 @@ def preflight(kube: Kube, lab: str) -> None:
                           "a lab of its own) or use a fresh lab")
 
 
+def _gpus(node) -> int:
+    """A node's allocatable device-plugin GPUs."""
+    return int((node.status.allocatable or {}).get("nvidia.com/gpu", "0"))
+
+
 def _stand_in_node(kube: Kube) -> str:
     """An untainted, schedulable node without GPUs (a pod on it takes nothing a spec counts on)."""
     nodes = kube.core.list_node().items
-    def gpus(n) -> int:
-        return int((n.status.allocatable or {}).get("nvidia.com/gpu", "0"))
     fit = [n for n in nodes if not n.spec.unschedulable and not n.spec.taints]
-    fit.sort(key=lambda n: (gpus(n), DRA_PLUGIN_LABEL in (n.metadata.labels or {}), n.metadata.name))
+    fit.sort(key=lambda n: (_gpus(n), DRA_PLUGIN_LABEL in (n.metadata.labels or {}), n.metadata.name))
     if not fit:
         raise KailabError("no untainted node to hold the stand-in pods KAI's e2e waits for")
     return fit[0].metadata.name
@@ -174,10 +177,8 @@ def node_topology(kube: Kube, tree: Path, needed: bool):
             made_crd = True
             wait_until("the NodeResourceTopology CRD served", lambda: _crd_established(kube), timeout=READY_TIMEOUT_S)
             kube.dynamic.resources.invalidate_cache()  # the client's discovery knew no such kind
-        gpu_nodes = [(n.metadata.name, int((n.status.allocatable or {}).get("nvidia.com/gpu", "0")))
-                     for n in kube.core.list_node().items
-                     if int((n.status.allocatable or {}).get("nvidia.com/gpu", "0")) >= 2
-                     and DRA_PLUGIN_LABEL not in (n.metadata.labels or {})]
+        gpu_nodes = [(n.metadata.name, _gpus(n)) for n in kube.core.list_node().items
+                     if _gpus(n) >= 2 and DRA_PLUGIN_LABEL not in (n.metadata.labels or {})]
         for obj in topology_objects(gpu_nodes):
             if kube.get(NRT_API, "NodeResourceTopology", obj["metadata"]["name"]):
                 continue  # the cluster's own (a real exporter's): left as it is
