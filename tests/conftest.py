@@ -142,3 +142,11 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(line)
     if os.environ.get("KAILAB_TEST_CPU_FILE"):
         cpu_accounting.write(_CPU, os.environ["KAILAB_TEST_CPU_FILE"])
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """kailab's cache in a fresh folder (KAILAB_CACHE), no KAI source of the developer's (KAILAB_KAI_SOURCE)."""
+    monkeypatch.setenv("KAILAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("KAILAB_KAI_SOURCE", raising=False)
+    return tmp_path / "cache"

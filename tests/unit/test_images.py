@@ -128,12 +128,6 @@ def _repo(path: Path, module: str, tags: list[str]) -> Path:
     return path
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("KAILAB_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 def test_a_registered_source_is_checked_mirrored_and_exported(cache, tmp_path):
     repo = _repo(tmp_path / "fgo", "github.com/run-ai/fake-gpu-operator", ["v0.0.74"])
     record = sources.register("fake-gpu-operator", str(repo))

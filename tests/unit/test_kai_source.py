@@ -15,13 +15,6 @@ from kailab.errors import BuildError, KailabError
 from helpers import kailab_cli
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("KAILAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("KAILAB_KAI_SOURCE", raising=False)
-    return tmp_path / "cache"
-
-
 def _git(cwd, *args):
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
                    capture_output=True)

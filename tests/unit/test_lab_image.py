@@ -13,12 +13,6 @@ from kailab.errors import BuildError
 from kailab.images import lab
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("KAILAB_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 def _fill(cache, image: lab.LabImage, tmp_path) -> None:
     tree = tmp_path / "kai-tree"
     (tree / "deployments").mkdir(parents=True)

@@ -19,14 +19,13 @@ MODULE = "example.com/holes"
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("KAILAB_CACHE", str(tmp_path / "cache"))
+def cache(cache, monkeypatch):
     monkeypatch.setenv("GOPROXY", "off")
     monkeypatch.setenv("GOFLAGS", "")
     monkeypatch.setitem(sources.PROJECTS, "holes", sources.Project(
         "holes", "Holes", "example.com/holes", re.compile(rf"^module\s+{re.escape(MODULE)}\s*$", re.M),
         re.compile(r"^v\d+\.\d+\.\d+$"), "a test"))
-    return tmp_path / "cache"
+    return cache
 
 
 def _git(cwd: Path, *args: str) -> str:

@@ -15,9 +15,8 @@ from kailab.runtimes.waits import wait_until
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("KAILAB_CACHE", str(tmp_path / "cache"))
-    return tmp_path
+def cache(cache, tmp_path):
+    return tmp_path  # this file's tests read the folder kailab's cache is in
 
 
 def _binary(path: Path, text: str) -> Path:
