@@ -112,7 +112,7 @@ BROKEN = {
                            "an elastic PyTorchJob grows into idle GPUs", "PodGroup of train matching"),
     # InOrder undone (JobSet's default, AnyOrder): the driver waits with the workers
     "jobset-startup-order": (lambda d: _manifest(d, "inorder")["spec"].pop("startupPolicy"),
-                             "the same JobSet with InOrder starts its driver alone", "workload inorder bound"),
+                             "the same JobSet with InOrder starts its driver alone", "Pod of inorder matching"),
     # no minReplicas: the whole worker group is the minimum, and the reclaim finds no workers above it
     "raycluster-reclaim": (lambda d: _manifest(d, "ray")["spec"]["workerGroupSpecs"][0].update(minReplicas=16),
                            "a RayCluster of 16 GPU workers borrows research's idle GPUs", "PodGroup of ray matching"),
