@@ -11,6 +11,7 @@ from ..errors import InputError
 from ..fleet import MAX_NODES, Fleet
 from ..top.model import pod_gpus as kai_pod_gpus
 from . import keep
+from . import order as _order
 from .design import AS_IS, TwinDesign, change_args, change_conf, change_queue
 from .snapshot import Snapshot
 
@@ -47,6 +48,8 @@ class TwinPlan:
     names: keep.Names = field(default_factory=keep.Names)  # the snapshot's names -> the twin's
     design: str = AS_IS  # the design the plan carries (twin/design.py)
     params: dict = field(default_factory=dict)  # the snapshot's schedulerParams, as they were
+    # Kind/namespace/name (the twin's names) -> the snapshot's (creation time, UID): KAI's tie order (order.py)
+    order: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def equivalent_pods(self, a: str, b: str) -> bool:
         """Two pods (namespace/name) a scheduler cannot tell apart: same queue, GPUs, priority class and
@@ -199,6 +202,7 @@ def make_plan(snap: Snapshot, name: str, anonymise: bool = False) -> TwinPlan:
         notes[f"zip/{member}"] = [f"ignored in the zip: a twin reads only {snap.path.name}'s snapshot.json"]
     raw_groups = {(g["metadata"].get("namespace", "default"), g["metadata"]["name"]): g for g in snap.of("podGroups")}
     bound, pending, namespaces = [], [], set()
+    order: dict[str, tuple[str, str]] = {}
     for i, p in enumerate(snap.of("pods")):
         spec, status = p.get("spec") or {}, p.get("status") or {}
         where = f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}"
@@ -211,6 +215,7 @@ def make_plan(snap: Snapshot, name: str, anonymise: bool = False) -> TwinPlan:
                              f"names node {node!r}, which the snapshot's nodes lack",
                              "take the snapshot again: it lists every node its pods run on")
         twin = keep.pod(p, names, bound=bool(node))
+        order[_order.ref(twin)] = _order.key_of(p["metadata"])
         if own_pool and (twin["metadata"].get("labels") or {}).get(pool_key) == own_pool:
             _without_label(twin, pool_key)  # the twin's scheduler runs with no node pool: the snapshot's is its whole
         namespaces.add(twin["metadata"]["namespace"])
@@ -232,6 +237,7 @@ def make_plan(snap: Snapshot, name: str, anonymise: bool = False) -> TwinPlan:
     groups = []
     for g in snap.of("podGroups"):
         twin = keep.podgroup(g, names)
+        order[_order.ref(twin)] = _order.key_of(g["metadata"])
         if own_pool and (g["metadata"].get("labels") or {}).get(pool_key) == own_pool:
             _without_label(twin, pool_key)
         if (twin["metadata"]["namespace"], twin["metadata"]["name"]) in used:
@@ -244,7 +250,7 @@ def make_plan(snap: Snapshot, name: str, anonymise: bool = False) -> TwinPlan:
                if c["metadata"]["name"] not in SYSTEM_PRIORITY_CLASSES]
     objects += [keep.queue(q, names) for q in _parents_first(snap.of("queues"))]
     objects += [keep.topology(t) for t in snap.of("topologies")]
-    objects += groups
+    objects += _order.in_creation_order(groups, order)  # made in the snapshot's order: KAI's tie order
     for kind in ("persistentVolumeClaims", "csiStorageCapacities", "nodeResourceTopologies", "resourceClaims",
                  "resourceSlices", "deviceClasses"):
         for o in snap.of(kind):
@@ -253,5 +259,6 @@ def make_plan(snap: Snapshot, name: str, anonymise: bool = False) -> TwinPlan:
     args = [f"--{PARAM_FLAGS[k]}={_flag(k, v)}" for k, v in snap.params.items() if k in PARAM_FLAGS]
     unknown = list(snap.unknown) + [f"schedulerParams.{k}" for k in snap.params
                                     if k not in PARAM_FLAGS and k not in PARAMS_NOT_APPLIED]
-    return TwinPlan(fleet, sorted(namespaces), objects, bound, pending, dict(snap.config), args, notes, unknown, names,
-                    params=dict(snap.params))
+    return TwinPlan(fleet, sorted(namespaces), objects, _order.in_creation_order(bound, order),
+                    _order.in_creation_order(pending, order), dict(snap.config), args, notes, unknown, names,
+                    params=dict(snap.params), order=order)

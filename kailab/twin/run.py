@@ -26,7 +26,7 @@ from ..evidence import new_folder
 from ..paths import evidence_dir, lab_dir
 from ..runtimes import processes
 from ..runtimes.waits import wait_until
-from . import snapshot_tool
+from . import order, snapshot_tool
 from .design import TwinDesign, check_against
 from .plan import TwinPlan, make_plan
 from .snapshot import load_snapshot
@@ -65,13 +65,16 @@ def state_of(kube: Kube, namespaces: list[str]) -> dict:
     }
 
 
-def pod_times(kube: Kube, namespaces: list[str]) -> dict[str, dict]:
-    """Each pod's creation time and (a bound one's) start time, as the lab's API server and nodes set them."""
+def lab_meta(kube: Kube, namespaces: list[str]) -> dict[str, dict]:
+    """Each pod's and PodGroup's creation time and UID as the lab's API server set them, and a bound pod's
+    start time: keyed Kind/namespace/name (order.ref), what KAI orders by where its plugins tie."""
     out = {}
     for ns in namespaces:
-        for p in kube.list("v1", "Pod", namespace=ns):
-            out[f"{ns}/{p['metadata']['name']}"] = {"creationTimestamp": p["metadata"].get("creationTimestamp"),
-                                                   "startTime": (p.get("status") or {}).get("startTime")}
+        for kind, o in [*(("Pod", p) for p in kube.list("v1", "Pod", namespace=ns)),
+                        *(("PodGroup", g) for g in kube.list("scheduling.run.ai/v2alpha2", "PodGroup", namespace=ns))]:
+            meta = o["metadata"]
+            out[order.ref({**o, "kind": kind})] = {"creationTimestamp": meta.get("creationTimestamp"), "uid": meta.get("uid"),
+                                 "startTime": (o.get("status") or {}).get("startTime")}
     return out
 
 
@@ -128,10 +131,9 @@ def put_state(kube: Kube, plan: TwinPlan, echo: Callable[[str], None]) -> dict[s
             _apply_all(kube, objs)
         took[kind], t = round(time.monotonic() - t, 1), time.monotonic()
     echo(f"{len(plan.bound)} bound pods on their nodes, {len(plan.pending)} pending")
-    _apply_all(kube, plan.bound)
-    took["bound pods"], t = round(time.monotonic() - t, 1), time.monotonic()
-    _apply_all(kube, plan.pending)
-    took["pending pods"] = round(time.monotonic() - t, 1)
+    # bound and pending in one pass, in the snapshot's creation order (the scheduler is held meanwhile)
+    _apply_all(kube, order.in_creation_order(plan.bound + plan.pending, plan.order))
+    took["pods"] = round(time.monotonic() - t, 1)
     return took
 
 
@@ -195,9 +197,12 @@ def make_twin(snapshot: str | Path, name: str, kai_version: str = "", anonymise:
         record["seconds"]["state_in"] = round(time.monotonic() - t, 1)
         # the state that matched, listed once: what the round trip records
         record["round_trip"] = {"differences": differences(want, got), "checked": {k: len(v) for k, v in want.items()}}
-        if against_tool:  # on the state the lab holds, its pods' creation and start times too (KAI orders by them)
+        held = lab_meta(kube, plan.namespaces)
+        record["not_reproduced"] = {**plan.not_reproduced, **order.not_kept(
+            plan.order, {k: order.key_of(v) for k, v in held.items()}, plan.objects, plan.bound + plan.pending)}
+        if against_tool:  # on the state the lab holds: its objects' UIDs, creation and start times (KAI orders by them)
             echo(f"KAI's snapshot tool ({tool_version}) on the twin's state")
-            tool = snapshot_tool.run_tool(snapshot_tool.tool_snapshot(plan, plan.params, pod_times(kube, plan.namespaces)),
+            tool = snapshot_tool.run_tool(snapshot_tool.tool_snapshot(plan, plan.params, held),
                                           tool_version, out, timeout_s)
             record["seconds"]["snapshot_tool"] = tool["seconds"]
         t = time.monotonic()

@@ -57,28 +57,30 @@ def decisions(log: str) -> list[tuple[str, dict]]:
     return list(out.items())
 
 
-def tool_snapshot(plan, params: dict, times: dict[str, dict] | None = None) -> dict:
+def tool_snapshot(plan, params: dict, held: dict[str, dict] | None = None) -> dict:
     """The state the twin holds (what was kept of the snapshot: no secret), as a snapshot the tool reads:
     the same objects, with what an API server would have added (uids, pods' priority from their class,
-    bound pods Running, Ready nodes) and, given the lab's `times` (pod -> creationTimestamp, startTime),
-    the times its pods carry there."""
-    times = times or {}
+    bound pods Running, Ready nodes) and, given what the lab `held` (Kind/namespace/name -> uid,
+    creationTimestamp, startTime: run.lab_meta), the UIDs and times its pods and PodGroups carry there:
+    KAI orders by them where its plugins tie, so the tool and the twin read one order."""
+    held = held or {}
     priority = {o["metadata"]["name"]: o.get("value", 0) for o in plan.objects if o["kind"] == "PriorityClass"}
 
     def with_uid(obj: dict) -> dict:
         meta = obj["metadata"]
         key = f"{obj['kind']}/{meta.get('namespace', '')}/{meta['name']}"
-        return {**obj, "metadata": {**meta, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, key))}}
+        lab = held.get(key) or {}
+        made = {"uid": lab.get("uid") or str(uuid.uuid5(uuid.NAMESPACE_URL, key)),
+                **({"creationTimestamp": lab["creationTimestamp"]} if lab.get("creationTimestamp") else {})}
+        return {**obj, "metadata": {**meta, **made}}
 
     def pod(p: dict, phase: str) -> dict:
         out = with_uid(p)
         pc = out["spec"].get("priorityClassName")
         spec = {**out["spec"], **({"priority": priority[pc]} if pc in priority else {})}
-        key = f"{out['metadata'].get('namespace')}/{out['metadata']['name']}"
-        when = times.get(key) or {}
-        meta = {**out["metadata"], **({"creationTimestamp": when["creationTimestamp"]} if when.get("creationTimestamp") else {})}
+        when = held.get(f"Pod/{out['metadata'].get('namespace')}/{out['metadata']['name']}") or {}
         status = {"phase": phase, **({"startTime": when["startTime"]} if when.get("startTime") and phase == "Running" else {})}
-        return {**out, "metadata": meta, "spec": spec, "status": status}
+        return {**out, "spec": spec, "status": status}
 
     nodes = []
     for n in plan.fleet.node_manifests():

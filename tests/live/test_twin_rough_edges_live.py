@@ -73,3 +73,50 @@ def test_a_pool_schedulers_snapshot_with_gpu_memory_pods_and_a_zipped_log(tmp_pa
     assert not any("node pool" in w for k, ws in nr.items() for w in ws if k != "pod/ml/other-0"), nr
     # gpu-memory pods as KAI counts them: 1 + 20480/40960 before, + 1 + 10240/40960 after
     assert record["queues_gpus"] == {"team-a": {"before": 1.5, "after": 2.75}}, record["queues_gpus"]
+
+
+def test_a_twin_makes_pods_in_the_snapshots_creation_order_and_lists_what_it_could_not_keep(tmp_path, monkeypatch):
+    """Four pods of one PodGroup created d, b, a, c in the snapshot (a and c in one second, then by UID):
+    the twin's API server stamps them in that order (to the second), and whatever order it could not keep
+    — pods made in one second are ordered by UIDs nobody chose — is listed, naming a pair."""
+    from kailab.kube import Kube
+    from kailab.twin import order
+
+    data = snapshot()
+    for n in data["rawObjects"]["nodes"]:
+        n["spec"] = {}
+    stamps = {"w-a": ("2026-11-27T10:00:05Z", "u-2"), "w-b": ("2026-11-27T10:00:03Z", "u-9"),
+              "w-c": ("2026-11-27T10:00:05Z", "u-3"), "w-d": ("2026-11-27T10:00:01Z", "u-5")}
+    pods = []
+    for name, (ts, uid) in stamps.items():
+        p = pod(name, None)
+        p["metadata"].update(creationTimestamp=ts, uid=uid)
+        p["metadata"]["annotations"]["pod-group-name"] = "pg-w"
+        pods.append(p)
+    data["rawObjects"].update(pods=pods, persistentVolumeClaims=[], podGroups=[
+        {"metadata": {"name": "pg-w", "namespace": "ml", "creationTimestamp": "2026-11-27T10:00:00Z", "uid": "g"},
+         "spec": {"minMember": 1, "queue": "team-a"}}])
+    snap = tmp_path / "snapshot.zip"
+    with zipfile.ZipFile(snap, "w") as zf:
+        zf.writestr("snapshot.json", json.dumps(data))
+    monkeypatch.setenv("KAILAB_EVIDENCE", str(tmp_path / "twins"))
+    name = f"{LAB_PREFIX}{os.getpid()}-twinorder"
+    try:
+        out = make_twin(snap, name, settle_s=5, timeout_s=240, echo=print, keep_up=True)
+        kube = Kube(lab_dir(name) / "kubeconfig")
+        try:
+            held = {p["metadata"]["name"]: order.key_of(p["metadata"]) for p in kube.list("v1", "Pod", namespace="ml")}
+        finally:
+            kube.close()
+    finally:
+        get_runtime("binary").down(name)
+    record = json.loads((out / "twin.json").read_text())
+    assert record["round_trip"]["differences"] == [], record["round_trip"]
+    seconds = [held[n][0] for n in ("w-d", "w-b", "w-a", "w-c")]  # the snapshot's order
+    note = record["not_reproduced"].get("order/pods of PodGroup ml/pg-w")
+    kept = sorted(held, key=lambda n: held[n]) == ["w-d", "w-b", "w-a", "w-c"]
+    assert (note is None) == kept, (held, note)
+    if seconds != sorted(seconds):  # made in another second than its order: only a pair listed can say so
+        assert note, (held, record["not_reproduced"])
+    if note:
+        assert "in another order than the snapshot's" in note[0] and "came before" in note[0], note

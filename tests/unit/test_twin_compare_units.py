@@ -249,16 +249,68 @@ def test_pods_are_equivalent_when_nothing_but_their_names_differs(tmp_path):
     assert not plan.equivalent_pods("ml/run-0", "ml/wait-0") and not plan.equivalent_pods("ml/run-0", "ml/nope")
 
 
-def test_the_tool_gets_the_times_the_lab_gave_its_pods(tmp_path):
+def test_the_tool_gets_the_uids_and_times_the_lab_gave_its_pods_and_podgroups(tmp_path):
     from kailab.twin.snapshot_tool import tool_snapshot
 
     plan = make_plan(load_snapshot(_zip(tmp_path, snapshot())), "t")
-    times = {"ml/run-0": {"creationTimestamp": "2026-11-27T10:00:00Z", "startTime": "2026-11-27T10:00:01Z"},
-             "ml/wait-0": {"creationTimestamp": "2026-11-27T10:00:02Z", "startTime": None}}
-    pods = {p["metadata"]["name"]: p for p in tool_snapshot(plan, plan.params, times)["rawObjects"]["pods"]}
+    held = {"Pod/ml/run-0": {"creationTimestamp": "2026-11-27T10:00:00Z", "startTime": "2026-11-27T10:00:01Z",
+                             "uid": "lab-uid-run"},
+            "Pod/ml/wait-0": {"creationTimestamp": "2026-11-27T10:00:02Z", "startTime": None, "uid": "lab-uid-wait"},
+            "PodGroup/ml/pg-wait-0": {"creationTimestamp": "2026-11-27T10:00:02Z", "uid": "lab-uid-pg"}}
+    raw = tool_snapshot(plan, plan.params, held)["rawObjects"]
+    pods = {p["metadata"]["name"]: p for p in raw["pods"]}
     assert pods["run-0"]["metadata"]["creationTimestamp"] == "2026-11-27T10:00:00Z"
+    assert (pods["run-0"]["metadata"]["uid"], pods["wait-0"]["metadata"]["uid"]) == ("lab-uid-run", "lab-uid-wait")
     assert pods["run-0"]["status"] == {"phase": "Running", "startTime": "2026-11-27T10:00:01Z"}
     assert pods["wait-0"]["status"] == {"phase": "Pending"}
+    groups = {g["metadata"]["name"]: g["metadata"] for g in raw["podGroups"]}
+    assert groups["pg-wait-0"]["uid"] == "lab-uid-pg" and groups["pg-wait-0"]["creationTimestamp"] == "2026-11-27T10:00:02Z"
+    assert groups["pg-run-0"]["uid"] and groups["pg-run-0"]["uid"] != "lab-uid-pg"  # one the lab did not say: made up
+
+
+def _ordered_snapshot():
+    """Four pods of one PodGroup created in the order d, b, a, c (c and a in one second: then by UID)."""
+    from twin_sample import pod
+    data = snapshot()
+    stamps = {"a": ("2026-11-27T10:00:05Z", "u-2"), "b": ("2026-11-27T10:00:03Z", "u-9"),
+              "c": ("2026-11-27T10:00:05Z", "u-3"), "d": ("2026-11-27T10:00:01Z", "u-5")}
+    data["rawObjects"]["pods"] = []
+    for name, (ts, uid) in stamps.items():
+        p = pod(f"w-{name}", None)
+        p["metadata"].update(creationTimestamp=ts, uid=uid)
+        p["metadata"]["annotations"]["pod-group-name"] = "pg-w"
+        data["rawObjects"]["pods"].append(p)
+    data["rawObjects"]["podGroups"] = [
+        {"metadata": {"name": "pg-w", "namespace": "ml", "creationTimestamp": "2026-11-27T10:00:00Z", "uid": "g1"},
+         "spec": {"minMember": 1, "queue": "team-a"}}]
+    return data
+
+
+def test_a_twin_makes_its_pods_in_the_snapshots_creation_order(tmp_path):
+    plan = make_plan(load_snapshot(_zip(tmp_path, _ordered_snapshot())), "t")
+    assert [p["metadata"]["name"] for p in plan.pending] == ["w-d", "w-b", "w-a", "w-c"]
+    assert plan.order["Pod/ml/w-a"] == ("2026-11-27T10:00:05Z", "u-2")
+    assert plan.order["PodGroup/ml/pg-w"] == ("2026-11-27T10:00:00Z", "g1")
+
+
+def test_an_order_the_lab_could_not_keep_is_listed_with_a_pair_and_why():
+    from kailab.twin.order import not_kept
+
+    pods = [{"kind": "Pod", "metadata": {"name": n, "namespace": "ml", "annotations": {"pod-group-name": "pg-w"}}}
+            for n in ("w-d", "w-b", "w-a", "w-c")]
+    groups = [{"kind": "PodGroup", "metadata": {"name": "pg-w", "namespace": "ml"}, "spec": {"queue": "team-a"}}]
+    planned = {"Pod/ml/w-d": ("t1", "u5"), "Pod/ml/w-b": ("t3", "u9"), "Pod/ml/w-a": ("t5", "u2"),
+               "Pod/ml/w-c": ("t5", "u3"), "PodGroup/ml/pg-w": ("t0", "g")}
+    kept = {"Pod/ml/w-d": ("L1", "x"), "Pod/ml/w-b": ("L2", "x"), "Pod/ml/w-a": ("L3", "a"), "Pod/ml/w-c": ("L3", "b"),
+            "PodGroup/ml/pg-w": ("L0", "g")}
+    assert not_kept(planned, kept, groups, pods) == {}
+    # made in one second, the lab's UIDs put c before a
+    swapped = {**kept, "Pod/ml/w-a": ("L3", "z")}
+    notes = not_kept(planned, swapped, groups, pods)
+    assert list(notes) == ["order/pods of PodGroup ml/pg-w"]
+    assert notes["order/pods of PodGroup ml/pg-w"][0].startswith("2 of 4 in another order than the snapshot's: "
+                                                                   "ml/w-a came before ml/w-c there, after it here")
+    assert "same second" in notes["order/pods of PodGroup ml/pg-w"][0]
 
 
 def test_a_twin_comparison_has_its_section_in_the_report_and_is_no_replay(tmp_path):
