@@ -113,6 +113,18 @@ def bench_top(fleet) -> None:
     _show(top_cost(fleet, echo=_echo))
 
 
+@bench.command("e2e", short_help="KAI's whole e2e: `kailab e2e --all`, then `--dra`.")
+@click.option("--kai-version", default="", help="the KAI version whose suites run (default: the default KAI).")
+@click.option("--without-dra", is_flag=True, help="leave out the DRA run (`kailab e2e --dra`).")
+def bench_e2e(kai_version, without_dra) -> None:
+    """KAI's whole e2e on kailab: `kailab e2e --all` (the binary and kind lanes side by side), then
+    `kailab e2e --dra`, each timed with the machine's CPU; the record has every suite's ran / passed /
+    failed / skipped / seconds, every failure, and the coverage line (specs run of KAI's own)."""
+    from ..bench.e2e import e2e_bench
+
+    _show(e2e_bench(kai_version, dra=not without_dra, echo=_echo))
+
+
 @bench.command("record-twins", short_help="Record a finished `kailab twin` comparison.")
 @click.argument("folder", metavar="DIR", type=_DIR)
 @click.option("--label", default="comparison", show_default=True, help="the record's name.")
