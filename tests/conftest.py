@@ -25,7 +25,7 @@ import cpu_accounting
 # xdist_group name, or "file::test" for a long test of no group: about how long it keeps a worker
 LONGEST = {
     "fill_labs": 1500,  # `full` only
-    "kind": 1650,  # Kueue's kind lab, then the fan-out's three-node host (and, in `make test-full`, Volcano's and the metrics one): one kind cluster at a time
+    "kind": 1000,  # Kueue's kind lab, the operators' (and, in `make test-full`, Volcano's and the metrics one): one kind cluster at a time
     "own_labs": 1300,
     "operator_labs": 800,  # the workload operators' live tests and the operator exercises' broken variants
     "test_existing_runtime.py::test_exercises_pass_through_the_existing_runtime": 250,
@@ -100,8 +100,8 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 # The `alone` phase's one kind lab (the small fleet's): the vCluster trial adopts it as its host first,
-# then the kind lab's own tests run on it, their `down` last - one kind cluster's start for both. In the
-# main phase's kind group, Kueue's kind lab before the fan-out's host of three nodes (its Jobs the longer)
+# then the kind lab's own tests run on it, their `down` last - one kind cluster's start for both; then
+# the fan-out's host of three nodes, by itself. In the main phase's kind group, Kueue's kind lab first
 SHARED_KIND_LAB = {"test_kind_host_vcluster_trial.py": 1, "test_kind_lab.py": 2, "test_kind_stacks.py": 1,
                    "test_fanout_live.py": 3}
 
