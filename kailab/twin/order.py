@@ -6,8 +6,6 @@ objects made in one second are ordered by a UID nobody chose: what the twin coul
 
 from __future__ import annotations
 
-from typing import Iterable
-
 LAST = "~"  # no creation time: after every timestamp (ISO 8601 sorts as text)
 
 
@@ -25,11 +23,6 @@ def ref(obj: dict) -> str:
 def in_creation_order(objs: list[dict], order: dict[str, tuple[str, str]]) -> list[dict]:
     """`objs` in the snapshot's creation order (stable: objects the map lacks keep their place, last)."""
     return sorted(objs, key=lambda o: order.get(ref(o), (LAST, "")))
-
-
-def lab_order(items: Iterable[dict]) -> dict[str, tuple[str, str]]:
-    """The order map of objects as the lab's API server holds them."""
-    return {ref(o): key_of(o["metadata"]) for o in items}
 
 
 def _sets(plan_objects: list[dict], pods: list[dict]) -> dict[str, list[str]]:
