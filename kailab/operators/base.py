@@ -14,8 +14,6 @@ import json
 import os
 import subprocess
 import tempfile
-import time
-import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,6 +22,7 @@ from pathlib import Path
 from .. import toolchain, yamlfast
 from ..errors import BuildError, LabError
 from ..runtimes.addon import Addon, ProcessHost, RunsAsProcesses
+from ..runtimes.waits import wait_until
 from . import MANAGED, pins
 from .kind import OnKind, deployment
 
@@ -143,8 +142,7 @@ class Operator(Addon, RunsAsProcesses, OnKind):
             host.wait_healthy(self.pin.process)
             # listening is not ready: the training-operator sets its controllers up only once its
             # certificates are in place, and a kind created before that waits unreconciled
-            wait_ready(self.health_url(self.pin.process, host.ports), self.pin.process,
-                       host.lab / "logs" / f"{self.pin.process}.log")
+            wait_ready(self.health_url(self.pin.process, host.ports), host, self.pin.process)
 
     # ------------------------------------------------------------ webhooks on loopback
     def webhook_configurations(self, host: ProcessHost) -> list[dict]:
@@ -189,30 +187,20 @@ class Operator(Addon, RunsAsProcesses, OnKind):
         return certs
 
 
-READY_S = 60
+def wait_ready(url: str, host: ProcessHost, process: str) -> None:
+    """Until `url` answers 200, as a named wait: its death or timeout names the process, with its log."""
+    def answers() -> bool:
+        with urllib.request.urlopen(url, timeout=3) as resp:  # noqa: S310 - the lab's loopback probe
+            return resp.status == 200
 
-
-def wait_ready(url: str, process: str, log: Path) -> None:
-    """Until `url` answers 200; one line naming the process and its last log lines otherwise."""
-    deadline = time.monotonic() + READY_S
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=3) as resp:  # noqa: S310 - the lab's loopback probe
-                if resp.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.2)
-    tail = log.read_text(errors="replace").splitlines()[-5:] if log.is_file() else []
-    raise LabError(f"{process} did not become ready ({url}) within {READY_S} s; its last log lines: " + " | ".join(tail))
+    wait_until(f"{process} to answer {url}", answers, timeout="operator-ready", lab=host.lab, component=process)
 
 
 def _api_answers(host: ProcessHost) -> None:
-    deadline = time.monotonic() + READY_S
-    while not host.kube.readyz():
-        if time.monotonic() > deadline:
-            raise LabError(f"the lab's API server did not answer within {READY_S} s")
-        time.sleep(0.2)
+    # the same wait, and budget, as the lab's own start: a 2-core machine under load answered /readyz
+    # slowly for over 60 s (etcd's health check timing out) while it served requests
+    wait_until("the lab's API server /readyz", host.kube.readyz, timeout="apiserver-ready",
+               lab=host.lab, component="kube-apiserver")
 
 
 @lru_cache(maxsize=None)

@@ -22,6 +22,7 @@ WAITS: dict[str, float] = {
     "kwok-healthy": 60,
     "nodes-ready": 300,
     "scheduler-component-healthy": 90,
+    "operator-ready": 90,  # a workload operator's /readyz: it sets its controllers up after its certificates
     "metrics-healthy": 60,
     "crd-established": 60,
     "probe-pod-bound": 120,
