@@ -29,7 +29,7 @@ from .fanout.costs import requests_for
 from .fanout.unit import Kind, Unit, UnitResult, cli_command, dns_label, summary_outcome
 from .report import write_report
 from .stacks import STACKS, get_stack
-from .stacks.base import configurable
+from .stacks.base import configurable, scheduler_config_on
 
 AXIS = "scheduler stack"
 # what a comparison shows and judges: counts, and each queue's typical and long waits. Step timings
@@ -85,16 +85,10 @@ def setting_of(column: str, where: str):
     value = SchedulerSetting(placement=placements[0] if placements else "binpack", volcano=named[0] if named else None)
 
     stack = configurable(get_stack(column.split(":")[0]), where)  # one line when it has none
-    if not stack.configures_scheduler(_BinaryRuntime()):
+    if scheduler_config_on(stack, get_runtime("binary").runtime) is None:  # compare's labs are binary
         raise KailabError(f"{where}: the {stack.title} stack has no scheduler configuration to change")
     stack.scheduler_setting(_Record(), value, None, where)  # its one-line refusal
     return value
-
-
-class _BinaryRuntime:
-    """What a column's check needs of the runtime its lab will have (compare's labs are binary)."""
-
-    controls_processes, installs_charts = True, False
 
 
 class _Record:

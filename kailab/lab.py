@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from .errors import KailabError
 from .runtimes import LabRecord, LabSpec, resolve_runtime
 from .runtimes import get_runtime as _bare_runtime
-from .runtimes.base import Runtime, Unsupported
+from .runtimes.base import AddsWorkers, ControlsProcesses, InstallsCharts, MakesLabs, Runtime, Unsupported, processes_of
 from .stacks import Stack, get_stack, stack_name, stack_of
-from .stacks.base import ConfiguresScheduler, ServesSnapshot, configurable
+from .stacks.base import ConfiguresScheduler, ServesSnapshot, configurable, scheduler_config_on
 from .runtimes.addon import InstallsFromCharts, RunsAsProcesses
 from .stacks.combined import ChartsOfParts, CombinedAddon, ProcessesOfParts
 from . import operators
@@ -108,24 +108,16 @@ class Lab:
     def repaired(self) -> list[str]:
         return self.runtime.repaired
 
-    @property
-    def controls_processes(self) -> bool:
-        return self.runtime.controls_processes
-
-    @property
-    def makes_labs(self) -> bool:
-        return self.runtime.makes_labs
-
-    @property
-    def adds_workers(self) -> bool:
-        return self.runtime.adds_workers
+    def can(self, capability: type) -> bool:
+        """Whether the runtime declares `capability` (kailab/runtimes/base.py: MakesLabs, ControlsProcesses, ...)."""
+        return isinstance(self.runtime, capability)
 
     def up(self, spec: LabSpec) -> LabRecord:
         self._refuse_operators(spec)
         return self.runtime.up(with_addon(spec))
 
     def _refuse_operators(self, spec: LabSpec) -> None:
-        if spec.operators and not (self.runtime.controls_processes or self.runtime.makes_labs):
+        if spec.operators and not self.can(MakesLabs):
             raise Unsupported(f"--operators: the {self.runtime.name} runtime runs no workload operators yet "
                               "(they run as local processes or Deployments kailab installs): use --runtime binary or kind")
 
@@ -141,10 +133,10 @@ class Lab:
         return report
 
     def kill(self, record: LabRecord, component: str) -> None:
-        self.runtime.kill(record, component)
+        processes_of(self.runtime, f"kill {component}").kill(record, component)
 
     def restart(self, record: LabRecord, component: str) -> None:
-        self.runtime.restart(record, component)
+        processes_of(self.runtime, f"restart {component}").restart(record, component)
 
     def dead_components(self, record: LabRecord, ignore: set[str]) -> list[tuple[str, str]]:
         return self.runtime.dead_components(record, ignore)
@@ -161,22 +153,24 @@ class Lab:
         return stack_of(record).describe(self.runtime, record)
 
     def scheduler_config(self, record: LabRecord) -> dict | None:
-        stack = stack_of(record)
-        return stack.scheduler_config(self.runtime, record) if isinstance(stack, ConfiguresScheduler) else None
+        on = scheduler_config_on(stack_of(record), self.runtime)
+        return on.current(self.runtime, record) if on is not None else None
 
     def configures_scheduler(self, record: LabRecord) -> bool:
-        stack = stack_of(record)
-        return isinstance(stack, ConfiguresScheduler) and stack.configures_scheduler(self.runtime)
+        return scheduler_config_on(stack_of(record), self.runtime) is not None
 
     def scheduler_setting(self, record: LabRecord, value, usage_url: str | None, where: str):
         return configurable(stack_of(record), where).scheduler_setting(record, value, usage_url, where)
 
     def configure_scheduler(self, record: LabRecord, setting) -> None:
         stack = stack_of(record)
-        if not isinstance(stack, ConfiguresScheduler):
-            raise Unsupported(f"lab {record.name!r}: the {stack.title or stack.name} stack on the {self.runtime.name} "
-                              "runtime cannot change its scheduler's configuration (step `scheduler:`)")
-        stack.configure_scheduler(self.runtime, record, setting)
+        on = scheduler_config_on(stack, self.runtime)
+        if on is None:
+            has = ("has no scheduler configuration to change" if not isinstance(stack, ConfiguresScheduler) else
+                   f"cannot change its scheduler's configuration on the {self.runtime.name} runtime (configure "
+                   "it in the cluster yourself, or use the binary runtime)")
+            raise Unsupported(f"lab {record.name!r}: the {stack.title or stack.name} stack {has} (step `scheduler:`)")
+        on.apply(self.runtime, record, setting)
 
     def scheduler_components(self, record: LabRecord) -> set[str]:
         return stack_of(record).components(self.runtime, record)
@@ -234,4 +228,4 @@ def require_kai_lab(name: str, purpose: str, fleet: str | None = None, any_stack
     return rec
 
 
-__all__ = ["Lab", "with_addon", "LabRecord", "LabSpec", "get_runtime", "lab", "require_kai_lab", "resolve_runtime", "runtime_of"]
+__all__ = ["Lab", "with_addon", "AddsWorkers", "ControlsProcesses", "InstallsCharts", "MakesLabs", "LabRecord", "LabSpec", "get_runtime", "lab", "require_kai_lab", "resolve_runtime", "runtime_of"]

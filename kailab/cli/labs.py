@@ -11,7 +11,7 @@ from rich.table import Table
 
 from .. import versions
 from ..errors import KailabError
-from ..lab import LabRecord, LabSpec, get_runtime, resolve_runtime
+from ..lab import AddsWorkers, ControlsProcesses, LabRecord, LabSpec, MakesLabs, get_runtime, resolve_runtime
 from ..runtimes import RUNTIMES, metrics
 from ..stacks import STACKS
 from .base import cli, console, name_option, out
@@ -69,10 +69,10 @@ def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metric
         raise KailabError(f"--termination-grace: {err}") from None
     chosen = resolve_runtime(runtime)
     rt = get_runtime(chosen)
-    if workers and not rt.adds_workers:
+    if workers and not rt.can(AddsWorkers):
         raise KailabError(f"--workers {workers}: the {chosen} runtime adds no worker nodes (its pods run on "
-                          f"{'the machine itself' if rt.controls_processes else 'the cluster it has'}); "
-                          f"drop --workers, or use {', '.join(n for n in RUNTIMES if get_runtime(n).adds_workers)}")
+                          f"{'the machine itself' if rt.can(ControlsProcesses) else 'the cluster it has'}); "
+                          f"drop --workers, or use {', '.join(n for n in RUNTIMES if get_runtime(n).can(AddsWorkers))}")
     from .. import operators as ops
 
     wanted = ops.parse(operators)  # an unknown name or a bad version: one line, before anything starts
@@ -80,10 +80,10 @@ def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metric
         from .. import kwok_stages
 
         kwok_stages.load(stages)  # a bad stage: one line naming its file and field, before anything starts
-        if not rt.makes_labs:
+        if not rt.can(MakesLabs):
             raise KailabError(f"--stages: the {chosen} runtime plays no stages of kailab's (the cluster's own KWOK "
                               "or kubelets end its pods): use --runtime binary or kind")
-    if wanted and not (rt.controls_processes or rt.makes_labs):
+    if wanted and not rt.can(MakesLabs):
         raise KailabError(f"--operators: the {chosen} runtime runs no workload operators yet "
                           "(they run as local processes or Deployments kailab installs): use --runtime binary or kind")
     stack = "none" if without_kai else stack

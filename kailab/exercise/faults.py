@@ -19,6 +19,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, create_model, model_validator
 
 from ..fleet import Fleet, load_fleet
+from ..lab import ControlsProcesses
+from ..runtimes.base import Unsupported
 from .spec_base import Duration, Strict, seconds
 
 # the lab processes a process fault may name
@@ -70,8 +72,9 @@ class ProcessFault(Fault):
     value = Literal[PROCESSES]  # type: ignore[valid-type]
 
     def preflight(self, r, value) -> None:
-        if not r.runtime.controls_processes:  # the runtime's one-line refusal (kill's, for a fault it has no word for)
-            getattr(r.runtime, self.key, r.runtime.kill)(r.lab, value)
+        if not r.runtime.can(ControlsProcesses):
+            raise Unsupported(f"the {r.runtime.name} runtime runs no processes of its own (fault `{self.key}: "
+                              f"{value}`): process faults need the binary runtime")
 
 
 class Kill(ProcessFault):

@@ -42,7 +42,7 @@ class LabSpec:
     fleet_prefix: str = ""
     control_plane: dict = field(default_factory=dict)
     termination_grace: float = TERMINATION_GRACE_S  # seconds
-    # real worker nodes beside the lab's own (a runtime that `adds_workers`): where pods that need a real
+    # real worker nodes beside the lab's own (a runtime that `AddsWorkers`): where pods that need a real
     # kubelet run, e.g. a fan-out's units with this lab as their host; the lab's own pods stay off them
     workers: int = 0
     # workload operators beside the scheduler ("name@version", kailab/operators), run as the lab's components
@@ -121,16 +121,12 @@ class Unsupported(LabError):
 class Runtime(ABC):
     """One way of running a lab: everything a caller may ask of a lab, whatever runs it.
 
-    `up` returns only when the lab is usable. The exercise-facing operations (faults, dead
-    components, KAI's logs, the scheduler snapshot) have defaults that either hold for any
-    runtime or refuse with one line; callers never ask which runtime a lab has.
+    `up` returns only when the lab is usable. What only some runtimes can do is a capability below,
+    which a runtime declares by inheriting it and code above asks for (`isinstance`, or `processes_of`,
+    which refuses in one line); callers never ask which runtime a lab has.
     """
 
     name: str = ""
-    controls_processes = False  # runs the lab's components as its own processes: can kill, restart, rerun them
-    installs_charts = False  # installs components from their charts/operators into a cluster it made
-    makes_labs = True  # can bring up a lab of any fleet (not so a runtime that adopts a cluster)
-    adds_workers = False  # can add real worker nodes beside the lab's own (LabSpec.workers)
     install_style = ""  # how components are installed, in words ("as local processes"), for the evidence
 
     def __init__(self) -> None:
@@ -151,24 +147,7 @@ class Runtime(ABC):
     @abstractmethod
     def status(self, record: "LabRecord") -> dict: ...
 
-    # ------------------------------------------------------------ what exercises ask of a lab
-    def kill(self, record: "LabRecord", component: str) -> None:
-        raise Unsupported(f"the {self.name} runtime cannot kill lab processes (fault `kill: {component}`): "
-                          "process faults need the binary runtime")
-
-    def restart(self, record: "LabRecord", component: str) -> None:
-        raise Unsupported(f"the {self.name} runtime cannot restart lab processes (fault `restart: "
-                          f"{component}`): process faults need the binary runtime")
-
-    def process_command(self, record: "LabRecord", component: str) -> list[str]:
-        """The command line a lab process runs now (controls_processes runtimes)."""
-        raise Unsupported(f"the {self.name} runtime runs no processes of its own ({component})")
-
-    def rerun(self, record: "LabRecord", component: str, argv: list[str]) -> None:
-        """Stop a lab process and start it with `argv`, keeping its ports and environment; wait until
-        it is healthy. The new command line is its record, so a repair restarts it the same way."""
-        raise Unsupported(f"the {self.name} runtime runs no processes of its own ({component})")
-
+    # ------------------------------------------------------------ what exercises ask of any lab
     def prometheus_in_lab(self, record: "LabRecord") -> str | None:
         """The lab's Prometheus as the lab's own components reach it, None without one."""
         return None
@@ -198,6 +177,57 @@ class Runtime(ABC):
         finally:
             kube.close()
         return out
+
+
+# ---------------------------------------------------------------- what only some runtimes can do
+class MakesLabs(ABC):
+    """Capability: brings up a lab of any fleet (not so a runtime that adopts a cluster)."""
+
+
+class ControlsProcesses(ABC):
+    """Capability: runs the lab's components as its own processes, so it can kill, restart and rerun them."""
+
+    @abstractmethod
+    def kill(self, record: "LabRecord", component: str) -> None: ...
+
+    @abstractmethod
+    def restart(self, record: "LabRecord", component: str) -> None:
+        """Start a lab process again (dead or alive) and wait until it is healthy."""
+
+    @abstractmethod
+    def process_command(self, record: "LabRecord", component: str) -> list[str]:
+        """The command line a lab process runs now."""
+
+    @abstractmethod
+    def rerun(self, record: "LabRecord", component: str, argv: list[str]) -> None:
+        """Stop a lab process and start it with `argv`, keeping its ports and environment; wait until
+        it is healthy. The new command line is its record, so a repair restarts it the same way."""
+
+
+class InstallsCharts(ABC):
+    """Capability: installs components from their charts and operators into a cluster it made."""
+
+
+class AddsWorkers(ABC):
+    """Capability: adds real worker nodes beside the lab's own (LabSpec.workers)."""
+
+
+# how messages name each capability (a refusal, the capability table in docs/architecture.md)
+RUNTIME_CAPABILITIES: dict[type, str] = {
+    MakesLabs: "makes labs of any fleet", ControlsProcesses: "runs the lab's components as its own processes",
+    InstallsCharts: "installs from charts into a cluster it made", AddsWorkers: "adds real worker nodes"}
+
+
+def runtime_capabilities(runtime: Runtime) -> set[type]:
+    return {cap for cap in RUNTIME_CAPABILITIES if isinstance(runtime, cap)}
+
+
+def processes_of(runtime: Runtime, what: str) -> ControlsProcesses:
+    """The runtime as one that controls the lab's processes, or one line saying `what` needs that."""
+    if isinstance(runtime, ControlsProcesses):
+        return runtime
+    raise Unsupported(f"the {runtime.name} runtime runs no processes of its own, so it cannot {what}: "
+                      "use the binary runtime")
 
 
 def docker_answers() -> bool:

@@ -34,7 +34,7 @@ from .waits import wait_until, why_it_died
 from . import clusterinfo, metrics, processes, seed
 from .addon import ProcessHost, RunsAsProcesses, addon_of, need
 from .hostlimits import require_inotify
-from .base import LabRecord, LabSpec, Runtime, status_report
+from .base import ControlsProcesses, LabRecord, LabSpec, MakesLabs, Runtime, status_report
 from .labkit import Phases, create_fleet, kwok_config_text, lab_lock, refuse_other_lab, run_together, user_stages
 from ..fleet import load_fleet
 from . import pki
@@ -72,9 +72,8 @@ def _http_ok(url: str, any_status: bool = False) -> bool:
         return False
 
 
-class BinaryRuntime(Runtime):
+class BinaryRuntime(Runtime, MakesLabs, ControlsProcesses):
     name = "binary"
-    controls_processes = True
     install_style = "as local processes (binaries built from source, chart objects applied)"
 
     # ---------------------------------------------------------------- up

@@ -31,7 +31,6 @@ ADOPTED = "existing"  # the fleet name recorded when kailab added no fleet of it
 
 class ExistingRuntime(Runtime):
     name = "existing"
-    makes_labs = False
     install_style = "as installed in an existing cluster (adopted)"
 
     # ---------------------------------------------------------------- up

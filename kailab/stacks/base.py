@@ -78,8 +78,8 @@ class Stack(ABC):
     """One scheduler stack: its addon, what a run's evidence says of it, and the exercise's vocabulary
     in its objects. What only some stacks can do is a capability below, which a stack declares by
     inheriting it; code above asks for it (`isinstance`, or the helpers that refuse in one line).
-    Methods that take a runtime get the lab's, for its capabilities (controls_processes,
-    installs_charts) and primitives, never its name."""
+    Methods that take a runtime get the lab's, for its capabilities (kailab/runtimes/base.py:
+    ControlsProcesses, InstallsCharts, ...) and primitives, never its name."""
 
     name: str = ""
     title: str = ""  # how messages name it
@@ -152,26 +152,45 @@ class Stack(ABC):
 
 
 # ---------------------------------------------------------------- what only some stacks can do
-class ConfiguresScheduler(ABC):
-    """Capability: an exercise's `scheduler:` step (placement, usage, shard) changes its scheduler's
-    configuration, and a run's evidence keeps the configuration it ran."""
+class SchedulerConfig(ABC):
+    """How a stack's scheduler configuration is read and changed on the runtimes that have one capability
+    (`runtime`: ControlsProcesses, InstallsCharts): one object per such capability, which the stack lists."""
+
+    runtime: type
 
     @abstractmethod
-    def configures_scheduler(self, runtime: Runtime) -> bool:
-        """Whether it can on this runtime."""
+    def current(self, runtime: Runtime, record: LabRecord) -> dict | None:
+        """The configuration the scheduler runs now (None: nothing to tell)."""
+
+    @abstractmethod
+    def apply(self, runtime: Runtime, record: LabRecord, setting) -> None:
+        """Run the scheduler with `setting` (None: the lab's default)."""
+
+
+class ConfiguresScheduler(ABC):
+    """Capability: an exercise's `scheduler:` step (placement, usage, shard) changes its scheduler's
+    configuration, and a run's evidence keeps the configuration it ran; on the runtimes its
+    `scheduler_configs` name (a runtime with none of their capabilities refuses the step in one line)."""
+
+    scheduler_configs: tuple[SchedulerConfig, ...] = ()
 
     @abstractmethod
     def scheduler_setting(self, record: LabRecord, value, usage_url: str | None, where: str):
         """An exercise's scheduler step as this stack's setting; `where` names the file and step for
         the one-line refusal."""
 
-    @abstractmethod
-    def configure_scheduler(self, runtime: Runtime, record: LabRecord, setting) -> None:
-        """Run the scheduler with `setting` (None: the lab's default)."""
 
-    @abstractmethod
-    def scheduler_config(self, runtime: Runtime, record: LabRecord) -> dict | None:
-        """The configuration the scheduler runs now (None: nothing to tell)."""
+def scheduler_config_on(stack: Stack, runtime: Runtime) -> SchedulerConfig | None:
+    """How `stack`'s scheduler is configured on `runtime`; None when it cannot be there."""
+    if not isinstance(stack, ConfiguresScheduler):
+        return None
+    return next((c for c in stack.scheduler_configs if isinstance(runtime, c.runtime)), None)
+
+
+def said_for(runtime: Runtime, words: dict[type, str], otherwise: str) -> str:
+    """The words for the first runtime capability in `words` that `runtime` has (how a stack describes
+    its install on it), `otherwise` when it has none of them."""
+    return next((w for cap, w in words.items() if isinstance(runtime, cap)), otherwise)
 
 
 class ServesSnapshot(ABC):

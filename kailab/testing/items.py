@@ -14,7 +14,7 @@ from ..errors import KailabError
 from ..exercise.checks import Result
 from ..exercise.runner import ExerciseRun, Outcome
 from ..exercise.load import load_exercise
-from ..lab import runtime_of
+from ..lab import MakesLabs, runtime_of
 from ..report.figure_names import text as figure_text
 from . import on_cluster
 from .labs import lab_pool
@@ -59,7 +59,7 @@ class ExerciseItem(pytest.Item):
             pool = lab_pool(self.config)
             lab = pool.get(ex.fleet, with_kai=True, operators=tuple(ex.operators))
             lacks = set(ex.operators) - {f"{n}@{v}" for n, v in ((lab.stack or {}).get("operators") or {}).items()}
-            if (lab.fleet != ex.fleet or lacks) and runtime_of(lab).makes_labs:
+            if (lab.fleet != ex.fleet or lacks) and runtime_of(lab).can(MakesLabs):
                 # --kailab-lab's lab is of another fleet, or lacks the exercise's operators: one beside it,
                 # same runtime and KAI
                 lab = pool.get(ex.fleet, with_kai=True, own=True, runtime=lab.runtime, kai_version=lab.kai_version,

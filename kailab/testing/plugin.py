@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from ..exercise.load import load_exercise
-from ..lab import LabRecord, get_runtime
+from ..lab import LabRecord, MakesLabs, get_runtime
 from ..paths import evidence_dir, evidence_dir_why
 from ..toolchain import kai_unavailable_reason
 from ..replay import alibaba
@@ -160,7 +160,7 @@ def _refuse_side_by_side_on_a_cluster_it_cannot_make(config) -> None:
     if not name or not isinstance(workers, int) or workers < 2 or hasattr(config, "workerinput"):
         return
     rec = LabRecord.load(name)
-    if rec is not None and not get_runtime(rec.runtime).makes_labs:
+    if rec is not None and not get_runtime(rec.runtime).can(MakesLabs):
         raise pytest.UsageError(f"--kailab-lab {name} is a cluster kailab cannot make a second of "
                                 f"({rec.runtime} runtime): run its exercises on one lab (drop -n {workers}, or -n 0)")
 

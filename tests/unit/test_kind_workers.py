@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from kailab.cli import cli
 from kailab.fleet import load_fleet
-from kailab.lab import with_addon
+from kailab.lab import AddsWorkers, with_addon
+from kailab.lab import get_runtime as lab_runtime
 from kailab.runtimes import RUNTIMES, get_runtime
 from kailab.runtimes.kind import workers as kind_workers
 from kailab.runtimes.base import LabRecord, LabSpec
@@ -99,7 +100,7 @@ def test_workers_are_the_lab_s_components_running_while_their_node_is_ready():
 
 
 def test_only_runtimes_that_add_workers_take_workers_and_a_record_from_before_loads():
-    adders = [n for n in RUNTIMES if get_runtime(n).adds_workers]
+    adders = [n for n in RUNTIMES if lab_runtime(n).can(AddsWorkers)]
     assert adders == ["kind"]
     for name in RUNTIMES:
         if name in adders:

@@ -12,10 +12,14 @@ import pytest
 from kailab.errors import KailabError, LabError
 from kailab.runtimes.addon import (CAPABILITIES, Addon, AdoptsCluster, InstallsFromCharts, NoScheduler,
                                    RunsAsProcesses, capabilities, need)
-from kailab.runtimes.base import LabSpec
+from kailab.lab import get_runtime
+from kailab.runtimes import RUNTIMES
+from kailab.runtimes import get_runtime as bare_runtime
+from kailab.runtimes.base import (RUNTIME_CAPABILITIES, AddsWorkers, ControlsProcesses, InstallsCharts, LabRecord,
+                                  LabSpec, MakesLabs, Runtime, Unsupported, runtime_capabilities)
 from kailab.stacks import STACKS, get_stack
 from kailab.stacks.base import (STACK_CAPABILITIES, ConfiguresScheduler, HasMetricPanels, PlacesByTopology,
-                                ServesSnapshot, Stack, configurable, topology_aware)
+                                ServesSnapshot, Stack, configurable, scheduler_config_on, topology_aware)
 
 DECLARED = {  # what each stack says it installs as, checked against its code below
     "kai": {RunsAsProcesses, InstallsFromCharts, AdoptsCluster},
@@ -89,15 +93,20 @@ def test_every_registered_stack_declares_its_capabilities_here():
 
 @pytest.mark.parametrize("name", sorted(STACK_DECLARED), ids=lambda n: f"stack={n}")
 def test_a_stack_implements_exactly_the_capabilities_it_declares(name):
-    stack = type(get_stack(name))
-    assert {c for c in STACK_CAPABILITIES if issubclass(stack, c)} == STACK_DECLARED[name]
-    for capability in STACK_CAPABILITIES:
+    _implements_exactly(type(get_stack(name)), STACK_DECLARED[name], STACK_CAPABILITIES, Stack)
+
+
+def _implements_exactly(cls: type, declared: set, capabilities, base: type) -> None:
+    """`cls` inherits exactly the `declared` capabilities and implements their hooks; it defines no hook
+    of another (a refusing stand-in for "cannot"), nor does `base`."""
+    assert {c for c in capabilities if issubclass(cls, c)} == declared
+    for capability in capabilities:
         for hook in _hooks(capability):
-            if capability in STACK_DECLARED[name]:
-                assert not getattr(getattr(stack, hook), "__isabstractmethod__", False), (name, hook)
+            if capability in declared:
+                assert not getattr(getattr(cls, hook), "__isabstractmethod__", False), (cls, hook)
             else:
-                assert _defined_by(stack, hook) is None, f"{name} defines {hook} without {capability.__name__}"
-    assert not {h for cap in STACK_CAPABILITIES for h in _hooks(cap)} & set(vars(Stack))
+                assert _defined_by(cls, hook) is None, f"{cls.__name__} defines {hook} without {capability.__name__}"
+    assert not {h for cap in capabilities for h in _hooks(cap)} & set(vars(base))
 
 
 def test_a_stack_without_a_capability_is_refused_in_one_line_naming_the_file():
@@ -105,3 +114,46 @@ def test_a_stack_without_a_capability_is_refused_in_one_line_naming_the_file():
         configurable(get_stack("kueue"), "x.yaml: step 2")
     with pytest.raises(KailabError, match=r"^x.yaml: topology: the Volcano stack has no topology-aware placement$"):
         topology_aware(get_stack("volcano"), "x.yaml:")
+
+
+RUNTIME_DECLARED = {  # what only some runtimes can do, checked against their code
+    "binary": {MakesLabs, ControlsProcesses},
+    "kind": {MakesLabs, InstallsCharts, AddsWorkers},
+    "existing": set(),
+}
+
+
+def test_every_registered_runtime_declares_its_capabilities_here():
+    assert set(RUNTIMES) == set(RUNTIME_DECLARED)
+
+
+@pytest.mark.parametrize("name", sorted(RUNTIME_DECLARED), ids=lambda n: f"runtime={n}")
+def test_a_runtime_implements_exactly_the_capabilities_it_declares(name):
+    assert runtime_capabilities(bare_runtime(name)) == RUNTIME_DECLARED[name]
+    _implements_exactly(type(bare_runtime(name)), RUNTIME_DECLARED[name], RUNTIME_CAPABILITIES, Runtime)
+
+
+# where each stack's `scheduler:` step can change its scheduler (its scheduler_configs, by runtime capability)
+RECONFIGURES_ON = {"kai": {"binary", "kind"}, "kueue+kai": {"binary", "kind"}, "volcano": {"binary"},
+                   "kueue": set(), "none": set()}
+
+
+@pytest.mark.parametrize("name", sorted(RECONFIGURES_ON), ids=lambda n: f"stack={n}")
+def test_a_stack_configures_its_scheduler_on_the_runtimes_its_configs_pair_with(name):
+    stack = get_stack(name)
+    assert {r for r in RUNTIMES if scheduler_config_on(stack, bare_runtime(r)) is not None} == RECONFIGURES_ON[name]
+    for config in getattr(stack, "scheduler_configs", ()):
+        assert config.runtime in RUNTIME_CAPABILITIES, config
+
+
+def test_a_process_fault_on_a_runtime_without_processes_is_refused_in_one_line():
+    with pytest.raises(Unsupported, match=r"^the existing runtime runs no processes of its own, so it cannot kill "
+                                          r"scheduler: use the binary runtime$"):
+        get_runtime("existing").kill(None, "scheduler")
+    with pytest.raises(Unsupported, match=r"has no scheduler configuration to change \(step `scheduler:`\)$"):
+        get_runtime("binary").configure_scheduler(_record("kueue"), None)
+
+
+def _record(stack: str) -> LabRecord:
+    return LabRecord(name="x", runtime="binary", kai_version="", fleet="tiny", nodes=1, gpus=1, with_kai=False,
+                     kubeconfig="", stack={"name": stack})

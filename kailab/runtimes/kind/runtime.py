@@ -28,7 +28,7 @@ from ...kube import Kube
 from ...paths import lab_dir
 from .. import clusterinfo, metrics
 from . import metrics as kind_metrics, workers as kind_workers
-from ..base import LabRecord, LabSpec, Runtime, status_report, docker_answers
+from ..base import AddsWorkers, InstallsCharts, LabRecord, LabSpec, MakesLabs, Runtime, docker_answers, status_report
 from ..labkit import lab_lock, refuse_other_lab, user_stage_names
 from ..processes import free_port
 from ..hostlimits import require_inotify
@@ -45,11 +45,9 @@ from .pins import pins  # noqa: F401
 
 
 # ------------------------------------------------------------------ the runtime
-class KindRuntime(Runtime):
+class KindRuntime(Runtime, MakesLabs, InstallsCharts, AddsWorkers):  # workers: kind/workers.py
     name = "kind"
 
-    installs_charts = True
-    adds_workers = True  # real worker nodes beside the control plane (kind/workers.py)
     install_style = "from its helm chart (operator, admission webhook) on a kind cluster"
 
     def prometheus_in_lab(self, record: LabRecord) -> str | None:

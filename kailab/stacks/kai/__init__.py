@@ -20,10 +20,11 @@ from ... import toolchain, versions
 from ...errors import KailabError
 from ...node_labels import SIMULATED_POOL_LABEL
 from ...runtimes.addon import Addon, AdoptsCluster, InstallsFromCharts, ProcessHost, RunsAsProcesses
-from ...runtimes.base import LabRecord, LabSpec, Runtime, Unsupported
+from ...runtimes.base import ControlsProcesses, InstallsCharts, LabRecord, LabSpec, Runtime
 from ...runtimes.labkit import PROBE_NAMESPACE
 from ...runtimes.shell import progress
-from ..base import ConfiguresScheduler, HasMetricPanels, PlacesByTopology, QueueDecl, Ref, ServesSnapshot, Stack
+from ..base import (ConfiguresScheduler, HasMetricPanels, PlacesByTopology, QueueDecl, Ref, ServesSnapshot, Stack,
+                    said_for)
 from . import install, vocabulary
 from ...errors import BuildError, LabError
 from ...workloads import probe_objects, topology
@@ -123,30 +124,20 @@ class KaiStack(Stack, ConfiguresScheduler, ServesSnapshot, HasMetricPanels, Plac
     def addon(self, spec: LabSpec) -> Addon:
         return KaiAddon(versions.kai_release(spec.kai_version or versions.DEFAULT_KAI).version)
 
+    # a `scheduler:` step reruns its process (binary) or changes its SchedulingShard (kind); an adopted
+    # cluster's KAI is the cluster's own to configure
+    scheduler_configs = (binary.OnProcesses(), kind.OnCharts())
+
     def describe(self, runtime: Runtime, record: LabRecord) -> dict:
-        how = {True: "KAI's components as local processes (binaries built from its source, chart objects applied)"}
         out = super().describe(runtime, record)
-        if runtime.controls_processes:
-            out["install"] = how[True]
-        elif runtime.installs_charts:
-            out["install"] = "KAI's helm chart (operator, admission webhook, SchedulingShard) on a kind cluster"
-        else:
-            out["install"] = "KAI as installed in an existing cluster (adopted)"
+        out["install"] = said_for(runtime, {
+            ControlsProcesses: "KAI's components as local processes (binaries built from its source, chart objects applied)",
+            InstallsCharts: "KAI's helm chart (operator, admission webhook, SchedulingShard) on a kind cluster"},
+            "KAI as installed in an existing cluster (adopted)")
         out["version"] = record.kai_version
         return out
 
     # ------------------------------------------------------------ evidence
-    def scheduler_config(self, runtime: Runtime, record: LabRecord) -> dict | None:
-        if runtime.controls_processes:
-            from . import binary
-
-            return binary.scheduler_config(record.dir)
-        if runtime.installs_charts:
-            from . import kind
-
-            return kind.scheduler_config(record)
-        return None
-
     def snapshot_url(self, runtime: Runtime, record: LabRecord) -> str | None:
         return install.snapshot_url(record.ports) if "scheduler.plugins" in record.ports else None
 
@@ -197,28 +188,11 @@ class KaiStack(Stack, ConfiguresScheduler, ServesSnapshot, HasMetricPanels, Plac
         return vocabulary.snapshot_objects(kube, namespace, queues)
 
     # ------------------------------------------------------------ the `scheduler:` step
-    def configures_scheduler(self, runtime: Runtime) -> bool:
-        return runtime.controls_processes or runtime.installs_charts
-
     def scheduler_setting(self, record: LabRecord, value, usage_url: str | None, where: str):
         """A `scheduler:` step as one SchedulingShard change — placement, usage (read from `usage_url`)
         and any shard fragment — rendered by the KAI operator code of the lab's KAI version; what it
         refuses is one line naming the file, the step and the field."""
         return rendered_setting(where, value, record.kai_version, usage_url)
-
-    def configure_scheduler(self, runtime: Runtime, record: LabRecord, setting) -> None:
-        if runtime.controls_processes:
-            from . import binary
-
-            argv, _ = binary.scheduler_argv(record.dir, runtime.process_command(record, "scheduler"), setting)
-            runtime.rerun(record, "scheduler", argv)
-        elif runtime.installs_charts:
-            from . import kind
-
-            kind.configure_through_shard(record, setting)
-        else:
-            raise Unsupported(f"the {runtime.name} runtime cannot reconfigure KAI's scheduler (step `scheduler:`): "
-                              "use the binary runtime, or configure the SchedulingShard yourself")
 
 
 def rendered_setting(where: str, value, kai_version: str, usage_url: str | None) -> install.SchedulerChange:

@@ -18,8 +18,10 @@ import yaml
 
 from ... import versions
 from ...runtimes.addon import ProcessHost
+from ...runtimes.base import ControlsProcesses, LabRecord
 from ...runtimes.labkit import PROBE_NAMESPACE
 from ...runtimes.waits import wait_until
+from ..base import SchedulerConfig
 from . import install as kai
 from . import probe
 
@@ -84,6 +86,19 @@ def scheduler_argv(lab: Path, argv: list[str], setting) -> tuple[list[str], list
 def scheduler_config(lab: Path) -> dict | None:
     path = lab / SCHEDULER_CONF
     return yaml.safe_load(path.read_text()) if path.is_file() else None
+
+
+class OnProcesses(SchedulerConfig):
+    """KAI's scheduler as a process of the lab: its --scheduler-conf, and the process run again."""
+
+    runtime = ControlsProcesses
+
+    def current(self, runtime, record: LabRecord) -> dict | None:
+        return scheduler_config(record.dir)
+
+    def apply(self, runtime: ControlsProcesses, record: LabRecord, setting) -> None:
+        argv, _ = scheduler_argv(record.dir, runtime.process_command(record, "scheduler"), setting)
+        runtime.rerun(record, "scheduler", argv)
 
 
 def _webhook_tmpdir(lab: Path, comp: str) -> Path:

@@ -14,8 +14,9 @@ import yaml
 from ... import versions
 from ...errors import LabError
 from ...kube import Kube
-from ...runtimes.base import LabRecord
+from ...runtimes.base import InstallsCharts, LabRecord
 from ...runtimes.waits import wait_until
+from ..base import SchedulerConfig
 from . import install
 
 # kind's control-plane node (kubeadm's label): KAI's own pods stay on the one real node
@@ -214,3 +215,16 @@ def scheduler_config(rec: LabRecord) -> dict | None:
     finally:
         kube.close()
     return yaml.safe_load(cm["data"]["config.yaml"]) if cm else None
+
+
+class OnCharts(SchedulerConfig):
+    """KAI's scheduler as its chart installs it: the configuration its operator renders from the
+    SchedulingShard, changed through the shard."""
+
+    runtime = InstallsCharts
+
+    def current(self, runtime, record: LabRecord) -> dict | None:
+        return scheduler_config(record)
+
+    def apply(self, runtime, record: LabRecord, setting) -> None:
+        configure_through_shard(record, setting)

@@ -20,8 +20,8 @@ import yaml
 
 from ...errors import LabError
 from ...runtimes.addon import Addon, InstallsFromCharts, ProcessHost, RunsAsProcesses
-from ...runtimes.base import LabRecord, LabSpec, Runtime
-from ..base import QueueDecl, Ref, Stack, read_or_empty
+from ...runtimes.base import InstallsCharts, LabRecord, LabSpec, Runtime
+from ..base import QueueDecl, Ref, Stack, read_or_empty, said_for
 from . import install, vocabulary
 from ...runtimes.shell import progress
 from . import kind, probe
@@ -136,9 +136,10 @@ class KueueStack(Stack):
 
     def describe(self, runtime: Runtime, record: LabRecord) -> dict:
         out = super().describe(runtime, record)
-        out["install"] = ("Kueue's helm chart (its controller manager) on a kind cluster, kind's kube-scheduler "
-                          "placing what it admits" if runtime.installs_charts else
-                          f"Kueue's controller manager and kube-scheduler {runtime.install_style}")
+        out["install"] = said_for(runtime, {
+            InstallsCharts: "Kueue's helm chart (its controller manager) on a kind cluster, kind's kube-scheduler "
+                            "placing what it admits"},
+            f"Kueue's controller manager and kube-scheduler {runtime.install_style}")
         return out
 
     def preflight(self, kube, record: LabRecord) -> None:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from ... import versions, workloads
 from ...runtimes.addon import Addon
-from ...runtimes.base import LabRecord, LabSpec, Runtime
-from ..base import QueueDecl, Ref
+from ...runtimes.base import InstallsCharts, LabRecord, LabSpec, Runtime
+from ..base import QueueDecl, Ref, said_for
 from ..combined import ChartsOfParts, CombinedAddon, ProcessesOfParts
 from ..kai import KaiAddon, KaiStack
 from ..kueue import KueueAddon, install as kueue_install, vocabulary as kueue_words
@@ -75,9 +75,10 @@ class KueueKaiStack(KaiStack):
     def describe(self, runtime: Runtime, record: LabRecord) -> dict:
         out = super().describe(runtime, record)
         out["name"], out["version"] = self.name, (record.stack or {}).get("version", record.kai_version)
-        out["install"] = ("KAI's helm chart (operator, admission webhook) placing and Kueue's helm chart admitting, "
-                          "on a kind cluster" if runtime.installs_charts else
-                          "Kueue's controller manager admitting, KAI's components placing, as local processes")
+        out["install"] = said_for(runtime, {
+            InstallsCharts: "KAI's helm chart (operator, admission webhook) placing and Kueue's helm chart admitting, "
+                            "on a kind cluster"},
+            "Kueue's controller manager admitting, KAI's components placing, as local processes")
         return out
 
     def preflight(self, kube, record: LabRecord) -> None:

@@ -22,9 +22,9 @@ import shutil
 
 from ...errors import LabError
 from ...runtimes.addon import Addon, InstallsFromCharts, ProcessHost, RunsAsProcesses
-from ...runtimes.base import LabRecord, LabSpec, Runtime, Unsupported
+from ...runtimes.base import InstallsCharts, LabRecord, LabSpec, Runtime
 from ...runtimes.waits import wait_until
-from ..base import ConfiguresScheduler, Stack, read_or_empty
+from ..base import ConfiguresScheduler, Stack, read_or_empty, said_for
 from . import install, vocabulary
 from ...runtimes.shell import progress
 from . import config, kind, probe
@@ -147,15 +147,14 @@ class VolcanoStack(Stack, ConfiguresScheduler):
     def addon(self, spec: LabSpec) -> Addon:
         return VolcanoAddon()
 
+    scheduler_configs = (config.OnProcesses(),)  # its configuration file, which its scheduler watches
+
     def describe(self, runtime: Runtime, record: LabRecord) -> dict:
         out = super().describe(runtime, record)
-        out["install"] = ("Volcano's helm chart (scheduler, controller manager, webhook manager) on a kind cluster"
-                          if runtime.installs_charts else
-                          f"Volcano's scheduler, controller manager and webhook manager {runtime.install_style}")
+        out["install"] = said_for(runtime, {
+            InstallsCharts: "Volcano's helm chart (scheduler, controller manager, webhook manager) on a kind cluster"},
+            f"Volcano's scheduler, controller manager and webhook manager {runtime.install_style}")
         return out
-
-    def scheduler_config(self, runtime: Runtime, record: LabRecord) -> dict | None:
-        return config.current(record.dir)
 
     def preflight(self, kube, record: LabRecord) -> None:
         if kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "queues.scheduling.volcano.sh") is None:
@@ -163,16 +162,8 @@ class VolcanoStack(Stack, ConfiguresScheduler):
                            "bring one up with `kailab up --scheduler volcano`")
 
     # ------------------------------------------------------------ the `scheduler:` step
-    def configures_scheduler(self, runtime: Runtime) -> bool:
-        return runtime.controls_processes
-
     def scheduler_setting(self, record: LabRecord, value, usage_url: str | None, where: str):
         return config.setting(value, where)
-
-    def configure_scheduler(self, runtime: Runtime, record: LabRecord, setting) -> None:
-        if not runtime.controls_processes:
-            raise Unsupported(f"the {runtime.name} runtime cannot reconfigure Volcano's scheduler (step `scheduler:`)")
-        config.apply(record.dir, setting)
 
     # ------------------------------------------------------------ the exercise's vocabulary (vocabulary.py)
     queue_objects = staticmethod(vocabulary.queue_objects)

@@ -19,6 +19,8 @@ from pathlib import Path
 import yaml
 
 from ...errors import KailabError, LabError
+from ...runtimes.base import ControlsProcesses
+from ..base import SchedulerConfig
 from . import install
 from ... import toolchain
 
@@ -153,3 +155,15 @@ def apply(lab: Path, chosen: Setting | None) -> None:
         time.sleep(0.2)
     raise LabError(f"lab {lab.name!r}: vc-scheduler did not load its new configuration within 30 s "
                    f"({lab / install.CONF}; see {log})")
+
+
+class OnProcesses(SchedulerConfig):
+    """Volcano's scheduler as a process of the lab: the configuration file it watches."""
+
+    runtime = ControlsProcesses
+
+    def current(self, runtime, record) -> dict | None:
+        return current(record.dir)
+
+    def apply(self, runtime, record, setting) -> None:
+        apply(record.dir, setting)
