@@ -124,6 +124,11 @@ def refused_with_nothing_made(lab, path, queues: tuple[str, str], evidence: Path
         kube.close()
 
 
+# the real entry point as the console script runs it: for a test that needs the process itself (Popen, a
+# terminal, a tmux pane); kailab_cli below runs it to the end
+KAILAB = [sys.executable, "-c", "from kailab.cli import main; main()"]
+
+
 def kailab_cli(*args: str, env: dict | None = None, without: tuple[str, ...] = (), timeout: float | None = 120,
                **run) -> subprocess.CompletedProcess:
     """The real entry point, as the console script runs it: this process's environment without the lab
@@ -134,7 +139,7 @@ def kailab_cli(*args: str, env: dict | None = None, without: tuple[str, ...] = (
     full.update(env or {})  # what the caller sets wins (a wider terminal, say)
     if "input" not in run:
         run.setdefault("stdin", subprocess.DEVNULL)
-    return subprocess.run([sys.executable, "-c", "from kailab.cli import main; main()", *args],
+    return subprocess.run([*KAILAB, *args],
                           capture_output=True, text=True, env=full, timeout=timeout, **run)
 
 

@@ -15,7 +15,7 @@ import pytest
 from kailab.paths import exercises_dir, state_dir
 from kailab.testing.labs import LAB_PREFIX
 
-from helpers import kailab_cli
+from helpers import KAILAB, kailab_cli
 
 pytestmark = [pytest.mark.kai, pytest.mark.lab]
 # two short exercises of the small fleet: one lands on each worker
@@ -51,8 +51,7 @@ def test_two_workers_run_on_two_labs_and_the_controller_writes_one_summary(kaila
 def test_side_by_side_is_refused_on_a_cluster_kailab_cannot_make_a_second_of(kailab_labs):
     source = kailab_labs.get("tiny", with_kai=True)
     name = f"adopted-side-{os.getpid()}"
-    kailab = [sys.executable, "-m", "kailab.cli"]
-    up = subprocess.run([*kailab, "up", "--runtime", "existing", "--kubeconfig", source.kubeconfig, "--name", name],
+    up = subprocess.run([*KAILAB, "up", "--runtime", "existing", "--kubeconfig", source.kubeconfig, "--name", name],
                         capture_output=True, text=True)
     assert up.returncode == 0, up.stderr
     try:
@@ -62,4 +61,4 @@ def test_side_by_side_is_refused_on_a_cluster_kailab_cannot_make_a_second_of(kai
         assert f"--kailab-lab {name} is a cluster kailab cannot make a second of (existing runtime)" in run.stderr
         assert "workers" not in run.stdout  # refused before any worker started
     finally:
-        subprocess.run([*kailab, "down", "--name", name], capture_output=True, text=True)
+        subprocess.run([*KAILAB, "down", "--name", name], capture_output=True, text=True)

@@ -12,9 +12,9 @@ from kailab.exercise.faults import ProcessFault
 from kailab.exercise.load import load_exercise
 from kailab.paths import exercises_dir, lab_dir
 from kailab.runtimes.base import LabRecord
+from helpers import KAILAB
 
 pytestmark = pytest.mark.lab
-KAILAB = [sys.executable, "-m", "kailab.cli"]
 
 
 def test_adopting_a_cluster_without_kai_is_refused_with_what_is_missing(kailab_labs):

@@ -30,7 +30,7 @@ from kailab.twin.plan import make_plan
 from kailab.twin.snapshot import load_snapshot
 from twin_sample import plant_secrets
 
-from helpers import kailab_cli
+from helpers import KAILAB, kailab_cli
 
 # in the main phase's kind group: one kind cluster on the machine at a time (after Kueue's kind lab); its
 # own host, so nothing ties it to the `alone` phase (where it added ~600 s to CI's wall time)
@@ -71,7 +71,7 @@ def _workers(host) -> list[str]:
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.Popen:
     with kind_docker():  # kind load reaches the lab's Docker engine
-        return subprocess.Popen([sys.executable, "-m", "kailab.cli", *args], stdout=subprocess.PIPE,
+        return subprocess.Popen([*KAILAB, *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})})
 
 

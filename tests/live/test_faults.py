@@ -14,6 +14,7 @@ import yaml
 from kailab.exercise.runner import ExerciseRun
 from kailab.exercise.load import load_exercise
 from kailab.runtimes import processes
+from helpers import KAILAB
 
 pytestmark = [pytest.mark.lab, pytest.mark.kai]
 
@@ -168,7 +169,7 @@ def test_interrupted_run_keeps_evidence_and_removes_its_workloads(kailab_labs, t
     from kailab.kube import Kube
 
     lab = kailab_labs.get("small", with_kai=True)
-    proc = subprocess.Popen([sys.executable, "-m", "kailab.cli", "run", "gang", "--name", lab.name,
+    proc = subprocess.Popen([*KAILAB, "run", "gang", "--name", lab.name,
                              "--evidence", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and not list(tmp_path.glob("*/steps/02-*")):

@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
@@ -16,9 +15,9 @@ import pytest
 from kailab.paths import evidence_dir, lab_dir
 from kailab.runtimes import processes
 from kailab.runtimes.base import LabRecord
+from helpers import KAILAB
 
 pytestmark = pytest.mark.lab
-KAILAB = [sys.executable, "-m", "kailab.cli"]
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

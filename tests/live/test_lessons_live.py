@@ -9,12 +9,12 @@ import os
 import pty
 import re
 import select
-import sys
 import time
 
 import pytest
 
 from kailab import course
+from helpers import KAILAB
 
 pytestmark = [pytest.mark.lab, pytest.mark.kai]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -74,7 +74,7 @@ def small_lab(kailab_labs):
 def test_a_lesson_in_a_terminal_asks_runs_reveals_then_explains_step_by_step(small_lab, tmp_path):
     env = {**os.environ, "KAILAB_COURSE_STATUS": str(tmp_path / "progress.json"), "TERM": "dumb",
            "COLUMNS": "200"}
-    term = Terminal([sys.executable, "-m", "kailab.cli", "lesson", "borrow", "--name", small_lab.name,
+    term = Terminal([*KAILAB, "lesson", "borrow", "--name", small_lab.name,
                      "--evidence", str(tmp_path / "evidence"), "--watch"], env)
     term.expect("How many of its 24 pods run?")
     term.expect("your prediction> ")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -20,9 +19,9 @@ from kailab.exercise.runner import ExerciseRun
 from kailab.exercise.load import load_exercise
 from kailab.runtimes import metrics, processes
 from kailab.runtimes.waits import wait_until
+from helpers import KAILAB
 
 pytestmark = [pytest.mark.lab, pytest.mark.kai]
-KAILAB = [sys.executable, "-m", "kailab.cli"]
 
 
 def query(rec, promql: str) -> list[dict]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
@@ -17,7 +16,7 @@ from kailab.replay import session
 from kailab.replay.spec import load_replay
 from kailab.testing.tiny_trace import two_teams
 
-from helpers import kailab_cli
+from helpers import KAILAB, kailab_cli
 
 # labs of their own, two at a time: one such test at a time beside the rest (pytest -n)
 pytestmark = [pytest.mark.lab, pytest.mark.kai, pytest.mark.xdist_group("own_labs")]
@@ -104,12 +103,12 @@ def test_a_scheduler_killed_while_a_replays_lab_starts_leaves_its_whole_logs(tmp
     design.write_text(DESIGN)
     evidence = tmp_path / "evidence"
     env = {**os.environ, "KAILAB_EVIDENCE": str(evidence), "NO_COLOR": "1"}
-    gen = subprocess.run([sys.executable, "-m", "kailab.cli", "trace", "generate", str(trace), "--jobs", "4",
+    gen = subprocess.run([*KAILAB, "trace", "generate", str(trace), "--jobs", "4",
                           "--hours", "0.05", "--fleet", "tiny", "--seed", "2"], capture_output=True, text=True,
                          env=env, timeout=60)
     assert gen.returncode == 0, gen.stderr
     before = {p.name for p in state_dir().glob("replay-*")}
-    proc = subprocess.Popen([sys.executable, "-m", "kailab.cli", "replay", str(trace), "--designs", str(design),
+    proc = subprocess.Popen([*KAILAB, "replay", str(trace), "--designs", str(design),
                              "--fleet", "tiny", "--compress", "40", "--repeat", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:

@@ -9,7 +9,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -20,7 +19,7 @@ from kailab.kube import Kube
 from kailab.paths import exercises_dir
 from kailab.runtimes.waits import wait_until
 
-from helpers import kailab_cli
+from helpers import KAILAB, kailab_cli
 from top_scenario import EXPECTED, scene, shown, top_json
 
 pytestmark = [pytest.mark.lab, pytest.mark.kai]
@@ -122,13 +121,13 @@ def test_top_on_a_terminal_shows_reclaim_as_it_happens(kailab_labs):
     eviction line names KAI's reclaim and the research pod group it made room for; `q` quits."""
     lab = kailab_labs.get("small", with_kai=True)
     sock = f"kailab-top-{uuid.uuid4().hex[:6]}"
-    top = shlex.join([sys.executable, "-m", "kailab.cli", "top", "--name", lab.name, "--interval", "0.5"])
+    top = shlex.join([*KAILAB, "top", "--name", lab.name, "--interval", "0.5"])
     env = {k: v for k, v in os.environ.items() if k != "KAILAB_LAB"}
     subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "top", "-x", "200", "-y", "60",
                     f"{top}; echo TOP-ENDED-$?; sleep 60"], check=True, env=env, timeout=30)
     try:
         wait_until("kailab top on the screen", lambda: "kailab top" in _tmux(sock, "capture-pane", "-p"), timeout=60)
-        run = subprocess.Popen([sys.executable, "-m", "kailab.cli", "run", str(exercises_dir() / "reclaim.yaml"),
+        run = subprocess.Popen([*KAILAB, "run", str(exercises_dir() / "reclaim.yaml"),
                                 "--name", lab.name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         samples: list[tuple[float, float]] = []  # (prod, research) GPUs as the screen showed them
         evicted_line = ""
@@ -191,7 +190,7 @@ def test_replay_watch_shows_each_variants_lab_and_a_closed_terminal_leaves_no_la
     assert gen.returncode == 0, gen.stderr
     sock = f"kailab-replay-{uuid.uuid4().hex[:6]}"
     env = {**{k: v for k, v in os.environ.items() if k != "KAILAB_LAB"}, "KAILAB_EVIDENCE": str(tmp_path / "ev")}
-    replay = shlex.join([sys.executable, "-m", "kailab.cli", "replay", str(trace), "--designs", str(design),
+    replay = shlex.join([*KAILAB, "replay", str(trace), "--designs", str(design),
                          "--fleet", "tiny", "--compress", "10", "--repeat", "1", "--watch"])
     subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "r", "-x", "160", "-y", "60", replay],
                    check=True, env=env, timeout=30)

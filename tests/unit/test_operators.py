@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-import sys
 
 import pytest
 import yaml
 
 from kailab import operators, workloads
 from kailab.errors import KailabError
+from helpers import KAILAB
 
 CONTAINER = {"name": "main", "image": "kailab.io/never-pulled"}
 
@@ -98,7 +98,7 @@ def test_up_refuses_an_unknown_operator_and_another_runtime_in_one_line_before_a
     for args, says in [(["--operators", "kubeflow,nope"], "unknown operator 'nope'"),
                        (["--operators", "ray", "--runtime", "existing", "--kubeconfig", "/nonexistent"],
                         "the existing runtime runs no workload operators yet")]:
-        done = subprocess.run([sys.executable, "-m", "kailab.cli", "up", "--name", "ops-refused", *args],
+        done = subprocess.run([*KAILAB, "up", "--name", "ops-refused", *args],
                               capture_output=True, text=True, env=env)
         assert done.returncode != 0 and says in done.stderr, done.stderr
         assert len([line for line in done.stderr.splitlines() if line.strip()]) == 1, done.stderr

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import pytest
 import yaml
@@ -17,6 +16,7 @@ from kailab.errors import InputError, InputErrors
 from kailab.exercise.load import load_exercise
 from kailab.inputs import read_yaml
 from kailab.paths import PROJECT_ROOT
+from helpers import KAILAB
 
 ERROR = "kailab: error: "
 
@@ -24,7 +24,7 @@ ERROR = "kailab: error: "
 def _validate(tmp_path, *paths) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("KAILAB_FLEETS", "KAILAB_EXERCISES")}
     env.update(KAILAB_STATE=str(tmp_path / "state"), KAILAB_CACHE=str(tmp_path / "cache"), NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "kailab.cli", "validate", *map(str, paths)], capture_output=True,
+    return subprocess.run([*KAILAB, "validate", *map(str, paths)], capture_output=True,
                           text=True, env=env, cwd=tmp_path, timeout=120)
 
 
