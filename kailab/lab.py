@@ -113,11 +113,12 @@ class Lab:
         return isinstance(self.runtime, capability)
 
     def up(self, spec: LabSpec) -> LabRecord:
-        self._refuse_operators(spec)
+        self.refuse_operators(spec.operators)
         return self.runtime.up(with_addon(spec))
 
-    def _refuse_operators(self, spec: LabSpec) -> None:
-        if spec.operators and not self.can(MakesLabs):
+    def refuse_operators(self, operators) -> None:
+        """One line when the runtime cannot run workload operators (before anything starts)."""
+        if operators and not self.can(MakesLabs):
             raise Unsupported(f"--operators: the {self.runtime.name} runtime runs no workload operators yet "
                               "(they run as local processes or Deployments kailab installs): use --runtime binary or kind")
 
@@ -132,11 +133,15 @@ class Lab:
         report["stack"] = {k: v for k, v in (record.stack or {}).items() if k in ("name", "version", "operators")}
         return report
 
+    def processes(self, what: str) -> ControlsProcesses:
+        """The runtime as one that controls the lab's processes; one line saying `what` needs that otherwise."""
+        return processes_of(self.runtime, what)
+
     def kill(self, record: LabRecord, component: str) -> None:
-        processes_of(self.runtime, f"kill {component}").kill(record, component)
+        self.processes(f"kill {component}").kill(record, component)
 
     def restart(self, record: LabRecord, component: str) -> None:
-        processes_of(self.runtime, f"restart {component}").restart(record, component)
+        self.processes(f"restart {component}").restart(record, component)
 
     def dead_components(self, record: LabRecord, ignore: set[str]) -> list[tuple[str, str]]:
         return self.runtime.dead_components(record, ignore)

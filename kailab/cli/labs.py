@@ -83,9 +83,7 @@ def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metric
         if not rt.can(MakesLabs):
             raise KailabError(f"--stages: the {chosen} runtime plays no stages of kailab's (the cluster's own KWOK "
                               "or kubelets end its pods): use --runtime binary or kind")
-    if wanted and not rt.can(MakesLabs):
-        raise KailabError(f"--operators: the {chosen} runtime runs no workload operators yet "
-                          "(they run as local processes or Deployments kailab installs): use --runtime binary or kind")
+    rt.refuse_operators(wanted)
     stack = "none" if without_kai else stack
     without_kai = not get_stack(stack).kai_inside  # an unknown name: one line naming the choices
     if chosen != "existing":

@@ -212,14 +212,7 @@ class AddsWorkers(ABC):
     """Capability: adds real worker nodes beside the lab's own (LabSpec.workers)."""
 
 
-# how messages name each capability (a refusal, the capability table in docs/architecture.md)
-RUNTIME_CAPABILITIES: dict[type, str] = {
-    MakesLabs: "makes labs of any fleet", ControlsProcesses: "runs the lab's components as its own processes",
-    InstallsCharts: "installs from charts into a cluster it made", AddsWorkers: "adds real worker nodes"}
-
-
-def runtime_capabilities(runtime: Runtime) -> set[type]:
-    return {cap for cap in RUNTIME_CAPABILITIES if isinstance(runtime, cap)}
+RUNTIME_CAPABILITIES = (MakesLabs, ControlsProcesses, InstallsCharts, AddsWorkers)
 
 
 def processes_of(runtime: Runtime, what: str) -> ControlsProcesses:

@@ -16,7 +16,7 @@ from kailab.lab import get_runtime
 from kailab.runtimes import RUNTIMES
 from kailab.runtimes import get_runtime as bare_runtime
 from kailab.runtimes.base import (RUNTIME_CAPABILITIES, AddsWorkers, ControlsProcesses, InstallsCharts, LabRecord,
-                                  LabSpec, MakesLabs, Runtime, Unsupported, runtime_capabilities)
+                                  LabSpec, MakesLabs, Runtime, Unsupported)
 from kailab.stacks import STACKS, get_stack
 from kailab.stacks.base import (STACK_CAPABILITIES, ConfiguresScheduler, HasMetricPanels, PlacesByTopology,
                                 ServesSnapshot, Stack, configurable, scheduler_config_on, topology_aware)
@@ -87,15 +87,6 @@ STACK_DECLARED = {  # what only some stacks can do, checked against their code
 }
 
 
-def test_every_registered_stack_declares_its_capabilities_here():
-    assert set(STACKS) == set(STACK_DECLARED)
-
-
-@pytest.mark.parametrize("name", sorted(STACK_DECLARED), ids=lambda n: f"stack={n}")
-def test_a_stack_implements_exactly_the_capabilities_it_declares(name):
-    _implements_exactly(type(get_stack(name)), STACK_DECLARED[name], STACK_CAPABILITIES, Stack)
-
-
 def _implements_exactly(cls: type, declared: set, capabilities, base: type) -> None:
     """`cls` inherits exactly the `declared` capabilities and implements their hooks; it defines no hook
     of another (a refusing stand-in for "cannot"), nor does `base`."""
@@ -123,14 +114,22 @@ RUNTIME_DECLARED = {  # what only some runtimes can do, checked against their co
 }
 
 
-def test_every_registered_runtime_declares_its_capabilities_here():
-    assert set(RUNTIMES) == set(RUNTIME_DECLARED)
+# each axis: its registry, what each of it declares here, its class, its capabilities and its base
+AXES = {"stack": (STACKS, STACK_DECLARED, lambda n: type(get_stack(n)), STACK_CAPABILITIES, Stack),
+        "runtime": (RUNTIMES, RUNTIME_DECLARED, lambda n: type(bare_runtime(n)), RUNTIME_CAPABILITIES, Runtime)}
 
 
-@pytest.mark.parametrize("name", sorted(RUNTIME_DECLARED), ids=lambda n: f"runtime={n}")
-def test_a_runtime_implements_exactly_the_capabilities_it_declares(name):
-    assert runtime_capabilities(bare_runtime(name)) == RUNTIME_DECLARED[name]
-    _implements_exactly(type(bare_runtime(name)), RUNTIME_DECLARED[name], RUNTIME_CAPABILITIES, Runtime)
+@pytest.mark.parametrize("axis", sorted(AXES))
+def test_every_registered_stack_and_runtime_declares_its_capabilities_here(axis):
+    registry, declared, *_ = AXES[axis]
+    assert set(registry) == set(declared)
+
+
+@pytest.mark.parametrize("axis, name", [(a, n) for a in sorted(AXES) for n in sorted(AXES[a][1])],
+                         ids=lambda v: str(v))
+def test_each_implements_exactly_the_capabilities_it_declares(axis, name):
+    _, declared, cls, capabilities, base = AXES[axis]
+    _implements_exactly(cls(name), declared[name], capabilities, base)
 
 
 # where each stack's `scheduler:` step can change its scheduler (its scheduler_configs, by runtime capability)
@@ -157,3 +156,15 @@ def test_a_process_fault_on_a_runtime_without_processes_is_refused_in_one_line()
 def _record(stack: str) -> LabRecord:
     return LabRecord(name="x", runtime="binary", kai_version="", fleet="tiny", nodes=1, gpus=1, with_kai=False,
                      kubeconfig="", stack={"name": stack})
+
+
+@pytest.mark.parametrize("key", ["kill", "restart"])
+def test_a_process_fault_is_refused_before_the_run_where_the_runtime_runs_no_processes(key):
+    from types import SimpleNamespace
+
+    from kailab.exercise.faults import FAULTS
+
+    with pytest.raises(Unsupported, match=rf"^the kind runtime runs no processes of its own, so it cannot run the "
+                                          rf"fault `{key}: binder`: use the binary runtime$"):
+        FAULTS[key].preflight(SimpleNamespace(runtime=get_runtime("kind")), "binder")
+    FAULTS[key].preflight(SimpleNamespace(runtime=get_runtime("binary")), "binder")  # no refusal there
