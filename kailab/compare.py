@@ -12,24 +12,22 @@ that lab runs every exercise under it, and its stack.json and each run's evidenc
 from __future__ import annotations
 
 import json
-import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import evidence, toolchain, trial, versions
 from .errors import KailabError
 from .exercise.load import load_exercise
-from .exercise.runner import ExerciseRun
-from .lab import LabSpec, get_runtime, lab, with_addon
+from . import labs
+from .labs import LabSpec, with_addon
 from .paths import evidence_dir
 from .runtimes.addon import RunsAsProcesses, need
 from .exercise.spec import SchedulerSetting
 from .fanout.costs import requests_for
 from .fanout.unit import Kind, Unit, UnitResult, cli_command, dns_label, summary_outcome
-from .report import write_report
 from .stacks import STACKS, get_stack
 from .stacks.base import configurable, scheduler_config_on
+from .variants.exercises import exercises_side_by_side, write_matrix_page
 
 AXIS = "scheduler stack"
 # what a comparison shows and judges: counts, and each queue's typical and long waits. Step timings
@@ -85,7 +83,7 @@ def setting_of(column: str, where: str):
     value = SchedulerSetting(placement=placements[0] if placements else "binpack", volcano=named[0] if named else None)
 
     stack = configurable(get_stack(column.split(":")[0]), where)  # one line when it has none
-    if scheduler_config_on(stack, get_runtime("binary").runtime) is None:  # compare's labs are binary
+    if scheduler_config_on(stack, labs.runtime("binary")) is None:  # compare's labs are binary
         raise KailabError(f"{where}: the {stack.title} stack has no scheduler configuration to change")
     stack.scheduler_setting(_Record(), value, None, where)  # its one-line refusal
     return value
@@ -102,7 +100,7 @@ def lab_spec(column: str, stamp: str, fleet: str, kai_version: str, operators: t
     stack that cannot run a kind refuses it by name rather than for want of its operator)."""
     stack = column.split(":")[0]
     return LabSpec(name=f"compare-{stamp}-{column}".replace("+", "-").replace(":", "-"), runtime="binary",
-                   fleet=fleet, kai_version=kai_version, with_kai=get_stack(stack).kai_inside, stack=stack,
+                   fleet=fleet, kai_version=kai_version, stack=stack,
                    operators=operators)
 
 
@@ -125,25 +123,15 @@ def run_compare(stacks: list[str], exercises: list[str], fleet: str = "small", r
         raise
     (out / "plan.json").write_text(json.dumps(the_plan, indent=2))
 
-    def one(stack: str) -> None:
-        sdir = out / stack
-        sdir.mkdir()
-        try:
-            with lab(specs[stack]) as rec:
-                runtime, value = get_runtime("binary"), setting_of(stack, f"--stacks {stack}")
-                setting = value and runtime.scheduler_setting(rec, value, None, f"--stacks {stack}")
-                (sdir / "stack.json").write_text(json.dumps({**(rec.stack or {"name": stack}), "column": stack,
-                                                             "configuration": setting and setting.conf}, indent=2))
-                for i in range(1, repeat + 1):
-                    for p in the_plan["exercises"]:
-                        if setting is not None:  # before every run: a run's own `scheduler:` step ends on the lab's default
-                            runtime.configure_scheduler(rec, setting)
-                        ExerciseRun(load_exercise(p), Path(p), rec, sdir / f"run-{i}").run()
-        except KailabError as err:
-            (sdir / "lab-error.txt").write_text(str(err) + "\n")
+    def prepare(stack: str, lab, sdir: Path):
+        value = setting_of(stack, f"--stacks {stack}")
+        setting = value and lab.scheduler_setting(value, None, f"--stacks {stack}")
+        (sdir / "stack.json").write_text(json.dumps({**(lab.record.stack or {"name": stack}), "column": stack,
+                                                     "configuration": setting and setting.conf}, indent=2))
+        # before every run: a run's own `scheduler:` step ends on the lab's default
+        return (lambda: lab.configure_scheduler(setting)) if setting is not None else None
 
-    with ThreadPoolExecutor(max_workers=parallel or max(1, min(len(stacks), (os.cpu_count() or 2) // 2))) as pool:
-        list(pool.map(one, stacks))
+    exercises_side_by_side(out, specs, the_plan["exercises"], repeat, parallel, prepare)
     write_outputs(out)
     return out
 
@@ -151,9 +139,7 @@ def run_compare(stacks: list[str], exercises: list[str], fleet: str = "small", r
 def write_outputs(out: Path) -> dict:
     """matrix.json, matrix.md and the page from what the folder holds (its columns ran here or as units)."""
     matrix = build(out)
-    evidence.write_matrix(out, matrix, markdown(matrix))
-    write_report([out])
-    return matrix
+    return write_matrix_page(out, matrix, markdown(matrix))
 
 
 # ---- `kailab compare --on`: a unit per column, each a `kailab compare --part` of that column in its pod

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -19,14 +18,14 @@ from .errors import InputError, KailabError
 from .fanout.costs import requests_for
 from .fanout.unit import Kind, Unit, UnitResult, bring_back, cli_command, dns_label, summary_outcome
 from .fleet import fleet_path, load_fleet
-from .exercise.runner import ExerciseRun, resolve_exercise
+from .exercise.runner import resolve_exercise
 from .exercise.load import load_exercise
 from .paths import evidence_dir
-from .lab import LabSpec, lab
-from .report import write_report
+from .labs import LabSpec
 from .runtimes import processes
 from .vcluster.dry import dry_run_text
 from .vcluster.tools import need_docker
+from .variants.exercises import exercises_side_by_side, write_matrix_page
 
 BINARY = "binary"  # a vCluster trial's binary-lab runs of the same versions and exercises
 
@@ -106,9 +105,7 @@ def run_trial(version_list: list[str], exercises: list[str], fleet: str = "small
 def write_outputs(trial_dir: Path) -> dict:
     """matrix.json, matrix.md and report.html (with every run's evidence) from what the folder holds."""
     matrix = build_matrix(trial_dir)
-    evidence.write_matrix(trial_dir, matrix, matrix_markdown(matrix))
-    write_report([trial_dir])
-    return matrix
+    return write_matrix_page(trial_dir, matrix, matrix_markdown(matrix))
 
 
 def all_passed(matrix: dict) -> bool:
@@ -118,25 +115,13 @@ def all_passed(matrix: dict) -> bool:
 
 
 def _run_binary(trial_dir: Path, stamp: str, the_plan: dict, parallel: int | None) -> None:
-    version_list = the_plan["versions"]
-    parallel = parallel or max(1, min(len(version_list), (os.cpu_count() or 2) // 2))
+    specs = {v: LabSpec(name=f"trial-{stamp}-{v.replace('.', '-')}", runtime="binary", fleet=the_plan["fleet"],
+                        kai_version=v) for v in the_plan["versions"]}
 
-    def one(version: str) -> None:
-        vdir = trial_dir / version
-        vdir.mkdir()
-        spec = LabSpec(name=f"trial-{stamp}-{version.replace('.', '-')}", runtime="binary",
-                       fleet=the_plan["fleet"], kai_version=version)
-        try:
-            with lab(spec) as rec:
-                (vdir / "kai.json").write_text(json.dumps(kai_ran(rec), indent=2))
-                for i in range(1, the_plan["repeat"] + 1):
-                    for p in the_plan["exercises"]:
-                        ExerciseRun(load_exercise(p), Path(p), rec, vdir / f"run-{i}").run()
-        except KailabError as err:
-            (vdir / "lab-error.txt").write_text(str(err) + "\n")
+    def prepare(version: str, lab, vdir: Path) -> None:
+        (vdir / "kai.json").write_text(json.dumps(kai_ran(lab.record), indent=2))
 
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        list(pool.map(one, version_list))
+    exercises_side_by_side(trial_dir, specs, the_plan["exercises"], the_plan["repeat"], parallel, prepare)
 
 
 def dry_run_kind(version_list: list[str], exercises: list[str], fleet: str, runtime: str = "kind",

@@ -73,16 +73,15 @@ def lab_listeners(lab_dir: Path) -> set[tuple[str, int]]:
 @contextlib.contextmanager
 def stack_lab(stack: str, fleet: str = "tiny"):
     """A binary lab of its own running `stack` (no metrics), down again on exit."""
-    from kailab.lab import LabSpec, get_runtime
+    from kailab import labs
+    from kailab.labs import LabSpec
     from kailab.stacks import get_stack
 
     name = f"{stack.replace('+', '-')}-{fleet}-{os.getpid()}"
-    rt = get_runtime("binary")
     try:
-        yield rt.up(LabSpec(name=name, runtime="binary", fleet=fleet, with_kai=get_stack(stack).kai_inside,
-                            stack=stack, metrics=False))
+        yield labs.up(LabSpec(name=name, runtime="binary", fleet=fleet, stack=stack, metrics=False)).record
     finally:
-        rt.down(name)
+        labs.down(name)
 
 
 def bound_then_held(kube, namespace: str, count: int, name=lambda pod: pod["metadata"]["name"],

@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import KailabError
-from ..lab import LabSpec, get_runtime
+from .. import labs
+from ..labs import LabSpec
 from ..paths import PROJECT_ROOT, evidence_dir
 from .common import _MachineSampler, _record, machine
 
@@ -80,7 +81,6 @@ def churn(starts: int, at_once: int = 2, fleet: str = "small", load: str | None 
     each brought down after it came up; with `load`, that command runs again and again beside them."""
     if starts < at_once:
         raise KailabError(f"bench churn {starts}: at least --at-once ({at_once}) starts")
-    rt = get_runtime("binary")
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     rows: list[dict] = []
     lock = threading.Lock()
@@ -97,14 +97,14 @@ def churn(starts: int, at_once: int = 2, fleet: str = "small", load: str | None 
             row = {"start": i, "slot": slot}
             t0 = time.perf_counter()
             try:
-                rec = rt.up(LabSpec(name=name, runtime="binary", fleet=fleet))
+                rec = labs.up(LabSpec(name=name, runtime="binary", fleet=fleet)).record
                 row.update(ok=True, retries=rec.start_retries)
             except KailabError as err:
                 kept, deaths = _deaths_of(str(err))
                 row.update(ok=False, error=str(err).splitlines()[0][:400], kept=kept, deaths=deaths, retries=[])
             row["up_s"] = round(time.perf_counter() - t0, 2)
             try:
-                rt.down(name)
+                labs.down(name)
             except KailabError as err:
                 row["down_error"] = str(err)[:300]
             with lock:

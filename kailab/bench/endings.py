@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .. import workloads
 from ..kube import Kube
-from ..lab import LabSpec, get_runtime
+from .. import labs
+from ..labs import LabSpec
 from ..scale import cpu_seconds
 from .common import _record, machine
 
@@ -93,8 +94,7 @@ def _one(kube: Kube, lab_dir, nodes: list[str], count: int, mode: str, run: int,
 def endings(count: int, fleet: str = "small", repeats: int = 2, echo=print) -> dict:
     """Run both endings `repeats` times each, alternating, on one lab without a scheduler."""
     name = f"bench-endings-{os.getpid()}"
-    rt = get_runtime("binary")
-    rec = rt.up(LabSpec(name=name, runtime="binary", fleet=fleet, with_kai=False, stack="none", metrics=False))
+    rec = labs.up(LabSpec(name=name, runtime="binary", fleet=fleet, stack="none", metrics=False)).record
     kube = Kube(rec.kubeconfig)
     rows = []
     try:
@@ -108,7 +108,7 @@ def endings(count: int, fleet: str = "small", repeats: int = 2, echo=print) -> d
                 rows.append(row)
     finally:
         kube.close()
-        rt.down(name)
+        labs.down(name)
     results = {"kind": "endings", "pods": count, "fleet": fleet, "repeats": repeats, "machine": machine(),
                "termination_grace_s": rec.termination_grace, "runs": rows,
                "per_pod": {m: _per_pod([r for r in rows if r["mode"] == m]) for m in MODES}}

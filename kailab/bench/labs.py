@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from .. import operators, toolchain, versions
-from ..lab import LabRecord, LabSpec, get_runtime
+from .. import labs
+from ..labs import LabRecord, LabSpec
 from .common import _record, _time, machine
 from .peer import peer_comparison, peer_markdown
 from ..paths import lab_dir
@@ -20,23 +21,22 @@ from ..toolchain import kai_unavailable_reason
 def bench_lab(fleet: str, repeats: int, with_kai: bool, metrics: bool = True, operators: tuple[str, ...] = ()) -> dict:
     """Warm `up` and `down` of one fleet, `repeats` times each (binaries and seed already cached:
     one unmeasured cycle first makes sure), with the median of each phase of `up`."""
-    rt = get_runtime("binary")
     ups, downs, phases = [], [], {}
     name = f"bench-{os.getpid()}-{fleet}"
-    spec = LabSpec(name=name, runtime="binary", fleet=fleet, with_kai=with_kai, metrics=metrics, operators=operators)
+    spec = LabSpec(name=name, runtime="binary", fleet=fleet, stack="kai" if with_kai else "none", metrics=metrics, operators=operators)
     try:
-        rt.up(spec)
+        labs.up(spec)
     finally:
-        rt.down(name)
+        labs.down(name)
     for _ in range(repeats):
         try:
-            ups.append(_time(lambda: rt.up(spec)))
+            ups.append(_time(lambda: labs.up(spec)))
             rec = LabRecord.load(name)
             for phase, (_start, took) in (rec.up_phases if rec else {}).items():
                 phases.setdefault(phase, []).append(took)
-            noop = _time(lambda: rt.up(spec))
+            noop = _time(lambda: labs.up(spec))
         finally:
-            downs.append(_time(lambda: rt.down(name)))
+            downs.append(_time(lambda: labs.down(name)))
     return {"fleet": fleet, "with_kai": with_kai, "metrics": metrics, "operators": list(operators), "runs": repeats,
             "up_s": statistics.median(ups),
             "up_all_s": ups, "second_up_noop_s": noop, "down_s": statistics.median(downs), "down_all_s": downs,
@@ -102,16 +102,15 @@ def markdown(r: dict) -> str:
 def soak(cycles: int, fleet: str = "tiny", out_dir: Path | None = None, echo=print) -> dict:
     """`up` + `down` of a KAI lab, `cycles` times: after every `down`, whatever the lab had
     (its processes by marker, its recorded ports, its directory) must be gone."""
-    rt = get_runtime("binary")
     name = f"bench-{os.getpid()}-soak"
     rows = []
     for i in range(1, cycles + 1):
         start = time.perf_counter()
-        rec = rt.up(LabSpec(name=name, runtime="binary", fleet=fleet))
+        rec = labs.up(LabSpec(name=name, runtime="binary", fleet=fleet)).record
         up_s = time.perf_counter() - start
         ports = sorted(set(rec.ports.values()))
         start = time.perf_counter()
-        rt.down(name)
+        labs.down(name)
         down_s = time.perf_counter() - start
         left = {"processes": len(processes.marked_pids(lab_dir(name))),
                 "ports": [p for p in ports if processes.port_in_use(p)],

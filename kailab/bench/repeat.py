@@ -11,11 +11,12 @@ from pathlib import Path
 from ..errors import KailabError
 from ..evidence import new_folder
 from ..paths import evidence_dir
-from ..lab import LabSpec, lab
+from .. import labs
+from ..labs import LabSpec
 from .common import _record, machine
 from ..exercise.load import load_exercise
 from ..exercise.runner import resolve_exercise, run_exercise
-from ..lab import require_kai_lab
+from ..labs import require_kai_lab
 from ..paths import exercises_dir
 
 
@@ -29,7 +30,8 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
         if len(fleets) != 1:
             raise KailabError(f"exercises for several fleets ({', '.join(sorted(fleets))}): pass --name")
         spec = LabSpec(name=f"bench-{os.getpid()}-repeat", runtime="binary", fleet=fleets.pop())
-        with lab(spec) as rec:
+        with labs.up(spec) as lab:
+            rec = lab.record
             records = _repeat_on(rec, runs, paths, echo)
     else:
         rec = require_kai_lab(lab_name, "repeatability runs")
@@ -105,17 +107,17 @@ def compare_labs(names: list[str], exercise_names: list[str] | None = None, out_
                  echo=print) -> dict:
     """The same exercises on two running labs of one fleet and KAI version (e.g. a binary and a kind
     lab): verdicts and figures side by side. A disagreement is a finding naming what differs."""
-    labs = [require_kai_lab(n, "lab comparisons") for n in names]
-    if len({(r.fleet, r.kai_version) for r in labs}) != 1:
+    recs = [require_kai_lab(n, "lab comparisons") for n in names]
+    if len({(r.fleet, r.kai_version) for r in recs}) != 1:
         raise KailabError("bench compare-labs: the labs differ in fleet or KAI version ("
-                          + ", ".join(f"{r.name}: {r.fleet} {r.kai_version}" for r in labs) + "): compare like with like")
+                          + ", ".join(f"{r.name}: {r.fleet} {r.kai_version}" for r in recs) + "): compare like with like")
     paths = ([resolve_exercise(n) for n in exercise_names] if exercise_names
-             else sorted(p for p in exercises_dir().glob("*.yaml") if load_exercise(p).fleet == labs[0].fleet))
+             else sorted(p for p in exercises_dir().glob("*.yaml") if load_exercise(p).fleet == recs[0].fleet))
     root = new_folder(evidence_dir(), "compare")
     rows = []
     for p in paths:
         row = {"exercise": p.stem, "labs": {}}
-        for rec in labs:
+        for rec in recs:
             start = time.perf_counter()
             o = run_exercise(p, rec, root / rec.name)
             row["labs"][rec.name] = {"runtime": rec.runtime, "verdict": o.verdict,
@@ -128,7 +130,7 @@ def compare_labs(names: list[str], exercise_names: list[str] | None = None, out_
         rows.append(row)
     results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
                "fleet": labs[0].fleet, "kai_version": labs[0].kai_version,
-               "labs": {r.name: r.runtime for r in labs}, "rows": rows,
+               "labs": {r.name: r.runtime for r in recs}, "rows": rows,
                "agree": sum(r["agree"] for r in rows), "total": len(rows)}
     return _record(results, "-runtimes", compare_markdown(results), out_dir)
 

@@ -12,7 +12,8 @@ import tempfile
 
 from .. import versions
 from ..paths import PROJECT_ROOT
-from ..lab import LabSpec, lab
+from .. import labs
+from ..labs import LabSpec
 from .common import _record, machine
 from .. import scale as scale_mod
 from ..fleet import load_fleet
@@ -35,8 +36,8 @@ def scale(shapes: list[str], count: int | None = None, fleet: str = "large", out
     stem = dt.date.today().isoformat() + "-scale"
     for shape in shapes:  # written after each shape: a long run stopped later keeps what it measured
         spec = LabSpec(name=f"bench-{os.getpid()}-scale", runtime="binary", fleet=fleet)
-        with lab(spec) as rec:
-            results["runs"].append(scale_mod.run(rec, shape, count or defaults[shape], echo=echo))
+        with labs.up(spec) as lab:
+            results["runs"].append(scale_mod.run(lab.record, shape, count or defaults[shape], echo=echo))
         (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
         (out_dir / f"{stem}.md").write_text(scale_mod.markdown(results["runs"], {**m, "date": results["date"]},
                                                                 versions.DEFAULT_KAI))

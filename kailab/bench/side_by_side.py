@@ -13,7 +13,8 @@ import tempfile
 
 from .. import versions
 from ..paths import evidence_dir
-from ..lab import LabSpec, get_runtime
+from .. import labs
+from ..labs import LabSpec
 from .common import _MachineSampler, _junit_items, _record, machine
 from ..paths import exercises_dir
 
@@ -25,11 +26,10 @@ def exercises_side_by_side(workers: list[int], repeats: int = 1, fleet: str = "s
     lab brought up for it and down after: wall time, verdicts, each item's time, and what the whole
     machine spent (CPU seconds, busy cores, memory peak) — where the time goes, and what bounds it."""
     name = f"bench-{os.getpid()}-sbs"
-    rt = get_runtime("binary")
     runs = []
     with tempfile.TemporaryDirectory(prefix="kailab-sbs-") as tmp:
         try:
-            rt.up(LabSpec(name=name, runtime="binary", fleet=fleet, with_kai=True))
+            labs.up(LabSpec(name=name, runtime="binary", fleet=fleet))
             for n in workers:
                 for r in range(repeats):
                     junit = Path(tmp) / f"junit-{n}-{r}.xml"
@@ -59,7 +59,7 @@ def exercises_side_by_side(workers: list[int], repeats: int = 1, fleet: str = "s
                     echo(f"  -n {n}: {wall} s, {run['passed']}/{len(items)} passed, "
                          f"{run['cpu_seconds']} CPU-s ({run['busy_cores_mean']} cores busy on average)")
         finally:
-            rt.down(name)
+            labs.down(name)
     results = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
                "fleet": fleet, "kai_version": versions.DEFAULT_KAI, "runs": runs}
     return _record(results, "-exercises-side-by-side", exercises_side_by_side_markdown(results), out_dir)

@@ -18,7 +18,8 @@ import time
 
 from .. import workloads
 from ..kube import Kube
-from ..lab import LabSpec, get_runtime
+from .. import labs
+from ..labs import LabSpec
 from .common import _record, machine
 
 QUEUES = ("train", "serve", "research", "batch")
@@ -59,11 +60,10 @@ def _churn(kube: Kube, ns: str, per_second: int, stopping: threading.Event, made
 
 def top_cost(fleet: str = "large", seconds: int = 60, churn: int = 10, interval: float = 1.0, echo=print) -> dict:
     name = f"bench-top-{os.getpid()}"
-    runtime = get_runtime("binary")
     stopping = threading.Event()
     try:
         echo(f"bringing up lab {name} (fleet {fleet}, KAI)")
-        rec = runtime.up(LabSpec(name=name, runtime="binary", fleet=fleet, with_kai=True))
+        rec = labs.up(LabSpec(name=name, runtime="binary", fleet=fleet)).record
         kube = Kube(rec.kubeconfig)
         standing = _load(kube, "bench-top", rec.gpus)
         made = [0]
@@ -106,7 +106,7 @@ def top_cost(fleet: str = "large", seconds: int = 60, churn: int = 10, interval:
         }
     finally:
         stopping.set()
-        runtime.down(name)
+        labs.down(name)
     text = (f"# kailab top on the {fleet} fleet ({results['nodes']} nodes, {results['gpus']} GPUs)\n\n"
             f"{standing} pods standing (half the GPUs held in four queues, 32 pending over a queue's limit), "
             f"{churn} one-GPU pods arriving a second and each ending after 20 s; `kailab top --interval {interval:g}` "

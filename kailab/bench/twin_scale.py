@@ -18,7 +18,8 @@ import zipfile
 from pathlib import Path
 
 from ..errors import KailabError
-from ..lab import LabRecord, get_runtime
+from .. import labs
+from ..labs import LabRecord
 from ..paths import cache_dir
 from ..replay import alibaba
 from ..twin.run import make_twin
@@ -136,7 +137,7 @@ def twin_scale(pending: int, settle_s: float = 30.0, echo=print, out_dir: Path |
             sampler.stop.set()
             sampler.thread.join()
             if LabRecord.load(name) is not None:
-                get_runtime("binary").down(name)
+                labs.down(name)
         wall = time.monotonic() - started
     sec, decided = record["seconds"], record["decided"]
     settled_at = sec["lab_up"] + sec["state_in"] + sec["scheduler_on"] + decided["last_change_s"]

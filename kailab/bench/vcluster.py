@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from ..exercise.runner import resolve_exercise, run_exercise
-from ..lab import LabRecord, LabSpec, get_runtime
+from .. import labs
+from ..labs import LabRecord, LabSpec
 from ..evidence import new_folder
 from ..paths import evidence_dir
 from .common import _record, machine
@@ -51,11 +52,10 @@ def _exercise_walls(trial_dir: Path, version: str) -> dict[str, float]:
 
 def _plain_kind(version: str, exercises: list[str], root: Path, echo) -> dict:
     name = f"bench-vc-{version.replace('.', '-')}"
-    rt = get_runtime("kind")
     started = time.monotonic()
     try:
         echo(f"[bench] a plain kind lab of KAI {version}")
-        rt.up(LabSpec(name=name, runtime="kind", fleet="small", kai_version=version, images="local", metrics=False))
+        labs.up(LabSpec(name=name, runtime="kind", fleet="small", kai_version=version, images="local", metrics=False))
         up = round(time.monotonic() - started, 1)
         rec = LabRecord.load(name)
         walls, verdicts = {}, {}
@@ -64,7 +64,7 @@ def _plain_kind(version: str, exercises: list[str], root: Path, echo) -> dict:
             walls[o.exercise], verdicts[o.exercise] = round(sum(o.wall.values()), 1), o.verdict
         return {"up_s": up, "exercise_wall_s": walls, "verdicts": verdicts}
     finally:
-        rt.down(name)
+        labs.down(name, "kind")
 
 
 def _finished(trial_dir: Path) -> dict:

@@ -85,7 +85,7 @@ def e2e(suite_names, version_text, labs, ci_set, all_set, fleet, lab_name, focus
         raise KailabError("--all picks every suite and its labs: leave out SUITE, --ci, --dra and --name")
     lab_runtime = None
     if lab_name:
-        from ..lab import require_kai_lab
+        from ..labs import require_kai_lab
 
         lab_runtime = require_kai_lab(lab_name, "KAI's e2e suites").runtime
     suites = reg.select(list(suite_names), ci=ci_set, runtime=lab_runtime)
@@ -100,7 +100,7 @@ def e2e(suite_names, version_text, labs, ci_set, all_set, fleet, lab_name, focus
         return
     lab_version = None
     if lab_name:
-        from ..lab import require_kai_lab
+        from ..labs import require_kai_lab
 
         if version_text or labs != 1:
             raise KailabError("--name runs on that one lab: leave out --kai-versions and --labs")

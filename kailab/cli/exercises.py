@@ -11,7 +11,7 @@ import click
 
 from .. import versions
 from ..errors import KailabError
-from ..lab import require_kai_lab
+from ..labs import require_kai_lab
 from .base import cli, console, name_option, out
 from .fanout import fan_out, on_options
 from .top import watch_lab, watch_option

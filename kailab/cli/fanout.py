@@ -40,20 +40,11 @@ def labels(pairs) -> dict:
 
 
 def fan_out(units, kubeconfig: str, evidence_root: Path, cpu: str, memory: str, pairs):
-    """Run the units on the cluster, each on the lab image of its KAI version; the FanOut (its record
+    """Run the units on the cluster (kailab/variants: side by side there); the FanOut (its record
     folder) and its results."""
-    from ..fanout.run import FanOut, load_image_into_kind
-    from ..images.lab import LabImage
-
-    namespace_labels = labels(pairs)
-    images = {v: LabImage(v).ref for v in dict.fromkeys(u.kai_version for u in units)}
+    from ..variants import on_cluster
 
     def say(text: str) -> None:
         console.print(f"[kailab fan-out] {text}", markup=False, highlight=False)
 
-    for image in images.values():
-        if not load_image_into_kind(kubeconfig, image, say):
-            say(f"{kubeconfig} is not a kailab kind lab: its nodes pull {image} (push it to a registry they reach)")
-    run = FanOut(units, kubeconfig, images, evidence_root, cpu=cpu, memory=memory, namespace_labels=namespace_labels,
-                 say=say)
-    return run, run.run()
+    return on_cluster(units, kubeconfig, evidence_root, cpu, memory, labels(pairs), say)

@@ -11,7 +11,8 @@ from rich.table import Table
 
 from .. import versions
 from ..errors import KailabError
-from ..lab import AddsWorkers, ControlsProcesses, LabRecord, LabSpec, MakesLabs, get_runtime, resolve_runtime
+from .. import labs
+from ..labs import AddsWorkers, ControlsProcesses, LabRecord, LabSpec, MakesLabs, resolve_runtime
 from ..runtimes import RUNTIMES, metrics
 from ..stacks import STACKS
 from .base import cli, console, name_option, out
@@ -68,11 +69,10 @@ def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metric
     except ValueError as err:
         raise KailabError(f"--termination-grace: {err}") from None
     chosen = resolve_runtime(runtime)
-    rt = get_runtime(chosen)
-    if workers and not rt.can(AddsWorkers):
+    if workers and not labs.can(chosen, AddsWorkers):
         raise KailabError(f"--workers {workers}: the {chosen} runtime adds no worker nodes (its pods run on "
-                          f"{'the machine itself' if rt.can(ControlsProcesses) else 'the cluster it has'}); "
-                          f"drop --workers, or use {', '.join(n for n in RUNTIMES if get_runtime(n).can(AddsWorkers))}")
+                          f"{'the machine itself' if labs.can(chosen, ControlsProcesses) else 'the cluster it has'}); "
+                          f"drop --workers, or use {', '.join(n for n in RUNTIMES if labs.can(n, AddsWorkers))}")
     from .. import operators as ops
 
     wanted = ops.parse(operators)  # an unknown name or a bad version: one line, before anything starts
@@ -80,10 +80,10 @@ def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metric
         from .. import kwok_stages
 
         kwok_stages.load(stages)  # a bad stage: one line naming its file and field, before anything starts
-        if not rt.can(MakesLabs):
+        if not labs.can(chosen, MakesLabs):
             raise KailabError(f"--stages: the {chosen} runtime plays no stages of kailab's (the cluster's own KWOK "
                               "or kubelets end its pods): use --runtime binary or kind")
-    rt.refuse_operators(wanted)
+    labs.refuse_operators(chosen, wanted)
     stack = "none" if without_kai else stack
     without_kai = not get_stack(stack).kai_inside  # an unknown name: one line naming the choices
     if chosen != "existing":
@@ -91,17 +91,18 @@ def up(runtime, fleet, kai_version, api_port, without_kai, stack, without_metric
         if not without_kai:
             versions.kai_release(kai_version)
     spec = LabSpec(name=name, runtime=chosen, fleet=fleet, kai_version=kai_version,
-                   with_kai=not without_kai, stack=stack, metrics=not without_metrics, api_port=api_port,
+                   stack=stack, metrics=not without_metrics, api_port=api_port,
                    kubeconfig=kubeconfig, dry_run=dry_run, images=images, termination_grace=grace, workers=workers,
                    operators=wanted, stages=stages)
     if dry_run:
-        out.print(rt.plan(spec), markup=False, highlight=False)
+        out.print(labs.plan(spec), markup=False, highlight=False)
         return
     console.print(f"[bold]kailab up[/]: lab {name!r}, runtime {chosen}, fleet {fleet}, "
                   + (f"KAI {kai_version}" if stack == "kai" else f"scheduler: {stack}"))
-    rec = rt.up(spec)
-    if rt.repaired:
-        console.print(f"[yellow]lab {rec.name!r} was broken: restarted {', '.join(rt.repaired)}[/]")
+    lab = labs.up(spec)
+    rec = lab.record
+    if lab.runtime.repaired:
+        console.print(f"[yellow]lab {rec.name!r} was broken: restarted {', '.join(lab.runtime.repaired)}[/]")
     what = scheduler_words(rec.stack or {"name": stack}, rec.kai_version)
     running = (rec.stack or {}).get("operators") or {}
     what += "".join(f", {n} {v}" for n, v in running.items())
@@ -125,9 +126,7 @@ def scheduler_words(stack: dict, kai_version: str = "") -> str:
 @name_option
 def down(name) -> None:
     """Stop every process of the lab, free its ports and remove its state."""
-    rec = LabRecord.load(name)
-    rt = get_runtime(rec.runtime if rec else "binary")
-    stopped = rt.down(name)
+    stopped = labs.down(name)
     console.print(f"lab {name!r} is down" + (f" (stopped: {', '.join(stopped)})" if stopped else ""))
 
 
@@ -136,7 +135,7 @@ def _all_status(as_json: bool) -> None:
     from ..paths import state_dir
 
     recs = [r for p in sorted(state_dir().glob("*")) if p.is_dir() and (r := LabRecord.load(p.name))]
-    infos = [get_runtime(r.runtime).status(r) for r in recs]
+    infos = [labs.open(r).status() for r in recs]
     if as_json:
         click.echo(json.dumps(infos, indent=2))
         return
@@ -163,7 +162,7 @@ def status(as_json, every, name) -> None:
         if as_json:  # scripts read the state from stdout; people the error line, as on every refusal
             out.print_json(json.dumps({"name": name, "state": "absent"}))
         raise KailabError(f"no lab named {name!r}: bring one up with `kailab up`")
-    info = get_runtime(rec.runtime).status(rec)
+    info = labs.open(rec).status()
     if as_json:
         click.echo(json.dumps(info, indent=2))
     else:

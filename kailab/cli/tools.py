@@ -40,11 +40,11 @@ def tools_build(kai_version, without_kai, stacks, operators) -> None:
     if without_kai:
         recipes = [r for r in recipes if r.component != "kai"]
     if stacks:
-        from ..lab import LabSpec, with_addon
+        from ..labs import LabSpec, with_addon
 
         for name in stacks:  # an unknown name: one line naming the choices
             spec = with_addon(LabSpec(name="build", runtime="binary", fleet="tiny", kai_version=kai_version,
-                                      with_kai=False, stack=name))
+                                      stack=name))
             addon = need(spec.addon, RunsAsProcesses, "binary")
             recipes += [r for r in addon.recipes() if r.key not in {x.key for x in recipes}]
     if operators:
@@ -157,10 +157,10 @@ def _stack_addons(stacks, kai_version) -> list:
     if not stacks:
         return []
     from .. import sources
-    from ..lab import LabSpec, with_addon
+    from ..labs import LabSpec, with_addon
 
     addons = [need(with_addon(LabSpec(name="images", runtime="kind", fleet="tiny", kai_version=kai_version,
-                                      with_kai=False, stack=name)).addon, InstallsFromCharts, "kind") for name in stacks]
+                                      stack=name)).addon, InstallsFromCharts, "kind") for name in stacks]
     # their images build from the sources their processes do
     missing = sources.missing_for([r for a in addons if isinstance(a, RunsAsProcesses) for r in a.recipes()])
     if missing:

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 
 from ..errors import KailabError
-from ..lab import LabRecord
+from ..labs import LabRecord
 from ..runtimes import metrics
 from .base import cli, console, out
 

@@ -311,8 +311,8 @@ def _trial_on(version_list, names, fleet, repeat, kubeconfig, cpu, memory, pairs
 
 
 def _replay_on(plan, trace_file: Path, window_text, kubeconfig, cpu, memory, pairs) -> Path:
-    """`kailab replay --on`: a Job per variant (kailab/fanout/replay.py), brought together here."""
-    from ..fanout.replay import merge_units, replay_units
+    """`kailab replay --on`: a Job per variant (kailab/replay/units.py), brought together here."""
+    from ..replay.units import merge_units, replay_units
 
     units = replay_units(plan, trace_file, window_text)  # checked as a local replay is, before the cluster
     run, results = fan_out(units, kubeconfig, evidence_dir(), cpu, memory, pairs)
@@ -327,8 +327,8 @@ def _said(results) -> None:
 
 
 def _fill_on(plan, kubeconfig, cpu, memory, pairs) -> Path:
-    """`kailab fill --on`: a Job per design and seed (kailab/fanout/fill.py), merged here into one fill."""
-    from ..fanout.fill import fill_units, merge_units
+    """`kailab fill --on`: a Job per design and seed (kailab/replay/fill_units.py), merged here into one fill."""
+    from ..replay.fill_units import fill_units, merge_units
 
     units = fill_units(plan)  # checked as a local fill is, before anything reaches the cluster
     run, results = fan_out(units, kubeconfig, evidence_dir(), cpu, memory, pairs)

@@ -43,7 +43,7 @@ def twin(snapshot, name, kai_version, anonymise, settle, timeout, kai_versions, 
     (bound pods on their nodes), KAI on the snapshot's configuration deciding the pending work. Only what
     scheduling needs enters the lab. The twin stays up (`kailab down --name NAME`). With --kai-versions or
     --designs, twins side by side and the pods they decided differently."""
-    from ..lab import LabRecord
+    from ..labs import LabRecord
     from ..twin.run import make_twin
 
     if on or part:

@@ -15,7 +15,7 @@ from ..errors import InputError
 from ..exercise.load import load_exercise
 from ..exercise.spec import GpuShare, QueueNode, Strict, _name
 from ..fleet import load_fleet
-from ..lab import require_kai_lab
+from ..labs import require_kai_lab
 from ..inputs import read_yaml, validate
 from .model import CAPSTONE_STEPS, Capstone, CourseSpec, Echo, Team, load_course
 from .progress import mark_if_passed

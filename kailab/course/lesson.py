@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from ..lab import require_kai_lab
+from ..labs import require_kai_lab
 from .model import Echo, Lesson, StepLesson
 from .progress import mark_if_passed
 from .words import result_text, share_words

@@ -23,7 +23,6 @@ import os
 import subprocess
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,12 +30,14 @@ from .. import operators as workload_operators
 from .. import versions
 from ..errors import KailabError
 from ..kube import Kube
-from ..lab import LabRecord, LabSpec, lab, runtime_of
+from .. import labs
+from ..labs import Lab, LabRecord, LabSpec
 from ..evidence import new_folder, stamp_of
 from ..paths import evidence_dir
 from . import build, cluster, ginkgo, junit
 from .suites import RUNTIMES, Suite, registry
 from ..report.page import write_report
+from ..variants import side_by_side
 
 SUMMARY = "summary.json"
 DEFAULT_FLEET = "kai-e2e"
@@ -164,10 +165,7 @@ def run_e2e(plan: Plan, root: Path | None = None, echo=print) -> Path:
         "suites_not_run": {n: {"package": p, "why": w} for n, (p, w) in reg.not_run.items()},
     }, indent=2))
     try:
-        with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
-            futures = [pool.submit(_lane, plan, ln, trees[ln.kai_version], out / ln.label, stamp, say) for ln in lanes]
-            for f in futures:
-                f.result()
+        side_by_side(lanes, lambda ln: _lane(plan, ln, trees[ln.kai_version], out / ln.label, stamp, say))
     finally:  # also on Ctrl-C: what ran is summarised
         write_summary(out)
     return out
@@ -178,31 +176,31 @@ def _lane(plan: Plan, ln: Lane, built: tuple[Path, dict[str, Path]], ldir: Path,
     tree, binaries = built
     try:
         if plan.lab_name:
-            rec = LabRecord.load(plan.lab_name)
-            check_lab_operators(rec, ln.suites)
-            _on_lab(rec, ln, tree, binaries, ldir, say, plan.focus)
+            lab = labs.open(plan.lab_name)
+            check_lab_operators(lab.record, ln.suites)
+            _on_lab(lab, ln, tree, binaries, ldir, say, plan.focus)
             return
         spec = LabSpec(name=f"e2e-{stamp.lower()}-{ln.label.replace('.', '-')}"[:50].rstrip("-"),
                        runtime=ln.runtime, fleet=plan.fleet, kai_version=ln.kai_version, metrics=False,
                        operators=ln.operators)
         with_ops = f", operators {','.join(ln.operators)}" if ln.operators else ""
         say(ln.label, f"bringing up {ln.runtime} lab {spec.name} (fleet {plan.fleet}, KAI {ln.kai_version}{with_ops})")
-        with lab(spec) as rec:
-            _on_lab(rec, ln, tree, binaries, ldir, say, plan.focus)
+        with labs.up(spec) as lab:
+            _on_lab(lab, ln, tree, binaries, ldir, say, plan.focus)
     except KailabError as err:
         (ldir / "error.txt").write_text(str(err) + "\n")
         say(ln.label, f"error: {err}")
 
 
-def _on_lab(rec: LabRecord, ln: Lane, tree: Path, binaries: dict[str, Path], ldir: Path, say, focus) -> None:
-    runtime = runtime_of(rec)
+def _on_lab(lab: Lab, ln: Lane, tree: Path, binaries: dict[str, Path], ldir: Path, say, focus) -> None:
+    rec = lab.record
     running = dict((rec.stack or {}).get("operators") or {})
     (ldir / "lab.json").write_text(json.dumps({
         "lab": rec.name, "runtime": rec.runtime, "fleet": rec.fleet, "kai_version": rec.kai_version,
         "nodes": rec.nodes, "gpus": rec.gpus, "operators": running, "ginkgo": build.ginkgo_version(tree),
         "kai_source": str(tree)}, indent=2))
     kube = Kube(rec.kubeconfig)
-    mark = runtime.log_mark(rec)
+    mark = lab.log_mark()
     try:
         cluster.preflight(kube, rec.name)
         topology = any(s.node_topology for s in ln.suites)
@@ -217,14 +215,14 @@ def _on_lab(rec: LabRecord, ln: Lane, tree: Path, binaries: dict[str, Path], ldi
                               "(0 replicas; the operators run as local processes)")
             for suite in ln.suites:
                 _run_suite(rec, suite, tree, binaries[suite.name], ldir / suite.name, say, ln.label, focus, ln.runtime)
-                dead = runtime.dead_components(rec, set())
+                dead = lab.dead_components(set())
                 if dead:
                     name, lines = dead[0]
                     raise KailabError(f"KAI component died: {name} (during suite {suite.name}):\n{lines}")
     finally:
         logs = ldir / "kai-logs"
         logs.mkdir(exist_ok=True)
-        for fname, data in runtime.scheduler_logs(rec, mark).items():
+        for fname, data in lab.scheduler_logs(mark).items():
             (logs / fname).write_bytes(data)
         kube.close()
 

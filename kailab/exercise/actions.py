@@ -51,11 +51,11 @@ class Scheduler(Action):
         is applied and each step is rendered once."""
         url = None
         if value.usage is not None:  # time-based fair share: usage from this lab's Prometheus
-            url = r.runtime.usage_db_url(r.lab)
+            url = r.lab.usage_db_url()
             if not url:
                 raise KailabError(f"step {index + 1} scheduler.usage needs the lab's Prometheus: lab "
                                   f"{r.lab.name!r} runs none (labs run one unless brought up --without-metrics)")
-        return r.runtime.scheduler_setting(r.lab, value, url, f"{r.source}: step {index + 1}")
+        return r.lab.scheduler_setting(value, url, f"{r.source}: step {index + 1}")
 
     def run(self, ctx: StepContext, value) -> None:
         r = ctx.run
@@ -64,7 +64,7 @@ class Scheduler(Action):
         r.evidence.write(f"{stem}.yaml", setting.conf)  # what the scheduler runs (KAI: its operator's rendering)
         if getattr(setting, "shard", None) is not None:
             r.evidence.write(f"{stem}.schedulingshard.yaml", setting.shard)  # what KAI's operator is told
-        r.runtime.configure_scheduler(r.lab, setting)
+        r.lab.configure_scheduler(setting)
         r.scheduler_changed = True
         r.observer.note(f"scheduler restarted with placement {value.placement}"
                         + (", time-based fair share on" if value.usage is not None else "")

@@ -70,7 +70,7 @@ class ProcessFault(Fault):
     value = Literal[PROCESSES]  # type: ignore[valid-type]
 
     def preflight(self, r, value) -> None:
-        r.runtime.processes(f"run the fault `{self.key}: {value}`")  # its one-line refusal
+        r.lab.processes(f"run the fault `{self.key}: {value}`")  # its one-line refusal
 
 
 class Kill(ProcessFault):
@@ -81,10 +81,10 @@ class Kill(ProcessFault):
     lasts, stops_processes = True, True
 
     def apply(self, r, value) -> None:
-        r.runtime.kill(r.lab, value)
+        r.lab.kill(value)
 
     def undo(self, r, value) -> None:
-        r.runtime.restart(r.lab, value)
+        r.lab.restart(value)
 
 
 class Restart(Ending, ProcessFault):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:  # types only: nothing here imports at run time
     from ..evidence import EvidenceDir
     from ..kube import Kube
-    from ..lab import Lab, LabRecord
+    from ..labs import Lab
     from ..stacks.base import QueueDecl, Ref, Stack
     from .checks import Names
     from .observer import Observer
@@ -25,10 +25,9 @@ class RunState(Protocol):
     # what the run is: read only
     ex: "Exercise"
     source: Path
-    lab: "LabRecord"
+    lab: "Lab"                # the lab (its record, runtime and stack): faults, scheduler configuration
     names: "Names"            # the run's namespace, queue and topology names
     kube: "Kube"
-    runtime: "Lab"            # the lab's runtime with its stack: faults, scheduler configuration
     stack: "Stack"            # what schedules: the exercise's vocabulary as its objects
     observer: "Observer"      # the watch: state, events, settling
     evidence: "EvidenceDir"

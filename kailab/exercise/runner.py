@@ -17,7 +17,8 @@ from ..evidence import EvidenceDir
 from ..fleet import fleet_difference, load_fleet
 from ..kube import FIELD_MANAGER, Kube
 from ..paths import evidence_dir
-from ..lab import LabRecord, runtime_of
+from .. import labs
+from ..labs import Lab, LabRecord
 from ..runtimes.clusterinfo import ready_nodes_and_gpus
 from ..runtimes.waits import wait_until
 from ..stacks.base import HasMetricPanels, PlacesByTopology, topology_aware
@@ -100,8 +101,9 @@ class ExerciseRun:
     `fail_fast`: no step after the first one with a failed check runs (each would only wait out its
     timeout on a state the failure already broke); the verdict and evidence are the same otherwise."""
 
-    def __init__(self, ex: Exercise, source: Path, lab: LabRecord, evidence_root: Path | None = None,
+    def __init__(self, ex: Exercise, source: Path, lab: "Lab | LabRecord", evidence_root: Path | None = None,
                  before_step=None, after_step=None, fail_fast: bool = False):
+        lab = lab if isinstance(lab, Lab) else labs.open(lab)  # a lab's record (a test's fixture) opens as its lab
         self.ex, self.source, self.lab, self.fail_fast = ex, source, lab, fail_fast
         self.before_step = before_step or (lambda index, step: None)
         self.after_step = after_step or (lambda index, step, results: None)
@@ -109,16 +111,15 @@ class ExerciseRun:
         self.names = Names(prefix=f"x{run_id}", namespace=f"kx-{ex.exercise}-{run_id}"[:63],
                            queues=tuple(n for n, _, _ in ex.queue_tree()))
         self.kube = Kube(lab.kubeconfig)
-        self.runtime = runtime_of(lab)  # faults, the scheduler's logs, dead components: whatever runs the lab
-        self.stack = self.runtime.stack(lab)  # what schedules: its configuration, metrics, side namespaces
+        self.stack = lab.stack  # what schedules: its vocabulary, metrics, side namespaces
         self.evidence = EvidenceDir(evidence_root or evidence_dir(), ex.exercise)
         self.outcome = Outcome(ex.exercise, "error", evidence=str(self.evidence.path), lab=lab.name,
-                               start_retries=list(lab.start_retries))
+                               start_retries=list(lab.record.start_retries))
         gangs = {a.workload.name: a.gang for s in ex.steps for a in s.apply if a.gang}
         self.invariants = list(ex.invariants_on.get(self.stack.name, ex.invariants))
         self.observer = Observer(self.kube, self.names, self.invariants, gangs,
                                  watched=self.stack.watched(), queue_view=self.stack.queue_view,
-                                 owners=operators.kinds_of((lab.stack or {}).get("operators") or {}))
+                                 owners=operators.kinds_of((lab.record.stack or {}).get("operators") or {}))
         self.log_mark: dict = {}
         self.applied: dict[str, str] = {}  # workload -> kind
         self.intake: dict[int, dict[str, int]] = {}  # step index -> pods each workload it applied makes
@@ -137,17 +138,17 @@ class ExerciseRun:
     def run(self) -> Outcome:
         self.evidence.write("exercise.yaml", self.source.read_text())
         self.evidence.write(evidence.RUN, {
-            "exercise": self.ex.exercise, "lab": self.lab.name, "runtime": self.lab.runtime,
-            "install": self.runtime.describe(self.lab)["install"], "stack": self.runtime.describe(self.lab),
-            "operators": (self.lab.stack or {}).get("operators") or {},
-            "kai_version": self.lab.kai_version, "fleet": self.lab.fleet, "namespace": self.names.namespace,
+            "exercise": self.ex.exercise, "lab": self.lab.name, "runtime": self.lab.record.runtime,
+            "install": self.lab.describe()["install"], "stack": self.lab.describe(),
+            "operators": (self.lab.record.stack or {}).get("operators") or {},
+            "kai_version": self.lab.record.kai_version, "fleet": self.lab.record.fleet, "namespace": self.names.namespace,
             "queues": {n: self.names.queue(n) for n, _, _ in self.ex.queue_tree()},
-            "lab_start_retries": self.lab.start_retries,
+            "lab_start_retries": self.lab.record.start_retries,
             # a deleted pod's grace period on the fleet's nodes, at most (seconds; None: the cluster's own KWOK)
-            "termination_grace_s": self.lab.termination_grace,
+            "termination_grace_s": self.lab.record.termination_grace,
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         try:  # the scheduler configuration the lab runs as the run starts (steps may change it)
-            conf = self.runtime.scheduler_config(self.lab)
+            conf = self.lab.scheduler_config()
             if conf is not None:
                 self.evidence.write("scheduler-conf/00-lab.yaml", conf)
         except Exception as err:  # noqa: BLE001 - evidence, never a reason not to run
@@ -189,17 +190,17 @@ class ExerciseRun:
             self.outcome.wall[what] = round(self.outcome.wall.get(what, 0.0) + time.monotonic() - start, 2)
 
     def _preflight(self) -> None:
-        if any(s.scheduler for s in self.ex.steps) and not self.runtime.configures_scheduler(self.lab):
-            self.runtime.configure_scheduler(self.lab, None)  # its one-line refusal
+        if any(s.scheduler for s in self.ex.steps) and not self.lab.configures_scheduler():
+            self.lab.configure_scheduler(None)  # its one-line refusal
         faults.preflight(self, [f for s in self.ex.steps for f in s.faults])  # what the lab cannot do, refused
-        self.stack.preflight(self.kube, self.lab)
+        self.stack.preflight(self.kube, self.lab.record)
         if self.ex.stacks and self.stack.name not in self.ex.stacks:
             raise KailabError(f"{self.source.name}: stacks: the exercise runs on {', '.join(self.ex.stacks)}, and lab "
                               f"{self.lab.name!r} runs {self.stack.name}: bring one up with "
                               f"`kailab up --scheduler {self.ex.stacks[0]}`")
         # the fleet's identity, not just its size: an exercise's numbers and node names are chosen
         # for one fleet, and a verdict on another would be about a fleet it never saw
-        fleet, prefix = load_fleet(self.ex.fleet), self.lab.fleet_prefix
+        fleet, prefix = load_fleet(self.ex.fleet), self.lab.record.fleet_prefix
         if prefix and self.ex.names_nodes:
             raise LabError(f"exercise {self.ex.exercise} changes fleet nodes by name, and lab {self.lab.name!r} names "
                            f"its fleet's nodes {prefix}NAME (a pool on a shared host): run it on a lab of its own")
@@ -219,7 +220,7 @@ class ExerciseRun:
                                                                                 f"{self.source.name}:")
         made = [obj for step in self.ex.steps for item in step.apply for obj in self.workload_objects(step, item)]
         # a kind whose operator the lab lacks would sit there unreconciled: refused by name instead
-        operators.missing_for(made, (self.lab.stack or {}).get("operators") or {}, f"{self.source.name}: apply")
+        operators.missing_for(made, (self.lab.record.stack or {}).get("operators") or {}, f"{self.source.name}: apply")
 
         for index, step in enumerate(self.ex.steps):  # what KAI's operator refuses, before anything is made
             if step.scheduler is not None:
@@ -285,7 +286,7 @@ class ExerciseRun:
         queues = [self.names.queue(n) for n, _, _ in self.ex.queue_tree()]
         self.evidence.snapshot(rel, self.kube, self.names.namespace, self.observer.state, self._side_namespace(),
                                self.stack.snapshot_objects(self.kube, self.names.namespace, queues))
-        picture = top.once(self.kube, metrics.url(self.lab.ports) if self.lab.metrics else None, missing_ok=True)
+        picture = top.once(self.kube, metrics.url(self.lab.record.ports) if self.lab.record.metrics else None, missing_ok=True)
         if picture:  # the lab as `kailab top` shows it, per step in report.html (where the lab serves its queues)
             self.evidence.write(f"{rel}/{evidence.TOP}", picture)
 
@@ -313,43 +314,43 @@ class ExerciseRun:
         return error
 
     def check_components(self) -> None:
-        dead = self.runtime.dead_components(self.lab, ignore=faults.stopped_processes(self.faulted))
+        dead = self.lab.dead_components(ignore=faults.stopped_processes(self.faulted))
         if dead:
             tail = dead[0][1].replace("\n", " | ")
             names = [c for c, _ in dead]
             # a lab's own processes (Prometheus, kube-state-metrics) are named as such, not as KAI's
-            what = (f"{self.stack.title} component" if set(names) & self.runtime.scheduler_components(self.lab)
+            what = (f"{self.stack.title} component" if set(names) & self.lab.scheduler_components()
                     else "lab component")
             raise ComponentDied(f"{what} died: {', '.join(names)} "
                                 f"({_clip(tail)})")
 
     # ------------------------------------------------------------------ evidence and clean-up
     def _mark_logs(self) -> None:
-        self.log_mark = self.runtime.log_mark(self.lab)
+        self.log_mark = self.lab.log_mark()
 
     def _copy_logs(self) -> None:
         """KAI's log lines for the run's window, from wherever the lab's runtime keeps them."""
-        for name, data in self.runtime.scheduler_logs(self.lab, self.log_mark).items():
+        for name, data in self.lab.scheduler_logs(self.log_mark).items():
             self.evidence.write(f"{evidence.LOGS}/{name}", data)
 
     def _scheduler_snapshot(self) -> None:
-        url = self.runtime.scheduler_snapshot_url(self.lab)
+        url = self.lab.scheduler_snapshot_url()
         if url:
             self.evidence.scheduler_snapshot(url)
 
     def _stack_metrics(self) -> None:
         """KAI's own series for the run's window (its dashboards' queries), this run's queues only."""
-        if not getattr(self.lab, "metrics", False):
+        if not self.lab.record.metrics:
             return
 
-        prometheus = metrics.url(self.lab.ports)
+        prometheus = metrics.url(self.lab.record.ports)
         panels = self._stack_panels(prometheus, time.time())
         if any(p.get("missing") == NO_QUEUE_SERIES for p in panels):
             # the run may have ended before a scrape saw its queues (or a busy machine failed one): ask again
             # after every target's next scrape, and say what those scrapes were if the series are still absent
             try:
-                scrapes = metrics.wait_for_scrape(self.lab.ports, after=time.time(), timeout=3 * metrics.SCRAPE_INTERVAL_S,
-                                                  jobs=self.runtime.scheduler_components(self.lab))
+                scrapes = metrics.wait_for_scrape(self.lab.record.ports, after=time.time(), timeout=3 * metrics.SCRAPE_INTERVAL_S,
+                                                  jobs=self.lab.scheduler_components())
                 seen = metrics.describe_scrapes(scrapes, since=self.observer.state.started)
             except (OSError, ValueError, KeyError) as err:  # the panels still go to the evidence, as they are
                 seen = f"Prometheus's targets unreadable: {err}"
@@ -364,7 +365,7 @@ class ExerciseRun:
         ours = {self.names.queue(n): n for n, _, _ in self.ex.queue_tree()}
         if not isinstance(self.stack, HasMetricPanels):
             return []
-        panels = self.stack.metric_panels(self.lab, prometheus, self.observer.state.started, end)
+        panels = self.stack.metric_panels(self.lab.record, prometheus, self.observer.state.started, end)
         if not panels:
             return []
         evicted = self.stack.evictions_by_action(prometheus, self.observer.state.started, end)
@@ -426,7 +427,7 @@ class ExerciseRun:
         """The lab outlives the exercise: bring back what its faults and steps changed."""
         faults.undo_all(self)
         if self.scheduler_changed:
-            self.runtime.configure_scheduler(self.lab, None)
+            self.lab.configure_scheduler(None)
             self.scheduler_changed = False
         if self.nodes_changed:
             fleet_nodes = {n["metadata"]["name"]: n for n in load_fleet(self.ex.fleet).node_manifests()}
@@ -446,11 +447,11 @@ class ExerciseRun:
     def _write_verdict(self, notes: list[str]) -> None:
         self.evidence.write(evidence.VERDICT, {
             "exercise": self.ex.exercise, "verdict": self.outcome.verdict, "error": self.outcome.error,
-            "kai_version": self.lab.kai_version, "lab": self.lab.name, "runtime": self.lab.runtime,
+            "kai_version": self.lab.record.kai_version, "lab": self.lab.name, "runtime": self.lab.record.runtime,
             "expectations": [asdict(r) for r in self.outcome.results], "figures": self.outcome.figures,
             "observer_errors": self.observer.errors, "evidence_notes": notes, "wall_seconds": self.outcome.wall,
             "stack": self.stack.name, "not_checked": self.outcome.not_checked, "why": self.outcome.explanations,
-            "lab_start_retries": self.lab.start_retries})
+            "lab_start_retries": self.lab.record.start_retries})
 
     def _cleanup(self) -> None:
         # The namespace controller would take about 6 s to reach the pods, after discovery and

@@ -4,7 +4,8 @@ inside itself from its KAI version's lab image (`kailab tools lab-image`), the e
 and brought together as if run here.
 
 unit.py is what one unit is, how its evidence is read and the objects that run it (pure); run.py runs
-units on a cluster and brings their evidence back; fill.py and replay.py make a fill's and a replay's
-units and merge what they bring back (a trial's are kailab/trial.py's, above this package). Design and
-cost model: docs/dev/fan-out-design.md.
+units on a cluster and brings their evidence back; costs.py what a unit asks of a node. Only how a
+unit runs as a Job lives here: each driver makes its own units and merges what they bring back
+(compare.py, trial.py, twin/units.py, replay/units.py, replay/fill_units.py), and kailab/variants runs
+them side by side. Design and cost model: docs/dev/fan-out-design.md.
 """

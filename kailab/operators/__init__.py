@@ -5,7 +5,7 @@ RayCluster/RayJob, LeaderWorkerSet), which KAI's podgrouper groups by its own pl
     kailab up --operators kubeflow@v1.9.3                # another version: name@version
 
 One registry (OPERATORS); each operator a small class (base.Operator) built from the Go module proxy
-and run as a supervised process of the lab (the binary runtime). kailab/lab.py hands them to the
+and run as a supervised process of the lab (the binary runtime). kailab/labs.py hands them to the
 runtime with the stack's addon; the lab record lists them (`stack.operators`).
 """
 

@@ -2,7 +2,7 @@
 and webhook registrations read from that module's own tree, one supervised process.
 
 An operator is an `Addon` that runs as local processes (the binary runtime's capability), handed to
-the runtime beside the scheduler stack's (kailab/lab.py joins them). What differs per operator (its
+the runtime beside the scheduler stack's (kailab/labs.py joins them). What differs per operator (its
 flags, its configuration file, how it finds its webhook certificate) is its own module's `argv` and
 `prepare`; the rest is here.
 """

@@ -28,7 +28,6 @@ import statistics
 import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 import urllib.request
@@ -37,7 +36,8 @@ from .. import toolchain, versions, workloads
 from ..errors import KailabError
 from ..fleet import fleet_path, load_fleet, node_name
 from ..kube import Kube
-from ..lab import LabSpec, lab, runtime_of
+from .. import labs
+from ..labs import LabSpec
 from ..evidence import new_folder, stamp_of
 from ..paths import evidence_dir
 from ..scale import cpu_seconds, machine_busy_seconds, peak_memory_mib
@@ -50,6 +50,7 @@ from .session import apply_design, wait_gone, write_lab_json
 from .trace import Trace, TraceJob, check_against
 from ..report import write_report
 from ..report.fill import fewer_seeds, fill_svg
+from ..variants import side_by_side
 
 STEP_LABEL = "kailab.io/fill-step"
 FILL_PRIORITY = "train"  # one priority for every task: the artifact preempts nothing
@@ -317,22 +318,22 @@ def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
                        fleet=plan.fleet, kai_version=plan.kai_version, metrics=plan.metrics)
         try:
             up0 = time.monotonic()
-            with lab(spec) as rec:
-                runtime = runtime_of(rec)
-                write_lab_json(ddir, rec, runtime)
+            with labs.up(spec) as lab:
+                rec = lab.record
+                write_lab_json(ddir, lab)
                 (ddir / "up.json").write_text(json.dumps({"up_wall_s": round(time.monotonic() - up0, 1),
                                                           "peak_memory_mib": peak_memory_mib(rec.dir)}, indent=2))
                 say(f"lab {rec.name} up ({rec.nodes} nodes, {rec.gpus} GPUs)")
                 kube = Kube(rec.kubeconfig)
                 try:
-                    apply_design(kube, rec, runtime, d, ddir)
+                    apply_design(kube, lab, d, ddir)
                     queue = next(iter(d.leaf_queues()))  # every task goes to the design's one queue
                     ours = replace(plan, trace=Trace(plan.trace.path, [replace(j, queue=queue) for j in plan.trace.jobs]))
-                    stack = runtime.stack(rec)
+                    stack = lab.stack
                     for seed in plan.seeds:
                         run_seed(kube, rec, ours, seed, ddir / f"seed-{seed}", say,
                                  lambda ns: stack.queue_objects(d.queue_decls(), ns))
-                        dead = runtime.dead_components(rec, ignore=set())
+                        dead = lab.dead_components(ignore=set())
                         if dead:
                             raise KailabError("; ".join(f"component died: {c}" for c, _ in dead))
                         if seed != plan.seeds[-1]:  # the next seed fills an empty fleet; after the last, the lab goes
@@ -345,15 +346,7 @@ def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
             say(f"error: {err}")
 
     STOP.clear()
-    with ThreadPoolExecutor(max_workers=min(plan.labs or len(plan.designs), len(plan.designs))) as pool:
-        futures = [pool.submit(design_run, d) for d in plan.designs]
-        try:
-            for f in futures:
-                while not f.done():
-                    time.sleep(0.2)
-        except KeyboardInterrupt:
-            STOP.set()  # the pool's exit waits for each design to stop and take its lab down
-            raise
+    side_by_side(plan.designs, design_run, plan.labs, stop=STOP)  # Ctrl-C: each design stops, its lab down
     write_outputs(out)
     return out
 

@@ -18,7 +18,6 @@ import json
 import shutil
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +27,8 @@ from ..fleet import load_fleet
 from ..kube import Kube
 from ..evidence import new_folder, stamp_of
 from ..paths import evidence_dir
-from ..lab import LabSpec, lab, runtime_of
+from .. import labs
+from ..labs import Lab, LabSpec
 from ..scale import cpu_seconds
 from ..stacks import get_stack
 from ..stacks.base import HasMetricPanels
@@ -38,6 +38,7 @@ from .player import job_objects, job_outcomes, play, records
 from .trace import Trace, check_against, operators_for
 from ..report import write_report
 from ..report.replay import figure_rows, picture_svg
+from ..variants import side_by_side
 
 COMPARISON = "comparison.json"
 DRAIN_FACTOR = 2.0  # a run ends at the latest this many times the trace's compressed span after its start
@@ -157,14 +158,8 @@ def run_replay(plan: Plan, root: Path | None = None, echo=print, watch=None) -> 
             echo(f"  [{label}] {text}")
 
     cancel = threading.Event()  # Ctrl-C (or a closed terminal) reaches this thread only: the variants' stop
-    with ThreadPoolExecutor(max_workers=min(plan.labs or len(plan.variants), len(plan.variants))) as pool:
-        futures = [pool.submit(_variant, plan, v, out, stamp, say, watch, cancel) for v in plan.variants]
-        try:
-            for f in futures:
-                f.result()
-        except BaseException:
-            cancel.set()  # each variant stops playing and takes its lab down before this returns
-            raise
+    # each variant stops playing and takes its lab down at the first error or Ctrl-C, before this returns
+    side_by_side(plan.variants, lambda v: _variant(plan, v, out, stamp, say, watch, cancel), plan.labs, stop=cancel)
     write_outputs(out)
     return out
 
@@ -194,18 +189,18 @@ def _variant(plan: Plan, v: Variant, out: Path, stamp: str, say, watch=None, can
     vdir = out / v.label
     vdir.mkdir()
     spec = LabSpec(name=f"replay-{stamp.lower()}-{v.label}"[:50].rstrip("-"), runtime=plan.runtime,
-                   fleet=plan.fleet, kai_version=v.kai_version, with_kai=get_stack(v.stack).kai_inside, stack=v.stack,
+                   fleet=plan.fleet, kai_version=v.kai_version, stack=v.stack,
                    operators=operators_for(plan.trace))  # the operators of the kinds the trace's rows name
     try:
-        with lab(spec) as rec, (watch(v.label, rec) if watch else contextlib.nullcontext()):
-            runtime = runtime_of(rec)
-            write_lab_json(vdir, rec, runtime)
+        with labs.up(spec) as lab, (watch(v.label, lab.record) if watch else contextlib.nullcontext()):
+            rec = lab.record
+            write_lab_json(vdir, lab)
             say(v.label, f"lab {rec.name} up ({rec.nodes} nodes, {rec.gpus} GPUs, KAI {rec.kai_version})")
             kube = Kube(rec.kubeconfig)
             try:
-                apply_design(kube, rec, runtime, v.design, vdir)
+                apply_design(kube, lab, v.design, vdir)
                 for i in range(1, plan.repeat + 1):
-                    _one_run(plan, v, rec, runtime, kube, vdir / f"run-{i}", i, say, cancel)
+                    _one_run(plan, v, lab, kube, vdir / f"run-{i}", i, say, cancel)
             finally:
                 kube.close()
     except KailabError as err:
@@ -213,42 +208,43 @@ def _variant(plan: Plan, v: Variant, out: Path, stamp: str, say, watch=None, can
         say(v.label, f"error: {err}")
 
 
-def write_lab_json(vdir: Path, rec, runtime) -> None:
+def write_lab_json(vdir: Path, lab: Lab) -> None:
     """What the variant ran on: the lab, its KAI version, fleet size and stack."""
+    rec = lab.record
     (vdir / "lab.json").write_text(json.dumps({"lab": rec.name, "runtime": rec.runtime, "kai_version": rec.kai_version,
                                                 "fleet": rec.fleet, "gpus": rec.gpus, "nodes": rec.nodes,
                                                 "start_retries": rec.start_retries,
-                                                "stack": {**runtime.describe(rec),
+                                                "stack": {**lab.describe(),
                                                           **({"operators": rec.stack["operators"]}
                                                              if (rec.stack or {}).get("operators") else {})}},
                                                indent=2))
 
 
-def apply_design(kube: Kube, rec, runtime, design: Design, vdir: Path) -> None:
+def apply_design(kube: Kube, lab: Lab, design: Design, vdir: Path) -> None:
     """The design's scheduler setting, if it has one (its queues are made in each run's namespace)."""
     if design.spec.scheduler is not None:
-        url = runtime.usage_db_url(rec) if design.spec.scheduler.usage is not None else None
+        url = lab.usage_db_url() if design.spec.scheduler.usage is not None else None
         if design.spec.scheduler.usage is not None and not url:
-            raise KailabError(f"{design.path}: scheduler.usage needs the lab's Prometheus, which lab {rec.name} lacks")
-        setting = runtime.scheduler_setting(rec, design.spec.scheduler, url, f"{design.path}: step 1")
+            raise KailabError(f"{design.path}: scheduler.usage needs the lab's Prometheus, which lab {lab.name} lacks")
+        setting = lab.scheduler_setting(design.spec.scheduler, url, f"{design.path}: step 1")
         import yaml
 
         (vdir / "scheduler-conf.yaml").write_text(yaml.safe_dump(setting.conf, sort_keys=False))
-        runtime.configure_scheduler(rec, setting)
+        lab.configure_scheduler(setting)
 
 
-def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: int, say, cancel=None) -> None:
+def _one_run(plan: Plan, v: Variant, lab: Lab, kube: Kube, rdir: Path, i: int, say, cancel=None) -> None:
     rdir.mkdir(parents=True)
     ns = f"replay-run-{i}"
     kube.apply(workloads.namespace(ns, labels={"kailab.io/replay": v.label}))
     kube.apply(workloads.service_account("default", ns))
-    stack = runtime.stack(rec)
+    stack, rec = lab.stack, lab.record
     queue_objects = stack.queue_objects(v.design.queue_decls(), ns)  # a stack's queues may live in the namespace
     for obj in queue_objects:
         kube.apply(obj)
     (rdir / "queues.json").write_text(json.dumps(queue_objects, indent=1))  # what the stack was given, reusable
     mark = time.time()
-    log_mark = runtime.log_mark(rec)
+    log_mark = lab.log_mark()
     cpu0 = cpu_seconds(rec.dir)
     say(v.label, f"run {i}: playing {len(plan.trace.jobs)} jobs")
     ledger, clock = play(kube, plan.trace, ns, plan.compress, plan.deadline_s(),
@@ -259,23 +255,22 @@ def _one_run(plan: Plan, v: Variant, rec, runtime, kube: Kube, rdir: Path, i: in
     cpu1 = cpu_seconds(rec.dir)  # what each lab process spent: which party limits a big replay
     rec_data["cpu_seconds"] = {k: round(cpu1[k] - cpu0.get(k, 0), 1) for k in cpu1}
     rec_data["wall_seconds"] = round(clock["end"] - clock["t0"], 1)
-    dead = runtime.dead_components(rec, ignore=set())
+    dead = lab.dead_components(ignore=set())
     if dead:
-        ours = runtime.scheduler_components(rec)
-        title = runtime.stack(rec).title
+        ours = lab.scheduler_components()
+        title = lab.stack.title
         rec_data["error"] = "; ".join(f"{title if c in ours else 'lab'} component died: {c}" for c, _ in dead)
         (rdir / "error.txt").write_text(rec_data["error"] + "\n" + "\n".join(log for _, log in dead) + "\n")
-    if getattr(rec, "metrics", False):
+    if rec.metrics:
         from ..runtimes import metrics
 
         end = time.time()
         time.sleep(2 * PROMETHEUS_SCRAPE_S)  # KAI's counter as scraped after the run's last eviction
-        stack = runtime.stack(rec)
         rec_data["evicted_by_action"] = stack.evictions_by_action(
             metrics.url(rec.ports), mark, end + 2 * PROMETHEUS_SCRAPE_S) if isinstance(stack, HasMetricPanels) else {}
     (rdir / "records.json").write_text(json.dumps(rec_data, indent=1))
     try:  # KAI's own account of the run, to explain what the figures show
-        for name, data in runtime.scheduler_logs(rec, log_mark).items():
+        for name, data in lab.scheduler_logs(log_mark).items():
             (rdir / "logs").mkdir(exist_ok=True)
             (rdir / "logs" / name).write_bytes(data)
     except Exception as err:  # noqa: BLE001 - the figures stand without the logs; say why they are missing

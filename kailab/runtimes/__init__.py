@@ -1,6 +1,6 @@
 """Runtimes: where a lab runs, chosen in one registry (the first axis; kailab/stacks is the second).
 
-Code above holds a runtime through kailab/lab.py, which hands `up` what schedules (an Addon from
+Code above holds a runtime through kailab/labs.py, which hands `up` what schedules (an Addon from
 the lab's stack); a runtime used bare runs a lab with nothing scheduling. Callers never ask which
 runtime they have. A new runtime is one module with a `Runtime` subclass and one line in RUNTIMES.
 """

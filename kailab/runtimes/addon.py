@@ -1,7 +1,7 @@
 """What schedules in a lab, as a runtime sees it: an `Addon` handed in with the lab's spec.
 
 A runtime knows where a lab runs (processes, a kind cluster, a cluster it adopts) and nothing about
-any scheduler. The lab (kailab/lab.py) hands it an Addon — data (build recipes, port names, objects
+any scheduler. The lab (kailab/labs.py) hands it an Addon — data (build recipes, port names, objects
 to seed, images, component names) and hooks that install through the runtime's primitives (start a
 process, apply objects, run a command). The runtime calls the hooks; it never names what is behind
 them (a scheduler stack, kailab/stacks/). `NoScheduler()` is "nothing schedules".
@@ -55,6 +55,11 @@ class Addon:
 
     name = "none"
     version = "none"
+
+    def kai_version(self, release: str) -> str:
+        """The version of `--kai-version` the lab record keeps: `release` when the release it names runs
+        in the lab, "none" otherwise."""
+        return "none"
 
     def record(self) -> dict:
         """What the lab record keeps: name, version, its processes (binary) and Deployments by
@@ -231,7 +236,7 @@ def addon_of(spec) -> "Addon":
     """The Addon a LabSpec hands its runtime (an empty one for a lab without a scheduler)."""
     if spec.addon is not None:
         return spec.addon
-    if spec.with_kai:  # a caller that skipped kailab.lab would silently get a lab without its scheduler
+    if spec.stack != "none":  # a caller that skipped kailab.labss would silently get a lab without its scheduler
         raise LabError(f"lab {spec.name!r}: a scheduler was asked for but none was handed to the runtime; "
-                       "bring labs up through kailab.lab (lab(), get_runtime())")
+                       "bring labs up through kailab.labs (labs.up)")
     return NoScheduler()

@@ -30,8 +30,7 @@ class LabSpec:
     runtime: str = "auto"
     fleet: str = "small"
     kai_version: str = ""
-    with_kai: bool = True
-    stack: str = ""  # what schedules, by stack name ("" = "kai", or "none" with_kai False); read by kailab.lab
+    stack: str = "kai"  # what schedules, by stack name (kailab/stacks; "none": nothing); read by kailab.labs
     metrics: bool = True  # Prometheus and kube-state-metrics (runtimes that run processes)
     api_port: int | None = None
     kubeconfig: str | None = None  # only for the 'existing' runtime
@@ -48,7 +47,7 @@ class LabSpec:
     # workload operators beside the scheduler ("name@version", kailab/operators), run as the lab's components
     operators: tuple[str, ...] = ()
     stages: str = ""  # a file or folder of the user's own KWOK Stages, beside kailab's (kailab/kwok_stages.py)
-    # what schedules, handed in by the lab (kailab/lab.py) from the stack named by with_kai/stack;
+    # what schedules, handed in by the lab (kailab/labs.py) from the stack it names;
     # a runtime calls its hooks and never asks what it is
     addon: Addon | None = None
 
@@ -63,7 +62,6 @@ class LabRecord:
     fleet: str
     nodes: int
     gpus: int
-    with_kai: bool
     kubeconfig: str
     state: str = "starting"  # starting | up | failed
     ports: dict[str, int] = field(default_factory=dict)
@@ -99,7 +97,11 @@ class LabRecord:
     def load(cls, name: str) -> "LabRecord | None":
         path = lab_dir(name) / "lab.json"
         try:
-            return cls(**json.loads(path.read_text()))
+            data = json.loads(path.read_text())
+            if "with_kai" in data:  # a record from before the stack was its one word for what schedules
+                with_kai = data.pop("with_kai")
+                data["stack"] = {"name": "kai" if with_kai else "none", **(data.get("stack") or {})}
+            return cls(**data)
         except (OSError, ValueError, TypeError):
             return None
 

@@ -156,9 +156,8 @@ class BinaryRuntime(Runtime, MakesLabs, ControlsProcesses):
         ports = processes.allocate_ports(port_names, fixed)
         kubeconfig = lab / "kubeconfig"
         rec = LabRecord(name=spec.name, runtime=self.name,
-                        kai_version=release.version if spec.with_kai else "none",
-                        fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total,
-                        with_kai=spec.with_kai, kubeconfig=str(kubeconfig), ports=ports, metrics=spec.metrics,
+                        kai_version=addon_of(spec).kai_version(release.version),
+                        fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total, kubeconfig=str(kubeconfig), ports=ports, metrics=spec.metrics,
                         termination_grace=spec.termination_grace, stages=[s["metadata"]["name"] for s in stages],
                         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         stack={**addon.record(), "health": {n: addon.health_url(n, ports) for n in addon.processes()}})

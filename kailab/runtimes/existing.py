@@ -97,8 +97,7 @@ class ExistingRuntime(Runtime):
         finally:
             kube.close()
         rec = LabRecord(name=spec.name, runtime=self.name, kai_version=version,
-                        fleet=fleet.name if fleet is not None else ADOPTED, nodes=nodes, gpus=gpus,
-                        with_kai=spec.with_kai, kubeconfig=str(kubeconfig), state="up", stack=addon.record(),
+                        fleet=fleet.name if fleet is not None else ADOPTED, nodes=nodes, gpus=gpus, kubeconfig=str(kubeconfig), state="up", stack=addon.record(),
                         ports=_ports(server), created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         fleet_prefix=spec.fleet_prefix, control_plane=dict(spec.control_plane))
         rec.save()

@@ -171,12 +171,14 @@ def create_fleet(kube: Kube, fleet: Fleet) -> None:
 
 def refuse_other_lab(rec: LabRecord, spec: LabSpec, runtime: str, fleet: str, kai_version: str) -> None:
     """A second `up` must ask for the lab that is there; otherwise one line naming the difference."""
-    wanted = {"runtime": runtime, "fleet": fleet, "kai_version": kai_version if spec.with_kai else "none",
-              "with_kai": spec.with_kai, "scheduler": spec.addon.name if spec.addon else (rec.stack or {}).get("name"),
+    # a runtime used bare (no addon handed in) asks for the lab by its stack's name
+    asked_version = spec.addon.kai_version(kai_version) if spec.addon else (kai_version if rec.kai_version != "none" else "none")
+    wanted = {"runtime": runtime, "fleet": fleet, "kai_version": asked_version,
+              "scheduler": spec.addon.name if spec.addon else spec.stack,
               "termination grace": spec.termination_grace, "workers": spec.workers,
               "operators": sorted((spec.addon.record() if spec.addon else {}).get("operators", {}).items()),
               "stages": user_stage_names(spec)}
-    have = {"runtime": rec.runtime, "fleet": rec.fleet, "kai_version": rec.kai_version, "with_kai": rec.with_kai,
+    have = {"runtime": rec.runtime, "fleet": rec.fleet, "kai_version": rec.kai_version,
             "scheduler": (rec.stack or {}).get("name"), "termination grace": rec.termination_grace,
             "workers": rec.workers, "operators": sorted((rec.stack or {}).get("operators", {}).items()),
             "stages": list(rec.stages)}

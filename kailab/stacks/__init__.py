@@ -2,7 +2,7 @@
 kailab/runtimes, which says where a lab runs).
 
 A new stack is a package with a `Stack` subclass (stacks/base.py) and one line in STACKS; code
-above (kailab/lab.py and what uses it) never asks which stack it has.
+above (kailab/labs.py and what uses it) never asks which stack it has.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ def get_stack(name: str) -> Stack:
 
 def stack_name(spec: LabSpec) -> str:
     """The stack a spec asks for (`--without-kai` is the "none" stack)."""
-    return spec.stack or ("kai" if spec.with_kai else "none")
+    return spec.stack or "kai"
 
 
 def stack_of(record: LabRecord) -> Stack:
-    """The stack a lab runs, as its record says (records from before stacks: by with_kai)."""
-    return get_stack((record.stack or {}).get("name") or ("kai" if record.with_kai else "none"))
+    """The stack a lab runs, as its record says."""
+    return get_stack((record.stack or {}).get("name") or "none")
 
 
 __all__ = ["STACKS", "Stack", "get_stack", "stack_name", "stack_of"]

@@ -5,7 +5,7 @@ ports and health checks on the binary runtime; chart and manifests on kind), how
 scheduler vocabulary becomes its configuration (a `scheduler:` step), what it refuses by name,
 and what a run's evidence collects from it (logs, its own metrics, a snapshot). A stack installs
 itself *through* a runtime's primitives and never imports a runtime's internals; code above
-(kailab/lab.py, the exercise runner, replay, the CLI) holds a stack and never asks which one.
+(kailab/labs.py, the exercise runner, replay, the CLI) holds a stack and never asks which one.
 
 A new stack is a package under kailab/stacks/ and one entry in kailab/stacks/__init__.py.
 """

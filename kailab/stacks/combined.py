@@ -22,6 +22,9 @@ class CombinedAddon(Addon):
         self.name = name
         self.version = " + ".join(f"{p.name} {p.version}" for p in parts)
 
+    def kai_version(self, release: str) -> str:
+        return next((v for p in self.parts if (v := p.kai_version(release)) != "none"), "none")
+
     def _each(self, hook: str, *args) -> list:
         return [x for p in self.parts for x in getattr(p, hook)(*args)]
 

@@ -14,7 +14,8 @@ from ..errors import KailabError
 from ..exercise.checks import Result
 from ..exercise.runner import ExerciseRun, Outcome
 from ..exercise.load import load_exercise
-from ..lab import MakesLabs, runtime_of
+from .. import labs
+from ..labs import MakesLabs
 from ..report.figure_names import text as figure_text
 from . import on_cluster
 from .labs import lab_pool
@@ -57,12 +58,12 @@ class ExerciseItem(pytest.Item):
             self.outcome = on_cluster.exercise(cluster, self.path, Path(root) if root else None)
         else:
             pool = lab_pool(self.config)
-            lab = pool.get(ex.fleet, with_kai=True, operators=tuple(ex.operators))
+            lab = pool.get(ex.fleet, operators=tuple(ex.operators))
             lacks = set(ex.operators) - {f"{n}@{v}" for n, v in ((lab.stack or {}).get("operators") or {}).items()}
-            if (lab.fleet != ex.fleet or lacks) and runtime_of(lab).can(MakesLabs):
+            if (lab.fleet != ex.fleet or lacks) and labs.can(lab.runtime, MakesLabs):
                 # --kailab-lab's lab is of another fleet, or lacks the exercise's operators: one beside it,
                 # same runtime and KAI
-                lab = pool.get(ex.fleet, with_kai=True, own=True, runtime=lab.runtime, kai_version=lab.kai_version,
+                lab = pool.get(ex.fleet, own=True, runtime=lab.runtime, kai_version=lab.kai_version,
                                operators=tuple(ex.operators))
             self.outcome = ExerciseRun(ex, self.path, lab, Path(root) if root else None).run()
         # the outcome travels in the test report: with labs side by side (pytest -n) the summary and

@@ -11,7 +11,8 @@ import warnings
 from .. import operators as ops
 from ..errors import KailabError, LabBusy
 from ..paths import state_dir
-from ..lab import LabRecord, LabSpec, get_runtime, runtime_of
+from .. import labs
+from ..labs import LabRecord, LabSpec
 from ..toolchain import kai_unavailable_reason
 from ..runtimes.processes import pid_alive
 from ..runtimes.base import docker_answers
@@ -64,10 +65,9 @@ def reap_dead_sessions() -> list[str]:
         pid = owner_pid(lab.name)
         if not (lab.is_dir() and pid and not pid_alive(pid)):
             continue
-        rec = LabRecord.load(lab.name)
         try:
             with kind_docker():
-                (runtime_of(rec) if rec else get_runtime("binary")).down(lab.name)
+                labs.down(lab.name)
         except LabBusy:
             continue
         except KailabError as e:  # a leftover that will not go is this session's warning, not its failure
@@ -78,7 +78,7 @@ def reap_dead_sessions() -> list[str]:
 
 
 class LabPool:
-    """Labs for this session, keyed by (fleet, with_kai); brought up lazily, all torn down at the end."""
+    """Labs for this session, keyed by (runtime, fleet, stack); brought up lazily, all torn down at the end."""
 
     def __init__(self, config):
         self.config = config
@@ -88,7 +88,7 @@ class LabPool:
         # --kailab-lab's lab, the others a lab of their own beside it (same runtime and KAI)
         self.worker = getattr(config, "workerinput", {}).get("workerid")
 
-    def get(self, fleet: str = "tiny", with_kai: bool | None = None, own: bool = False,
+    def get(self, fleet: str = "tiny", stack: str | None = None, own: bool = False,
             runtime: str = "binary", kai_version: str = "", operators: tuple[str, ...] = ()) -> LabRecord:
         """The session's lab for `fleet` (--kailab-lab's, unless `own`: then one of the session's, of
         `runtime` and `kai_version` — e.g. a racks lab beside a kind lab). With `operators`, a lab
@@ -100,23 +100,23 @@ class LabPool:
             if self.worker in (None, FIRST_WORKER):
                 return rec
             # (a runtime that adopts a cluster cannot make a second: refused before workers start, plugin.py)
-            return self.get(fleet, with_kai, own=True, runtime=rec.runtime, kai_version=rec.kai_version)
-        if with_kai is None:
-            with_kai = kai_unavailable_reason() is None
+            return self.get(fleet, stack, own=True, runtime=rec.runtime, kai_version=rec.kai_version)
+        if stack is None:  # KAI where this machine has it
+            stack = "kai" if kai_unavailable_reason() is None else "none"
         every = ops.parse(list(ops.OPERATORS)) if operators else ()
-        key = (runtime, fleet, with_kai) + ((every,) if every else ())
+        key = (runtime, fleet, stack) + ((every,) if every else ())
         if key not in self.labs:
             kind = "" if runtime == "binary" else f"{runtime}-"
-            name = f"{LAB_PREFIX}{os.getpid()}-{kind}{fleet}" + ("" if with_kai else "-nokai") + ("-ops" if every else "")
-            spec = LabSpec(name=name, runtime=runtime, fleet=fleet, with_kai=with_kai, kai_version=kai_version,
+            name = f"{LAB_PREFIX}{os.getpid()}-{kind}{fleet}" + {"kai": "", "none": "-nokai"}.get(stack, f"-{stack.replace('+', '-')}") + ("-ops" if every else "")
+            spec = LabSpec(name=name, runtime=runtime, fleet=fleet, stack=stack, kai_version=kai_version,
                            operators=every)
             with kind_docker():
-                self.labs[key] = get_runtime(runtime).up(spec)
+                self.labs[key] = labs.up(spec).record
         return self.labs[key]
 
     def get_kind(self, fleet: str = "small") -> LabRecord:
         """The session's kind lab for `fleet` (KAI from its chart; images built here when present)."""
-        return self.get(fleet, with_kai=True, own=True, runtime="kind")
+        return self.get(fleet, "kai", own=True, runtime="kind")
 
     def release(self, keep_fleets: tuple[str, ...]) -> None:
         """Down the session's labs of other fleets than `keep_fleets`, and those with workload operators
@@ -125,13 +125,13 @@ class LabPool:
         for key, rec in list(self.labs.items()):
             with_operators = len(key) > 3  # a lab with the workload operators: its group's alone
             if (rec.fleet not in keep_fleets or with_operators) and rec.runtime == "binary":
-                runtime_of(rec).down(rec.name)
+                labs.down(rec.name)
                 del self.labs[key]
 
     def close(self) -> None:
         for rec in self.labs.values():
             with kind_docker():
-                runtime_of(rec).down(rec.name)
+                labs.down(rec.name)
         self.labs.clear()
 
 

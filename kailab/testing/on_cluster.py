@@ -16,8 +16,8 @@ import pytest
 from .. import evidence, versions
 from ..exercise.checks import Result
 from ..exercise.runner import Outcome
-from ..fanout import fill as fanout_fill
-from ..fanout import replay as fanout_replay
+from ..replay import fill_units as fanout_fill
+from ..replay import units as fanout_replay
 from ..fanout.run import FanOut, load_image_into_kind
 from ..fanout.unit import exercise_unit
 from ..images.lab import LabImage

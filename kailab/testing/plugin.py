@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 from ..exercise.load import load_exercise
-from ..lab import LabRecord, MakesLabs, get_runtime
+from .. import labs
+from ..labs import LabRecord, MakesLabs
 from ..paths import evidence_dir, evidence_dir_why
 from ..toolchain import kai_unavailable_reason
 from ..replay import alibaba
@@ -160,7 +161,7 @@ def _refuse_side_by_side_on_a_cluster_it_cannot_make(config) -> None:
     if not name or not isinstance(workers, int) or workers < 2 or hasattr(config, "workerinput"):
         return
     rec = LabRecord.load(name)
-    if rec is not None and not get_runtime(rec.runtime).can(MakesLabs):
+    if rec is not None and not labs.can(rec.runtime, MakesLabs):
         raise pytest.UsageError(f"--kailab-lab {name} is a cluster kailab cannot make a second of "
                                 f"({rec.runtime} runtime): run its exercises on one lab (drop -n {workers}, or -n 0)")
 
@@ -301,7 +302,7 @@ def kai_lab(kailab_labs, request) -> LabRecord:  # noqa: F811 - the fixture, not
     reason = kai_unavailable_reason()
     if reason and not kailab_labs.external:
         pytest.fail(f"this test needs KAI, which cannot be built here: {reason}", pytrace=False)
-    return kailab_labs.get("tiny", with_kai=True)
+    return kailab_labs.get("tiny")
 
 
 @pytest.fixture(scope="session")

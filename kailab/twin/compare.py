@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -23,6 +22,7 @@ from ..evidence import new_folder
 from ..paths import evidence_dir
 from .design import AS_IS, TwinDesign
 from .run import make_twin, twin_plan
+from ..variants import side_by_side
 
 MAX_ROWS = 40  # the terminal's and comparison.md's differences table; comparison.json has them all
 
@@ -79,8 +79,7 @@ def run_side_by_side(snapshot: str | Path, variants: list[TwinVariant], name: st
             say(f"error: {err}")
 
     echo(f"twins of {Path(snapshot).name} side by side: {', '.join(v.label for v in variants)}; evidence: {out}")
-    with ThreadPoolExecutor(max_workers=len(variants)) as pool:
-        list(pool.map(one, variants))
+    side_by_side(variants, one)
     return write_comparison(out, [v.label for v in variants], echo)
 
 

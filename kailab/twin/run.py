@@ -21,7 +21,8 @@ import yaml
 from .. import toolchain, versions
 from ..errors import KailabError
 from ..kube import Kube
-from ..lab import LabRecord, LabSpec, get_runtime
+from .. import labs
+from ..labs import Lab, LabRecord, LabSpec
 from ..evidence import new_folder
 from ..paths import evidence_dir, lab_dir
 from ..runtimes import processes
@@ -174,19 +175,18 @@ def make_twin(snapshot: str | Path, name: str, kai_version: str = "", anonymise:
     if against_tool:  # built before any lab: a failed build leaves nothing up
         toolchain.build_all([snapshot_tool.recipe(tool_version)], None)
     started = time.monotonic()
-    runtime = get_runtime("binary")
     echo(f"twin {name}: {plan.fleet.nodes_total} nodes, {plan.fleet.gpus_total} GPUs; lab coming up")
     try:
-        lab = runtime.up(LabSpec(name=name, runtime="binary", fleet=str(out / "fleet.yaml"), kai_version=kai_version))
+        lab = labs.up(LabSpec(name=name, runtime="binary", fleet=str(out / "fleet.yaml"), kai_version=kai_version))
     except BaseException:
         if not keep_up and LabRecord.load(name) is not None:
-            runtime.down(name)
+            labs.down(name)  # a start that failed: whatever it made
         raise
     record["seconds"]["lab_up"] = round(time.monotonic() - started, 1)
-    record["kai_version"] = lab.kai_version
+    record["kai_version"] = lab.record.kai_version
     kube = Kube(lab.kubeconfig)
     try:
-        runtime.kill(lab, "scheduler")  # held while the state goes in
+        lab.kill("scheduler")  # held while the state goes in
         t = time.monotonic()
         record["seconds"]["state_in_parts"] = put_state(kube, plan, echo)
         want = planned_state(plan)
@@ -206,7 +206,7 @@ def make_twin(snapshot: str | Path, name: str, kai_version: str = "", anonymise:
                                           tool_version, out, timeout_s)
             record["seconds"]["snapshot_tool"] = tool["seconds"]
         t = time.monotonic()
-        runtime.configure_scheduler(lab, SnapshotSetting(conf=plan.conf, args=tuple(plan.args)))
+        lab.configure_scheduler(SnapshotSetting(conf=plan.conf, args=tuple(plan.args)))
         record["seconds"]["scheduler_on"] = round(time.monotonic() - t, 1)
         record["decided"] = _settle(kube, plan, settle_s, timeout_s, echo)
         record["decided"].update(_why(kube, plan.namespaces, record["decided"]))
@@ -219,11 +219,11 @@ def make_twin(snapshot: str | Path, name: str, kai_version: str = "", anonymise:
         (out / "twin.json").write_text(json.dumps(record, indent=2) + "\n")
         (out / "twin.md").write_text(markdown(record))
         if not keep_up:
-            runtime.down(name)
+            lab.down()
     return out
 
 
-def _against(tool: dict, plan: TwinPlan, lab: LabRecord, decided: dict, out: Path) -> dict:
+def _against(tool: dict, plan: TwinPlan, lab: Lab, decided: dict, out: Path) -> dict:
     """The tool's session beside the twin's first session that decided a pod of the snapshot."""
     log = processes.logs_dir(lab_dir(lab.name)) / "scheduler.log"
     text = log.read_text(errors="replace") if log.exists() else ""

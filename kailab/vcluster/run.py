@@ -19,7 +19,6 @@ import json
 import subprocess
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .. import versions
@@ -28,7 +27,8 @@ from ..exercise.load import load_exercise
 from ..exercise.runner import ExerciseRun
 from ..fleet import load_fleet
 from ..kube import Kube
-from ..lab import LabSpec, get_runtime
+from .. import labs
+from ..labs import Lab, LabSpec
 from ..runtimes.shell import COMMAND_TIMEOUT, last_line, progress, short
 from ..runtimes.waits import wait_until
 from ..stacks import get_stack
@@ -37,6 +37,7 @@ from . import host as host_mod
 from . import snapshot, state
 from .tools import resolve, tools_for
 from .watch import HostWatch
+from ..variants import side_by_side
 
 ROLLBACK_LIMIT = 300  # seconds: what is still on the host after this is a broken promise
 
@@ -56,7 +57,7 @@ class Trial:
         self.timings: dict = {"versions": {}}
         self.host_lab = None
         self.plans: list[plan_mod.VersionPlan] = []
-        self.labs: dict[str, object] = {}
+        self.labs: dict[str, Lab] = {}
         self.before: dict | None = None
         self.watch: HostWatch | None = None
         self.promises: dict = {}
@@ -118,10 +119,10 @@ class Trial:
         newest = max(self.versions, key=versions.parse)
         if self.plan["runtime"] == "kind":
             progress(f"[host] a kind lab {self.name}: KWOK, fake-gpu-operator, fleet {self.fleet.name}, no scheduler of ours")
-            spec = LabSpec(name=self.name, runtime="kind", fleet=self.fleet.name, with_kai=False, kai_version=newest,
+            spec = LabSpec(name=self.name, runtime="kind", fleet=self.fleet.name, stack="none", kai_version=newest,
                            metrics=False, images="local")
             state.note(self.name, {"host_lab": self.name})
-            self.host_lab = get_runtime("kind").up(spec)
+            self.host_lab = labs.up(spec)
             self.host_kubeconfig = self.host_lab.kubeconfig
         self.timings["host_up_seconds"] = round(time.monotonic() - started, 1)
         kube = Kube(self.host_kubeconfig)
@@ -198,15 +199,14 @@ class Trial:
                          "deployments": {f"vcluster {p.vcluster_name} (syncer, virtual API server)": p.vcluster_name}}
         spec = LabSpec(name=p.lab_name, runtime="existing", fleet=self.fleet.name, kai_version=p.version,
                        kubeconfig=p.kubeconfig, fleet_prefix=f"{p.slug}-", control_plane=control_plane)
-        lab = get_runtime("existing")
-        rec = lab.up(spec)
-        kube = Kube(rec.kubeconfig)
+        lab = labs.up(spec)
+        kube = Kube(lab.kubeconfig)
         try:
             get_stack("kai").addon(spec).await_ready(kube)
             (self.dir / p.version / "kai.json").write_text(json.dumps(state.kai_ran(kube, p.version), indent=2))
         finally:
             kube.close()
-        return rec
+        return lab
 
     # ------------------------------------------------------------------ exercises
     def run_exercises(self) -> None:
@@ -214,16 +214,15 @@ class Trial:
         started = time.monotonic()
 
         def one(p: plan_mod.VersionPlan) -> None:
-            rec = self.labs.get(p.version)
-            if rec is None:
+            lab = self.labs.get(p.version)
+            if lab is None:
                 return
             for i in range(1, self.plan["repeat"] + 1):
                 for path in paths:
                     progress(f"[{p.version}] run {i}: {Path(path).stem}")
-                    ExerciseRun(load_exercise(path), Path(path), rec, self.dir / p.version / f"run-{i}").run()
+                    ExerciseRun(load_exercise(path), Path(path), lab, self.dir / p.version / f"run-{i}").run()
 
-        with ThreadPoolExecutor(max_workers=len(self.plans)) as pool:  # every version at once
-            list(pool.map(one, self.plans))
+        side_by_side(self.plans, one)  # every version at once
         self.timings["exercises_seconds"] = round(time.monotonic() - started, 1)
 
     def blast(self) -> None:
@@ -279,7 +278,7 @@ class Trial:
         rollback: dict = {}
         for p in self.plans:
             if p.version in self.labs:
-                part(f"forget lab {p.lab_name}", lambda p=p: get_runtime("existing").down(p.lab_name))
+                part(f"forget lab {p.lab_name}", lambda p=p: self.labs[p.version].down())
             part(f"roll {p.version} back", lambda p=p: rollback.__setitem__(p.version, self.roll_back(p, kube)))
             Path(p.kubeconfig).unlink(missing_ok=True)
         if kube is not None and self.before is not None:
@@ -296,7 +295,7 @@ class Trial:
             self.promises["clean_up_notes"] = notes
         (self.dir / "promises.json").write_text(json.dumps(self.promises, indent=2))
         if self.host_lab is not None:
-            part("the kind host", lambda: progress(f"[host] down: {', '.join(get_runtime('kind').down(self.host_lab.name))}"))
+            part("the kind host", lambda: progress(f"[host] down: {', '.join(self.host_lab.down())}"))
         state.release(self.name)
 
     def _after(self, kube: Kube) -> None:

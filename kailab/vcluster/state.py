@@ -34,7 +34,8 @@ from ..stacks.kai import kind as kai_kind
 from . import plan as plan_mod
 from ..runtimes.processes import pid_alive
 from ..images import docker
-from ..lab import LabRecord, get_runtime
+from .. import labs
+from ..labs import LabRecord
 from .host import trial_stages
 from .tools import resolve
 
@@ -82,10 +83,10 @@ def clean_dead_trials(tools: dict[str, str], mine: str = "") -> list[str]:
         progress(f"cleaning up after trial {folder.name}, whose process is gone")
         for s in rec.get("slugs", []):
             if LabRecord.load(f"{folder.name}-{s}"):
-                get_runtime("existing").down(f"{folder.name}-{s}")
+                labs.down(f"{folder.name}-{s}")
         if rec.get("host_lab"):
             if LabRecord.load(rec["host_lab"]):
-                get_runtime("kind").down(rec["host_lab"])
+                labs.down(rec["host_lab"])
         elif rec.get("host_kubeconfig") and Path(rec["host_kubeconfig"]).is_file():
             import subprocess
 

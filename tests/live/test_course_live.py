@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from kailab.stacks import stack_of
 from kailab import course
 
 from helpers import involves_kai, kailab_cli as kailab, page_commands
@@ -56,7 +57,7 @@ def test_course_kubectl_commands_without_kai_resources_run_on_a_lab(infra_lab, k
 @pytest.mark.lab
 @pytest.mark.kai
 def test_every_course_kubectl_command_runs_on_a_lab_with_kai(infra_lab, kubectl):
-    assert infra_lab.with_kai, f"lab {infra_lab.name} has no KAI"
+    assert stack_of(infra_lab).kai_inside, f"lab {infra_lab.name} has no KAI"
     failures = run_commands(kubectl, infra_lab.kubeconfig, _commands(operators=False))
     assert not failures, "\n".join(failures)
 
@@ -69,7 +70,7 @@ def test_the_operator_lessons_kubectl_commands_run_on_a_lab_with_their_operators
 
     commands = _commands(operators=True)
     assert any("pytorchjobs" in c for _, c in commands), commands
-    lab = kailab_labs.get("small", with_kai=True, operators=tuple(operators.OPERATORS))
+    lab = kailab_labs.get("small", operators=tuple(operators.OPERATORS))
     failures = run_commands(kubectl, lab.kubeconfig, commands)
     assert not failures, "\n".join(failures)
 
@@ -81,5 +82,5 @@ def test_lesson_on_a_lab_that_cannot_run_it_fails_with_one_line_and_marks_nothin
     out = kailab("lesson", "quota", "--no-pause", "--name", infra_lab.name)
     assert out.returncode != 0
     assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith("kailab: error: ")
-    assert ("runs without KAI" in out.stderr) if not infra_lab.with_kai else ("sized for fleet small" in out.stderr)
+    assert ("runs without KAI" in out.stderr) if not stack_of(infra_lab).kai_inside else ("sized for fleet small" in out.stderr)
     assert course.load_status()["done"].get("quota") == before

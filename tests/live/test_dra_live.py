@@ -32,7 +32,7 @@ def _template(name: str, count: int) -> dict:
 @pytest.mark.kai
 @pytest.mark.xdist_group("other_fleets")
 def test_kai_schedules_resource_claims_on_dra_devices(kailab_labs):
-    lab = kailab_labs.get("dra", with_kai=True)
+    lab = kailab_labs.get("dra")
     kube = Kube(lab.kubeconfig)
     try:
         assert ready_nodes_and_gpus(kube) == (3, 12)  # the DRA devices count as GPUs, as in KAI
@@ -90,7 +90,7 @@ def test_claims_are_in_the_evidence_and_the_report(kailab_labs, tmp_path):
 
     path = exercises_dir() / "dra-claims.yaml"
     ex = load_exercise(path)
-    outcome = ExerciseRun(ex, path, kailab_labs.get(ex.fleet, with_kai=True), tmp_path).run()
+    outcome = ExerciseRun(ex, path, kailab_labs.get(ex.fleet), tmp_path).run()
     assert outcome.verdict == "passed", outcome.report()
     from pathlib import Path
 

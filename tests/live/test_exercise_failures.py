@@ -157,7 +157,7 @@ def test_exercise_fails_when_its_key_condition_is_broken(name, kailab_labs, tmp_
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     ex = load_exercise(path)
-    lab = kailab_labs.get(ex.fleet, with_kai=True, operators=tuple(ex.operators))
+    lab = kailab_labs.get(ex.fleet, operators=tuple(ex.operators))
     # the first failure is what this test reads: the steps after it would only wait out their timeouts
     outcome = ExerciseRun(ex, path, lab, tmp_path / "evidence", fail_fast=True).run()
     assert outcome.verdict == "failed", outcome.report()
@@ -180,7 +180,7 @@ def test_exercise_fails_when_its_key_condition_is_broken(name, kailab_labs, tmp_
 def test_evidence_directory_holds_every_promised_file(kailab_labs, tmp_path):
     path = exercises_dir() / "reclaim.yaml"
     ex = load_exercise(path)
-    outcome = ExerciseRun(ex, path, kailab_labs.get(ex.fleet, with_kai=True), tmp_path).run()
+    outcome = ExerciseRun(ex, path, kailab_labs.get(ex.fleet), tmp_path).run()
     root = Path(outcome.evidence)
     for rel in ("exercise.yaml", "run.json", "timeline.jsonl", "verdict.json", "scheduler-snapshot.zip",
                 "logs/scheduler.log", "logs/binder.log", "final/podgroups.yaml"):
@@ -213,7 +213,7 @@ def test_clean_up_leaves_nothing_for_the_next_exercise(kailab_labs, tmp_path, na
 
     path = exercises_dir() / f"{name}.yaml"
     ex = load_exercise(path)
-    lab = kailab_labs.get(ex.fleet, with_kai=True)
+    lab = kailab_labs.get(ex.fleet)
     outcome = ExerciseRun(ex, path, lab, tmp_path).run()
     assert outcome.verdict == "passed" and not outcome.warnings, outcome.report()
     root = Path(outcome.evidence)

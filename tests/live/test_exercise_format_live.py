@@ -42,7 +42,7 @@ def run(path, lab, tmp_path, **hooks):
 
 
 def test_a_lab_of_another_fleet_is_refused_before_anything_is_applied(kailab_labs, tmp_path):
-    lab = kailab_labs.get("small", with_kai=True)
+    lab = kailab_labs.get("small")
     # 1. by name: the racks exercise on a small lab (both have 32 GPUs: the old size check passed it)
     out = run(exercises_dir() / "rack-placement.yaml", lab, tmp_path)
     assert out.verdict == "error" and "sized for fleet racks" in out.error and "fleet small" in out.error, out.error
@@ -92,7 +92,7 @@ OBJECTS = """\
 
 
 def test_object_assertions_read_what_kai_wrote_and_fail_when_it_differs(kailab_labs, tmp_path):
-    lab = kailab_labs.get("small", with_kai=True)
+    lab = kailab_labs.get("small")
     out = run(write(tmp_path, "objects", OBJECTS.replace("PORTION", "0.5")), lab, tmp_path)
     assert out.verdict == "passed", out.report()
     assert {r.kind for r in out.results} == {"expect", "stays"}
@@ -111,7 +111,7 @@ def test_object_assertions_read_what_kai_wrote_and_fail_when_it_differs(kailab_l
 
 
 def test_a_node_step_changes_the_node_for_the_run_and_the_fleet_is_put_back(kailab_labs, tmp_path):
-    lab = kailab_labs.get("small", with_kai=True)
+    lab = kailab_labs.get("small")
     kube = Kube(lab.kubeconfig)
     small = load_fleet("small")
     seen = []
@@ -133,7 +133,7 @@ def test_a_node_step_changes_the_node_for_the_run_and_the_fleet_is_put_back(kail
 
 
 def test_run_names_in_a_manifest_become_the_runs(kailab_labs, tmp_path):
-    lab = kailab_labs.get("small", with_kai=True)
+    lab = kailab_labs.get("small")
     path = write(tmp_path, "names", """\
         steps:
           - name: a hand-written pod in the run's queue
@@ -174,7 +174,7 @@ def test_a_scheduler_step_says_any_shard_fragment_and_kai_refuses_what_it_does_n
     """Scheduler configuration as data: a SchedulingShard fragment (here: the allocate action off),
     rendered by the lab's KAI operator code, changes what KAI does; one its SchedulingShard does not
     have is refused in one line before anything is applied."""
-    lab = kailab_labs.get("small", with_kai=True)
+    lab = kailab_labs.get("small")
     out = run(write(tmp_path, "shard", SHARD.replace("SHARD", "{actions: {allocate: {enabled: false}}}")),
               lab, tmp_path)
     assert out.verdict == "passed", out.report()

@@ -25,7 +25,7 @@ EXERCISES = ("what-kai-writes", "node-labels")
 def test_two_workers_run_on_two_labs_and_the_controller_writes_one_summary(kailab_labs, tmp_path):
     """`kailab run --labs 2 NAME PATH` (pytest -n 2 underneath, as `make exercises`): an exercise by
     name and one from a user's own directory, on the named lab and a second lab of the same kind."""
-    lab = kailab_labs.get("small", with_kai=True)
+    lab = kailab_labs.get("small")
     own = tmp_path / "mine" / f"{EXERCISES[1]}.yaml"  # a user's exercise, outside exercises/
     own.parent.mkdir()
     own.write_text((exercises_dir() / f"{EXERCISES[1]}.yaml").read_text())
@@ -49,7 +49,7 @@ def test_two_workers_run_on_two_labs_and_the_controller_writes_one_summary(kaila
 
 
 def test_side_by_side_is_refused_on_a_cluster_kailab_cannot_make_a_second_of(kailab_labs):
-    source = kailab_labs.get("tiny", with_kai=True)
+    source = kailab_labs.get("tiny")
     name = f"adopted-side-{os.getpid()}"
     up = subprocess.run([*KAILAB, "up", "--runtime", "existing", "--kubeconfig", source.kubeconfig, "--name", name],
                         capture_output=True, text=True)

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.lab
 
 
 def test_adopting_a_cluster_without_kai_is_refused_with_what_is_missing(kailab_labs):
-    bare = kailab_labs.get("tiny", with_kai=False)
+    bare = kailab_labs.get("tiny", stack="none")
     name = f"adopt-nokai-{os.getpid()}"
     out = subprocess.run([*KAILAB, "up", "--runtime", "existing", "--kubeconfig", bare.kubeconfig,
                           "--name", name], capture_output=True, text=True)
@@ -43,7 +43,7 @@ ADOPTED_SAMPLE = ("reclaim",)
 @pytest.mark.kai
 def test_exercises_pass_through_the_existing_runtime(kailab_labs, tmp_path):
     """A binary-runtime lab with KAI, adopted as 'existing': `pytest exercises/` must pass on it."""
-    source = kailab_labs.get("small", with_kai=True)
+    source = kailab_labs.get("small")
     name = f"adopted-{os.getpid()}"
     up = subprocess.run([*KAILAB, "up", "--runtime", "existing", "--kubeconfig", source.kubeconfig,
                          "--name", name], capture_output=True, text=True)

@@ -20,7 +20,8 @@ from kailab.fanout.costs import requests_for
 from kailab.fanout.unit import RUN_LABEL
 from kailab.fleet import load_fleet
 from kailab.kube import Kube
-from kailab.lab import LabSpec, get_runtime
+from kailab import labs
+from kailab.labs import LabSpec
 from kailab.paths import PROJECT_ROOT, state_dir
 from kailab.runtimes.kind.workers import worker_names
 from kailab.runtimes.waits import wait_until
@@ -48,18 +49,16 @@ TOKEN = "f4n-0ut-s3cr3t"  # planted in a snapshot: no evidence may hold it (what
 def host():
     """A kind lab of a control plane and two workers, no scheduler and no metrics: a plain cluster to
     fan out on, down at the module's end (named for the session: a dead session's is reaped)."""
-    spec = LabSpec(name=f"{LAB_PREFIX}{os.getpid()}-kind-fanout", runtime="kind", fleet="tiny", with_kai=False,
-                   stack="none", metrics=False, workers=WORKERS)
-    runtime = get_runtime("kind")
+    spec = LabSpec(name=f"{LAB_PREFIX}{os.getpid()}-kind-fanout", runtime="kind", fleet="tiny", stack="none", metrics=False, workers=WORKERS)
     try:
         with kind_docker():
-            rec = runtime.up(spec)
-            info = runtime.status(rec)
+            rec = labs.up(spec).record
+            info = labs.open(rec).status()
         assert [c["state"] for n, c in info["components"].items() if n.startswith("worker ")] == ["running"] * WORKERS, info
         yield rec
     finally:
         with kind_docker():
-            runtime.down(spec.name)
+            labs.down(spec.name, "kind")
             left = subprocess.run(["docker", "ps", "-a", "--filter", f"label=io.x-k8s.kind.cluster=kailab-{spec.name}",
                                    "--format", "{{.Names}}"], capture_output=True, text=True, check=True).stdout.split()
         assert left == [], f"the host's nodes outlived its down: {left}"

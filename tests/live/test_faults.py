@@ -168,7 +168,7 @@ def test_interrupted_run_keeps_evidence_and_removes_its_workloads(kailab_labs, t
 
     from kailab.kube import Kube
 
-    lab = kailab_labs.get("small", with_kai=True)
+    lab = kailab_labs.get("small")
     proc = subprocess.Popen([*KAILAB, "run", "gang", "--name", lab.name,
                              "--evidence", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120

@@ -96,7 +96,7 @@ def _scratch_queue(kube: Kube, ns: str, queue: str, quota: int):
 def test_two_kai_labs_run_side_by_side(kai_lab, kailab_labs):
     """The session keeps a tiny and a small KAI lab up at once: both whole, and in each, KAI binds a
     pod and that lab's own podgroupcontroller writes what its PodGroup holds (resourcesStatus)."""
-    other = kailab_labs.get("small", with_kai=True)
+    other = kailab_labs.get("small")
     def status(lab) -> dict:
         out = kailab_cli("status", "--json", "--name", lab.name, timeout=None)
         return {**json.loads(out.stdout), "rc": out.returncode}
@@ -207,7 +207,7 @@ def test_a_shards_args_reach_the_binary_labs_scheduler_and_go_with_the_default(k
     """SchedulingShard.spec.args (the scheduler's client qps/burst here) reach the lab's scheduler as
     flags, as KAI's operator passes them into its Deployment; the scheduler runs with them and binds;
     the lab's default takes them off again."""
-    from kailab.lab import runtime_of
+    from kailab import labs
 
     def cmdline() -> list[str]:
         pid = processes.records(kai_lab.dir)["scheduler"].pid
@@ -215,10 +215,9 @@ def test_a_shards_args_reach_the_binary_labs_scheduler_and_go_with_the_default(k
 
     change = kai.scheduler_change(toolchain.kai_recipe(versions.kai_release(kai_lab.kai_version)), _kai_tree(kai_lab),
                                   {"args": {"qps": "300", "burst": "600"}})
-    rt = runtime_of(kai_lab)
     kube = Kube(kai_lab.kubeconfig)
     try:
-        rt.configure_scheduler(kai_lab, change)
+        labs.open(kai_lab).configure_scheduler(change)
         assert {"--qps=300", "--burst=600"} <= set(cmdline()), cmdline()
         ns = "shard-args"
         with _scratch_queue(kube, ns, "sa", quota=-1):
@@ -227,6 +226,6 @@ def test_a_shards_args_reach_the_binary_labs_scheduler_and_go_with_the_default(k
             wait_until("KAI (its scheduler with the shard's args) to bind a pod",
                        lambda: (kube.get("v1", "Pod", "p-0", ns) or {}).get("spec", {}).get("nodeName"), timeout=60)
     finally:
-        rt.configure_scheduler(kai_lab, None)
+        labs.open(kai_lab).configure_scheduler(None)
         kube.close()
     assert not {a for a in cmdline() if a.startswith(("--qps", "--burst"))}, cmdline()

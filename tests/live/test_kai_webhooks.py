@@ -14,7 +14,7 @@ import pytest
 from kailab import toolchain, versions, workloads
 from kailab.stacks.kai import install as kai
 from kailab.kube import ApiRefused, Kube
-from kailab.lab import get_runtime
+from kailab import labs
 from kailab.runtimes.waits import wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.kai]
@@ -121,6 +121,6 @@ def test_webhooks_are_registered_on_loopback_and_admission_is_a_lab_component(ka
     topologies = kai.admission_validates_topologies(toolchain.kai_tree(toolchain.kai_recipe(
         versions.kai_release(kai_lab.kai_version))))
     assert len(urls) == (4 if topologies else 3) and all(u.startswith("https://127.0.0.1:") for u in urls), urls
-    status = get_runtime("binary").status(kai_lab)
+    status = labs.open(kai_lab).status()
     assert status["components"]["admission"]["state"] == "running"
     assert "admission" in kai.component_ports()

@@ -23,7 +23,7 @@ from kailab.exercise.runner import run_exercise
 from kailab.exercise.load import load_exercise
 from kailab.kube import Kube
 from kailab.paths import exercises_dir, lab_dir
-from kailab.lab import runtime_of
+from kailab import labs
 from kailab.runtimes import metrics
 from kailab.runtimes.kind import metrics as kind_metrics
 from kailab.runtimes.waits import wait_until
@@ -50,7 +50,7 @@ def kind_lab(kailab_labs):
 def test_up_installs_kai_from_its_chart_with_operator_and_webhook(kind_lab):
     assert kind_lab.runtime == "kind" and kind_lab.fleet == FLEET and kind_lab.state == "up"
     with kind_docker():
-        info = runtime_of(kind_lab).status(kind_lab)
+        info = labs.open(kind_lab).status()
     assert info["state"] == "up", info
     assert {"kai-operator", "admission", "kai-scheduler-default", "binder"} <= set(info["components"])
     assert all(c["state"] == "running" for c in info["components"].values()), info["components"]
@@ -107,9 +107,8 @@ def test_the_exercises_where_the_runtime_differs_pass_on_kind(kind_lab, tmp_path
 def test_a_kai_container_killed_in_the_cluster_is_a_death_with_how_it_ended(kind_lab):
     """The cluster restarts a killed KAI container itself; the runtime still reports it as a death,
     with the kubelet's account of how it ended and its previous instance's last log lines."""
-    runtime = runtime_of(kind_lab)
-    runtime.log_mark(kind_lab)
-    assert runtime.dead_components(kind_lab, set()) == []
+    labs.open(kind_lab).log_mark()
+    assert labs.open(kind_lab).dead_components(set()) == []
     node = f"kailab-{kind_lab.name}-control-plane"
     # the binder's process in the node: its image's entry point with the binder's own flag (not this
     # shell, whose own command line holds the flag too: /proc's pids come in string order, and once
@@ -119,7 +118,7 @@ def test_a_kai_container_killed_in_the_cluster_is_a_death_with_how_it_ended(kind
     assert len(pids) == 1, pids
     pid = pids[0]
     _docker("exec", node, "kill", "-9", pid)
-    dead = wait_until("the binder's restart to show", lambda: runtime.dead_components(kind_lab, set()) or None,
+    dead = wait_until("the binder's restart to show", lambda: labs.open(kind_lab).dead_components(set()) or None,
                       timeout=60, hint=f"kubectl -n kai-scheduler get pods ({kind_lab.kubeconfig})")
     assert [name for name, _ in dead] == ["binder"]
     assert "exit code 137" in dead[0][1] and "its last log lines:" in dead[0][1], dead[0][1]
@@ -146,12 +145,12 @@ def _query(url: str, promql: str) -> list[dict]:
 
 def test_prometheus_and_kube_state_metrics_are_lab_components_scraping_kai(kind_lab):
     with kind_docker():
-        info = runtime_of(kind_lab).status(kind_lab)
+        info = labs.open(kind_lab).status()
     assert {c: info["components"][c]["state"] for c in kind_metrics.DEPLOYMENTS} == \
         {"prometheus": "running", "kube-state-metrics": "running"}, info["components"]
     url = metrics.url(kind_lab.ports)
     assert url.startswith("http://127.0.0.1:") and info["prometheus"] == url
-    assert runtime_of(kind_lab).usage_db_url(kind_lab) == kind_metrics.IN_CLUSTER_URL
+    assert labs.open(kind_lab).usage_db_url() == kind_metrics.IN_CLUSTER_URL
     # every target scraped, KAI's queue-controller (kai_queue_allocated_gpus: the usage KAI reads) among them
     wanted = {"queue-controller", "kai-scheduler-default", "kube-state-metrics"}
 
@@ -181,19 +180,18 @@ def test_a_component_that_dies_during_a_run_is_named_with_its_last_lines(kind_la
     the run began, and the run's verdict names the component (runner.check_components)."""
     import subprocess
 
-    rt = runtime_of(kind_lab)
-    rt.log_mark(kind_lab)  # a run begins
-    assert rt.dead_components(kind_lab, set()) == []
+    labs.open(kind_lab).log_mark()  # a run begins
+    assert labs.open(kind_lab).dead_components(set()) == []
     with kind_docker():
         out = subprocess.run(["docker", "exec", f"kailab-{kind_lab.name}-control-plane",
                               "pkill", "-f", "^/bin/prometheus"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    dead = wait_until("the restart to show", lambda: rt.dead_components(kind_lab, set()), timeout=120)
+    dead = wait_until("the restart to show", lambda: labs.open(kind_lab).dead_components(set()), timeout=120)
     assert [name for name, _ in dead] == ["prometheus"], dead
-    assert rt.dead_components(kind_lab, {"prometheus"}) == []
+    assert labs.open(kind_lab).dead_components({"prometheus"}) == []
     with kind_docker():  # the cluster brought it back
         wait_until("prometheus running again",
-                   lambda: runtime_of(kind_lab).status(kind_lab)["components"]["prometheus"]["state"] == "running",
+                   lambda: labs.open(kind_lab).status()["components"]["prometheus"]["state"] == "running",
                    timeout=120)
 
 
@@ -220,7 +218,7 @@ def test_a_failed_up_says_what_the_cluster_held(kind_lab, tmp_path):
 def test_down_leaves_no_container_network_or_file(kind_lab, kailab_labs):
     cluster = f"kailab-{kind_lab.name}"
     with kind_docker():
-        runtime_of(kind_lab).down(kind_lab.name)
+        labs.down(kind_lab.name, "kind")
     kailab_labs.labs.pop(("kind", FLEET, True), None)
     assert not lab_dir(kind_lab.name).exists()
     containers = _docker("ps", "-a", "--filter", f"label=io.x-k8s.kind.cluster={cluster}", "--format", "{{.Names}}")

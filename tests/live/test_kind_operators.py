@@ -15,7 +15,8 @@ import pytest
 from helpers import wait_for
 import yaml
 
-from kailab.lab import LabSpec, get_runtime
+from kailab import labs
+from kailab.labs import LabSpec
 from kailab.testing.labs import LAB_PREFIX, kind_docker
 
 pytestmark = [pytest.mark.kind, pytest.mark.lab, pytest.mark.xdist_group("kind")]
@@ -49,14 +50,13 @@ OBJECTS = [
 @pytest.fixture(scope="module")
 def ops_kind_lab():
     name = f"{LAB_PREFIX}{os.getpid()}-kind-ops"
-    rt = get_runtime("kind")
     try:
         with kind_docker():
-            yield rt.up(LabSpec(name=name, runtime="kind", fleet="small", metrics=False, images="local",
-                                operators=OPERATORS))
+            yield labs.up(LabSpec(name=name, runtime="kind", fleet="small", metrics=False, images="local",
+                                operators=OPERATORS)).record
     finally:
         with kind_docker():
-            rt.down(name)
+            labs.down(name, "kind")
 
 
 def _kubectl(lab, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -73,7 +73,7 @@ def _until(what: str, probe, timeout: float = 90):
 
 def test_status_names_each_operators_deployment_running_on_the_real_node(ops_kind_lab):
     with kind_docker():
-        info = get_runtime("kind").status(ops_kind_lab)
+        info = labs.open(ops_kind_lab).status()
     assert info["state"] == "up", info
     assert DEPLOYMENTS <= set(info["components"]), info["components"]
     assert all(info["components"][d]["state"] == "running" for d in DEPLOYMENTS), info["components"]

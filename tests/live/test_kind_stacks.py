@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from kailab.exercise.runner import resolve_exercise, run_exercise
-from kailab.lab import LabSpec, get_runtime
+from kailab import labs
+from kailab.labs import LabSpec
 from kailab.paths import lab_dir
 from kailab.testing.labs import LAB_PREFIX, kind_docker
 
@@ -36,14 +37,13 @@ EXERCISES = ["borrow", "gang"]
 def stack_kind_lab(request):
     stack = request.param
     name = f"{LAB_PREFIX}{os.getpid()}-kind-{stack}"
-    rt = get_runtime("kind")
     try:
         with kind_docker():
-            yield rt.up(LabSpec(name=name, runtime="kind", fleet="small", with_kai=False, stack=stack,
-                                metrics=False, images="local"))
+            yield labs.up(LabSpec(name=name, runtime="kind", fleet="small", stack=stack,
+                                metrics=False, images="local")).record
     finally:
         with kind_docker():
-            rt.down(name)  # nothing left when the down test already took it
+            labs.down(name, "kind")  # nothing left when the down test already took it
 
 
 def _docker(*args: str) -> str:
@@ -54,7 +54,7 @@ def _docker(*args: str) -> str:
 def test_up_installs_the_stack_from_its_chart_and_status_names_it(stack_kind_lab):
     stack = stack_kind_lab.stack["name"]
     with kind_docker():
-        info = get_runtime("kind").status(stack_kind_lab)
+        info = labs.open(stack_kind_lab).status()
     assert info["state"] == "up", info
     assert COMPONENTS[stack] <= set(info["components"]), info["components"]
     assert all(c["state"] == "running" for c in info["components"].values()), info["components"]
@@ -96,15 +96,14 @@ def test_a_stack_container_killed_in_the_cluster_is_a_death_named_by_its_deploym
     from kailab.runtimes.waits import wait_until
 
     start, deployment = KILLED[stack_kind_lab.stack["name"]]
-    runtime = get_runtime("kind")
-    runtime.log_mark(stack_kind_lab)
-    assert runtime.dead_components(stack_kind_lab, set()) == []
+    labs.open(stack_kind_lab).log_mark()
+    assert labs.open(stack_kind_lab).dead_components(set()) == []
     node = f"kailab-{stack_kind_lab.name}-control-plane"
     script = (f'for p in /proc/[0-9]*; do c=$(tr "\\0" " " < $p/cmdline 2>/dev/null); '
               f'case "$c" in "{start}"*) echo ${{p#/proc/}};; esac; done')
     [pid] = _docker("exec", node, "sh", "-c", script).split()
     _docker("exec", node, "kill", "-9", pid)
-    dead = wait_until(f"{deployment}'s restart to show", lambda: runtime.dead_components(stack_kind_lab, set()) or None,
+    dead = wait_until(f"{deployment}'s restart to show", lambda: labs.open(stack_kind_lab).dead_components(set()) or None,
                       timeout=90, hint=f"kubectl get pods -A ({stack_kind_lab.kubeconfig})")
     assert [name for name, _ in dead] == [deployment], dead
     assert "exit code 137" in dead[0][1], dead[0][1]
@@ -113,7 +112,7 @@ def test_a_stack_container_killed_in_the_cluster_is_a_death_named_by_its_deploym
 def test_down_leaves_no_container_volume_or_file(stack_kind_lab):
     cluster = f"kailab-{stack_kind_lab.name}"
     with kind_docker():
-        get_runtime("kind").down(stack_kind_lab.name)
+        labs.down(stack_kind_lab.name, "kind")
     assert not lab_dir(stack_kind_lab.name).exists()
     containers = _docker("ps", "-a", "--filter", f"label=io.x-k8s.kind.cluster={cluster}", "--format", "{{.Names}}")
     assert containers.strip() == ""

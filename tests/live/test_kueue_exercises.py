@@ -11,7 +11,8 @@ import pytest
 
 from helpers import refused_with_nothing_made
 from kailab.exercise.runner import resolve_exercise, run_exercise
-from kailab.lab import LabSpec, get_runtime
+from kailab import labs
+from kailab.labs import LabSpec
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("kueue_labs")]  # its labs one at a time, beside the own_labs group
 
@@ -28,13 +29,12 @@ FULL_ONLY = {"kueue+kai-borrow", "kueue+kai-starvation"}  # marked `full` by tes
 def kueue_small(request):
     stack = request.param
     name = f"{stack.replace('+', '-')}-x-{os.getpid()}"
-    rt = get_runtime("binary")
-    rec = rt.up(LabSpec(name=name, runtime="binary", fleet="small", with_kai=stack == "kueue+kai", stack=stack,
-                        metrics=False))
+    rec = labs.up(LabSpec(name=name, runtime="binary", fleet="small", stack=stack,
+                        metrics=False)).record
     try:
         yield rec
     finally:
-        rt.down(name)
+        labs.down(name)
 
 
 @pytest.mark.parametrize("exercise", FIVE)

@@ -10,7 +10,8 @@ import pytest
 
 from helpers import bound_then_held, kailab_cli, stack_lab
 from kailab.kube import Kube
-from kailab.lab import LabRecord, get_runtime
+from kailab import labs
+from kailab.labs import LabRecord
 from kailab.runtimes import processes
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("own_labs")]  # a lab of its own, one such test at a time
@@ -37,7 +38,7 @@ def _job(name: str, gpus: int) -> dict:
 
 def test_the_lab_runs_kueue_and_kube_scheduler_as_named_components(kueue_lab):
     assert kueue_lab.stack["name"] == "kueue" and kueue_lab.stack["version"] == "v0.19.2"
-    report = get_runtime("binary").status(kueue_lab)
+    report = labs.open(kueue_lab).status()
     assert report["state"] == "up", report
     for name in ("kueue", "kube-scheduler"):
         assert report["components"][name]["state"] == "running"
@@ -81,13 +82,12 @@ def test_kueue_admits_within_a_clusterqueues_gpu_quota_and_holds_the_rest(kueue_
 
 
 def test_a_dead_kueue_is_named_and_down_leaves_nothing(kueue_lab):
-    rt = get_runtime("binary")
     pid = processes.records(kueue_lab.dir)["kueue"].pid
-    rt.kill(kueue_lab, "kueue")
-    dead = dict(rt.dead_components(kueue_lab, ignore=set()))
+    labs.open(kueue_lab).kill("kueue")
+    dead = dict(labs.open(kueue_lab).dead_components(ignore=set()))
     assert "kueue" in dead and "kube-scheduler" not in dead
     # the names a death of the stack's is reported under: its processes here (and its kind Deployment's)
-    assert {"kueue", "kube-scheduler"} <= rt.scheduler_components(kueue_lab)
-    rt.down(kueue_lab.name)
+    assert {"kueue", "kube-scheduler"} <= labs.open(kueue_lab).scheduler_components()
+    labs.down(kueue_lab.name)
     assert LabRecord.load(kueue_lab.name) is None
     assert subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0

@@ -12,6 +12,7 @@ import urllib.request
 
 import pytest
 
+from kailab.stacks import stack_of
 from kailab.fleet import FLEET_LABEL, load_fleet
 from kailab.kube import Kube
 from kailab.runtimes import processes
@@ -62,7 +63,7 @@ def test_status_json_reports_components_nodes_and_gpus(infra_lab):
     assert info["kai_version"] == infra_lab.kai_version
     assert all(c["state"] == "running" for c in info["components"].values())
     expected = {"etcd", "kube-apiserver", "kube-controller-manager", "kwok"}
-    if infra_lab.with_kai:
+    if stack_of(infra_lab).kai_inside:
         expected |= {"scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller", "admission"}
     if infra_lab.metrics:  # on by default
         expected |= {"prometheus", "kube-state-metrics"}
@@ -79,14 +80,14 @@ def test_env_prints_the_kubeconfig_export(infra_lab):
 def test_second_up_on_a_healthy_lab_is_a_no_op(infra_lab):
     before = {n: r.pid for n, r in processes.records(infra_lab.dir).items()}
     rec = BinaryRuntime().up(LabSpec(name=infra_lab.name, runtime="binary", fleet="tiny",
-                                     with_kai=infra_lab.with_kai))
+                                     stack=stack_of(infra_lab).name))
     assert rec.name == infra_lab.name and rec.state == "up"
     assert {n: r.pid for n, r in processes.records(infra_lab.dir).items()} == before
 
 
 def test_up_with_another_fleet_on_a_running_lab_says_so(infra_lab):
     out = kailab("up", "--runtime", "binary", "--fleet", "small", "--name", infra_lab.name,
-                 *([] if infra_lab.with_kai else ["--without-kai"]), check=False)
+                 *([] if stack_of(infra_lab).kai_inside else ["--without-kai"]), check=False)
     assert out.returncode != 0
     assert "already up with fleet tiny (asked small)" in out.stderr
 
@@ -237,7 +238,7 @@ def test_an_object_the_api_refuses_surfaces_with_the_servers_message(kube):
 
 
 def test_run_refuses_a_lab_without_kai_before_applying_anything(kailab_labs):
-    bare = kailab_labs.get("tiny", with_kai=False)
+    bare = kailab_labs.get("tiny", stack="none")
     out = kailab("run", "reclaim", "--name", bare.name, check=False)
     assert out.returncode != 0
     assert out.stderr.strip().splitlines()[-1] == (

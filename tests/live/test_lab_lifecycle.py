@@ -246,3 +246,25 @@ def test_a_start_retry_is_recorded_and_counted_in_the_run(tmp_path):
             proc.kill()
         run("down", "--name", name)
     assert_nothing_left(name)
+
+
+def test_a_lab_held_as_the_object_answers_for_itself_and_is_down_when_its_block_ends():
+    """`labs.up` gives the Lab callers hold (its record, runtime and stack; no record passed back in);
+    `labs.open` finds the same lab by name; leaving the block takes it down, leaving nothing."""
+    from kailab import labs
+    from kailab.labs import ControlsProcesses, LabSpec
+
+    name = f"object-{os.getpid()}"
+    with labs.up(LabSpec(name=name, runtime="binary", fleet="tiny", stack="none", metrics=False)) as lab:
+        pids = {n: r.pid for n, r in processes.records(lab.record.dir).items()}
+        report = lab.status()
+        assert report["state"] == "up" and report["stack"]["name"] == "none" and lab.record.kai_version == "none"
+        assert lab.can(ControlsProcesses) and lab.scheduler_components() == set()
+        assert labs.open(name).record == lab.record
+        lab.kill("kwok")
+        assert labs.open(name).status()["components"]["kwok"]["state"] != "running"
+        lab.restart("kwok")
+        assert lab.status()["components"]["kwok"]["state"] == "running"
+        pids["kwok-again"] = processes.records(lab.record.dir)["kwok"].pid
+    assert LabRecord.load(name) is None and not lab_dir(name).exists()
+    assert all(not processes.pid_alive(pid) for pid in pids.values()), pids

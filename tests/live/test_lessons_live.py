@@ -68,7 +68,7 @@ class Terminal:
 
 @pytest.fixture(scope="module")
 def small_lab(kailab_labs):
-    return kailab_labs.get("small", with_kai=True)
+    return kailab_labs.get("small")
 
 
 def test_a_lesson_in_a_terminal_asks_runs_reveals_then_explains_step_by_step(small_lab, tmp_path):
@@ -127,9 +127,9 @@ def test_every_lesson_runs_live(kailab_labs, tmp_path, monkeypatch, name):
     shown: list[str] = []
     (lesson,) = [lesson for lesson in course.lessons() if lesson.name == name]
     ops = tuple(lesson.exercise.operators)
-    lab = kailab_labs.get(lesson.exercise.fleet, with_kai=True, operators=ops)
+    lab = kailab_labs.get(lesson.exercise.fleet, operators=ops)
     if lab.fleet != lesson.exercise.fleet:  # --kailab-lab gave another fleet's lab
-        lab = kailab_labs.get(lesson.exercise.fleet, with_kai=True, own=True, operators=ops)
+        lab = kailab_labs.get(lesson.exercise.fleet, own=True, operators=ops)
     code = course.run_lesson(lesson, lab.name, False, shown.append, evidence_root=tmp_path / "ev")
     assert code == 0, "\n".join(shown[-40:])
     assert course.load_status()["done"].get(lesson.name), lesson.name

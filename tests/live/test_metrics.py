@@ -57,7 +57,7 @@ def test_prometheus_scrapes_kai_kube_state_metrics_and_the_api_server(kai_lab):
 
 
 def test_each_lab_has_its_own_prometheus_and_env_prints_it(kai_lab, kailab_labs):
-    other = kailab_labs.get("small", with_kai=True)
+    other = kailab_labs.get("small")
     urls = []
     for lab in (kai_lab, other):
         out = subprocess.run([*KAILAB, "env", "--name", lab.name], capture_output=True, text=True)

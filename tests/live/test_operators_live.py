@@ -15,7 +15,8 @@ from helpers import kailab_cli, lab_listeners, wait_for
 from kailab import workloads
 from kailab.exercise.state import GANG_COMMIT_GRACE
 from kailab.kube import Kube
-from kailab.lab import LabSpec, get_runtime
+from kailab import labs
+from kailab.labs import LabSpec
 from kailab.runtimes import processes
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("operator_labs")]
@@ -30,7 +31,7 @@ QUEUE = "ops-team"
 @pytest.fixture(scope="module")
 def lab(kailab_labs):
     """The session's small lab with every workload operator (the operator exercises' too)."""
-    rec = kailab_labs.get("small", with_kai=True, operators=OPERATORS)
+    rec = kailab_labs.get("small", operators=OPERATORS)
     kube = Kube(rec.kubeconfig)
     kube.apply(workloads.queue(QUEUE, {"quota": -1, "limit": -1}))
     kube.close()
@@ -78,7 +79,7 @@ _wait = wait_for
 def test_the_lab_runs_each_operator_as_a_named_component_on_loopback(lab):
     assert lab.stack["name"] == "kai" and lab.stack["operators"] == {
         "kubeflow": "v1.9.3", "jobset": "v0.10.1", "lws": "v0.7.0", "ray": "v1.5.1"}
-    report = get_runtime("binary").status(lab)
+    report = labs.open(lab).status()
     # every component runs (the state also reads Prometheus's last scrapes, not this test's subject)
     assert not {n: c["state"] for n, c in report["components"].items() if c["state"] != "running"}, report["components"]
     for op in OPERATORS:
@@ -188,24 +189,22 @@ def test_jobset_lws_and_raycluster_are_grouped_by_kais_plugins_and_placed(lab, k
 
 
 def test_an_operator_that_dies_is_a_named_dead_component(lab):
-    rt = get_runtime("binary")
     proc = PROCESSES["ray"]
-    rt.kill(lab, proc)
+    labs.open(lab).kill(proc)
     try:
-        dead = dict(rt.dead_components(lab, set()))
+        dead = dict(labs.open(lab).dead_components(set()))
         assert proc in dead, dead
     finally:
-        rt.restart(lab, proc)
-    assert not rt.dead_components(lab, set())
+        labs.open(lab).restart(proc)
+    assert not labs.open(lab).dead_components(set())
 
 
 def test_down_leaves_no_operator_behind(tmp_path):
     name = f"operators-down-{os.getpid()}"
-    rt = get_runtime("binary")
-    rec = rt.up(LabSpec(name=name, runtime="binary", fleet="tiny", metrics=False, operators=("kubeflow", "lws")))
+    rec = labs.up(LabSpec(name=name, runtime="binary", fleet="tiny", metrics=False, operators=("kubeflow", "lws"))).record
     pids = {n: r.pid for n, r in processes.records(rec.dir).items()}
     assert {"training-operator", "lws-controller"} <= set(pids)
-    rt.down(name)
+    labs.down(name)
     assert not rec.dir.exists()
     assert not [n for n, pid in pids.items() if os.path.exists(f"/proc/{pid}")], pids
 
@@ -216,10 +215,9 @@ def test_a_lab_plays_the_users_own_kwok_stages_beside_kailabs():
     from kailab.paths import PROJECT_ROOT
 
     name = f"operators-stages-{os.getpid()}"
-    rt = get_runtime("binary")
     stages = PROJECT_ROOT / "docs" / "examples" / "stages-entrypoint-tester.yaml"
-    rec = rt.up(LabSpec(name=name, runtime="binary", fleet="tiny", metrics=False, with_kai=False, stack="none",
-                        stages=str(stages)))
+    rec = labs.up(LabSpec(name=name, runtime="binary", fleet="tiny", metrics=False, stack="none",
+                        stages=str(stages))).record
     kube = Kube(rec.kubeconfig)
     try:
         assert rec.stages == ["entrypoint-tester-exits"]
@@ -238,7 +236,7 @@ def test_a_lab_plays_the_users_own_kwok_stages_beside_kailabs():
             time.sleep(0.5)
     finally:
         kube.close()
-        rt.down(name)
+        labs.down(name)
 
 
 def test_the_training_operator_starts_when_the_labs_state_is_under_tmp(tmp_path):

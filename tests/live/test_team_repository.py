@@ -18,7 +18,7 @@ EXERCISE = "what-kai-writes"  # short, of the small fleet
 
 
 def test_pytest_in_a_teams_repository_keeps_its_evidence_there(kailab_labs, tmp_path):
-    lab = kailab_labs.get("small", with_kai=True)
+    lab = kailab_labs.get("small")
     team = tmp_path / "team-repo"
     (team / "exercises").mkdir(parents=True)  # found by walking a folder named exercises/, as kailab's own
     (team / "exercises" / f"{EXERCISE}.yaml").write_text((exercises_dir() / f"{EXERCISE}.yaml").read_text())

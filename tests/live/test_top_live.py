@@ -103,7 +103,7 @@ def test_top_once_prints_the_picture_and_refuses_what_it_cannot_show(kai_lab, ka
     absent = kailab_cli("top", "--once", "--name", "no-such-lab")
     assert absent.returncode == 2 and absent.stderr.strip().startswith("kailab: error: no lab named 'no-such-lab'"), absent
     assert len(absent.stderr.strip().splitlines()) == 1, absent.stderr
-    bare = kailab_labs.get("tiny", with_kai=False)
+    bare = kailab_labs.get("tiny", stack="none")
     refused = kailab_cli("top", "--once", "--name", bare.name)
     assert refused.returncode == 2 and "serves no KAI Queue" in refused.stderr, refused
 
@@ -119,7 +119,7 @@ def test_top_on_a_terminal_shows_reclaim_as_it_happens(kailab_labs):
     """The reclaim exercise on the small fleet while `kailab top` runs in tmux: read from the screen,
     prod (the borrower) falls from 32 GPUs to 16, research (the owner) rises from 0 to 16, and an
     eviction line names KAI's reclaim and the research pod group it made room for; `q` quits."""
-    lab = kailab_labs.get("small", with_kai=True)
+    lab = kailab_labs.get("small")
     sock = f"kailab-top-{uuid.uuid4().hex[:6]}"
     top = shlex.join([*KAILAB, "top", "--name", lab.name, "--interval", "0.5"])
     env = {k: v for k, v in os.environ.items() if k != "KAILAB_LAB"}
@@ -155,7 +155,7 @@ def test_top_on_a_terminal_shows_reclaim_as_it_happens(kailab_labs):
 
 
 def test_run_watch_draws_the_picture_below_the_runs_lines(kailab_labs):
-    lab = kailab_labs.get("small", with_kai=True)
+    lab = kailab_labs.get("small")
     done = kailab_cli("run", "reclaim", "--name", lab.name, "--watch")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reclaim: passed" in done.stdout, done.stdout

@@ -16,7 +16,8 @@ import pytest
 
 from kailab.exercise.runner import run_exercise
 from kailab.kube import Kube
-from kailab.lab import LabRecord, get_runtime
+from kailab import labs
+from kailab.labs import LabRecord
 from kailab.paths import exercises_dir, lab_dir
 from kailab.testing.labs import LAB_PREFIX
 from kailab.twin.plan import make_plan
@@ -35,7 +36,7 @@ def _plant_secrets(src: Path, dst: Path) -> None:
 @pytest.mark.parametrize("exercise, pending", [("borrow", True), ("reclaim", False)])
 def test_an_exercise_runs_snapshot_twins_into_a_lab_holding_its_state(kailab_labs, tmp_path, monkeypatch,
                                                                      exercise, pending):
-    lab = kailab_labs.get("small", with_kai=True)
+    lab = kailab_labs.get("small")
     outcome = run_exercise(exercises_dir() / f"{exercise}.yaml", lab, tmp_path / "runs")
     assert outcome.verdict == "passed", outcome.report()
     snap = tmp_path / "snapshot.zip"
@@ -68,7 +69,7 @@ def test_an_exercise_runs_snapshot_twins_into_a_lab_holding_its_state(kailab_lab
         assert decided["settled"] and decided["evicted"] == [] and decided["moved"] == {}, decided
         assert decided["placed"] == {} and len(decided["still_pending"]) == counts["pods_pending"], decided
     finally:
-        get_runtime("binary").down(name)
+        labs.down(name)
     assert not lab_dir(name).exists()
     # no planted secret reached the lab or any file of the twin's evidence
     assert TOKEN not in text
@@ -90,7 +91,7 @@ def test_twins_side_by_side_decide_a_design_differently(kailab_labs, tmp_path, m
     from kailab.twin.compare import lab_name, run_side_by_side, variants_for
     from kailab.twin.design import load_twin_design
 
-    lab = kailab_labs.get("small", with_kai=True)
+    lab = kailab_labs.get("small")
     outcome = run_exercise(exercises_dir() / "borrow.yaml", lab, tmp_path / "runs")
     assert outcome.verdict == "passed", outcome.report()
     snap = Path(outcome.evidence) / "scheduler-snapshot.zip"

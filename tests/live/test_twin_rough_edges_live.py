@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-from kailab.lab import get_runtime
+from kailab import labs
 from kailab.paths import lab_dir
 from kailab.testing.labs import LAB_PREFIX
 from kailab.twin.run import make_twin
@@ -58,7 +58,7 @@ def test_a_pool_schedulers_snapshot_with_gpu_memory_pods_and_a_zipped_log(tmp_pa
     try:
         out = make_twin(snap, name, settle_s=10, timeout_s=240, echo=print, keep_up=False)
     finally:
-        get_runtime("binary").down(name)
+        labs.down(name)
     assert not lab_dir(name).exists()
     record = json.loads((out / "twin.json").read_text())
     assert record["round_trip"]["differences"] == [], record["round_trip"]
@@ -109,7 +109,7 @@ def test_a_twin_makes_pods_in_the_snapshots_creation_order_and_lists_what_it_cou
         finally:
             kube.close()
     finally:
-        get_runtime("binary").down(name)
+        labs.down(name)
     record = json.loads((out / "twin.json").read_text())
     assert record["round_trip"]["differences"] == [], record["round_trip"]
     seconds = [held[n][0] for n in ("w-d", "w-b", "w-a", "w-c")]  # the snapshot's order

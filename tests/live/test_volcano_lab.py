@@ -17,7 +17,8 @@ from helpers import bound_then_held, lab_listeners, stack_lab
 from kailab.exercise.runner import run_exercise
 from kailab.exercise.spec import SchedulerSetting
 from kailab.kube import Kube
-from kailab.lab import LabRecord, get_runtime
+from kailab import labs
+from kailab.labs import LabRecord
 from kailab.runtimes import processes
 from kailab.runtimes.waits import wait_until
 from kailab.stacks.volcano import install
@@ -38,7 +39,7 @@ def volcano_lab():
 def test_the_lab_runs_volcanos_three_processes_as_named_components(volcano_lab):
     version = install.pins()["version"]
     assert volcano_lab.stack["name"] == "volcano" and volcano_lab.stack["version"] == version
-    report = get_runtime("binary").status(volcano_lab)
+    report = labs.open(volcano_lab).status()
     assert report["state"] == "up", report
     for name in COMPONENTS:
         assert report["components"][name]["state"] == "running"
@@ -67,8 +68,7 @@ def test_every_listener_of_a_volcano_lab_is_on_loopback(volcano_lab):
 
 
 def test_the_scheduler_runs_the_configuration_the_lab_wrote_and_records(volcano_lab):
-    rt = get_runtime("binary")
-    conf = rt.scheduler_config(volcano_lab)
+    conf = labs.open(volcano_lab).scheduler_config()
     assert conf == install.scheduler_conf()  # kailab/data/volcano.yaml's default, as data
     written = yaml.safe_load((volcano_lab.dir / install.CONF).read_text())
     assert written["actions"] == ", ".join(conf["actions"])
@@ -130,12 +130,12 @@ def test_binpack_on_or_off_is_a_design_input_volcano_acts_on(volcano_lab, placem
     binpack plugin two 1-GPU pods share a node of the tiny fleet's two, without it (nodeorder alone)
     each gets a node of its own; the scheduler's log says it loaded the file, and the lab's default
     is put back after."""
-    rt, ns = get_runtime("binary"), f"volcano-{placement}"
-    setting = rt.scheduler_setting(volcano_lab, SchedulerSetting(placement=placement), None, "test")
-    rt.configure_scheduler(volcano_lab, setting)
+    ns = f"volcano-{placement}"
+    setting = labs.open(volcano_lab).scheduler_setting(SchedulerSetting(placement=placement), None, "test")
+    labs.open(volcano_lab).configure_scheduler(setting)
     kube = Kube(volcano_lab.kubeconfig)
     try:
-        assert rt.scheduler_config(volcano_lab)["tiers"] == setting.conf["tiers"]
+        assert labs.open(volcano_lab).scheduler_config()["tiers"] == setting.conf["tiers"]
         for obj in [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
                     {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}}]:
             kube.apply(obj)
@@ -145,18 +145,17 @@ def test_binpack_on_or_off_is_a_design_input_volcano_acts_on(volcano_lab, placem
         assert len({p["spec"]["nodeName"] for p in kube.list("v1", "Pod", ns)}) == nodes
     finally:
         _clean(kube, ns)
-        rt.configure_scheduler(volcano_lab, None)
-    assert rt.scheduler_config(volcano_lab) == install.scheduler_conf()
+        labs.open(volcano_lab).configure_scheduler(None)
+    assert labs.open(volcano_lab).scheduler_config() == install.scheduler_conf()
 
 
 def test_a_dead_volcano_component_is_named_in_the_verdict_and_down_leaves_nothing(volcano_lab, tmp_path):
-    rt = get_runtime("binary")
     pids = {n: processes.records(volcano_lab.dir)[n].pid for n in COMPONENTS}
-    rt.kill(volcano_lab, "vc-controller-manager")
-    dead = dict(rt.dead_components(volcano_lab, ignore=set()))
+    labs.open(volcano_lab).kill("vc-controller-manager")
+    dead = dict(labs.open(volcano_lab).dead_components(ignore=set()))
     assert set(dead) == {"vc-controller-manager"}
     # the names a death of the stack's is reported under: its processes here (and its kind Deployments')
-    assert COMPONENTS <= rt.scheduler_components(volcano_lab)
+    assert COMPONENTS <= labs.open(volcano_lab).scheduler_components()
     # an exercise on the lab stops with an error verdict that names it
     exercise = tmp_path / "one-pod.yaml"
     exercise.write_text(yaml.safe_dump({
@@ -167,7 +166,7 @@ def test_a_dead_volcano_component_is_named_in_the_verdict_and_down_leaves_nothin
         "invariants": ["no-gpu-overcommit"], "proves": "nothing", "does_not_prove": "anything"}, sort_keys=False))
     out = run_exercise(exercise, volcano_lab, tmp_path)
     assert out.verdict == "error" and "Volcano component died: vc-controller-manager" in out.error, out.error
-    rt.down(volcano_lab.name)
+    labs.down(volcano_lab.name)
     assert LabRecord.load(volcano_lab.name) is None and not volcano_lab.dir.exists()
     for pid in pids.values():
         assert subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kailab.lab import get_runtime, with_addon
+from kailab import labs
+from kailab.labs import with_addon
 from kailab.runtimes.addon import Addon
 from kailab.runtimes.base import LabSpec
 from kailab.stacks import STACKS, get_stack
@@ -100,19 +101,19 @@ def test_every_registered_runtime_is_keyed_by_its_own_name_and_the_cli_offers_ea
 
 
 def test_without_kai_is_the_none_stack_and_kai_its_own():
-    assert with_addon(LabSpec(with_kai=False)).addon.record()["name"] == "none"
+    assert with_addon(LabSpec(stack="none")).addon.record()["name"] == "none"
     kai = with_addon(LabSpec(kai_version="v0.17.0")).addon
     assert kai.record()["name"] == "kai" and kai.version == "v0.17.0" and "scheduler" in kai.processes()
 
 
 def test_a_runtime_used_bare_refuses_a_lab_that_asks_for_a_scheduler(tmp_path, monkeypatch):
-    """A caller that skips kailab.lab must not get a lab with nothing scheduling, silently."""
+    """A caller that skips kailab.labs must not get a lab with nothing scheduling, silently."""
     from kailab.errors import LabError
     from kailab.runtimes import get_runtime as bare
 
     monkeypatch.setenv("KAILAB_STATE", str(tmp_path))
     monkeypatch.setenv("KAILAB_CACHE", str(tmp_path / "cache"))
-    with pytest.raises(LabError, match="kailab.lab"):
+    with pytest.raises(LabError, match="kailab.labs"):
         bare("binary").up(LabSpec(name="bare", runtime="binary", fleet="tiny", kai_version="v0.17.0"))
     assert not (tmp_path / "bare").exists()
 
@@ -122,7 +123,7 @@ def test_an_unknown_stack_is_one_line_naming_the_choices():
 
     with pytest.raises(KailabError, match="choose one of kai, none"):
         get_stack("volcanoo")
-    assert get_runtime("binary").name == "binary"
+    assert labs.runtime("binary").name == "binary"
 
 
 def test_a_stack_refuses_a_runtime_it_cannot_run_on_in_one_line():
@@ -132,7 +133,7 @@ def test_a_stack_refuses_a_runtime_it_cannot_run_on_in_one_line():
     from kailab.runtimes.addon import AdoptsCluster, InstallsFromCharts, need
 
     for stack in ("kueue", "kueue+kai", "volcano"):
-        addon = with_addon(LabSpec(with_kai=False, stack=stack, kai_version="v0.17.0")).addon
+        addon = with_addon(LabSpec(stack=stack, kai_version="v0.17.0")).addon
         need(addon, InstallsFromCharts, "kind")  # a kind lab of each installs its chart
         with pytest.raises(LabError) as err:
             need(addon, AdoptsCluster, "existing")
@@ -142,7 +143,7 @@ def test_a_stack_refuses_a_runtime_it_cannot_run_on_in_one_line():
 
 def test_kueue_is_a_stack_of_its_own_package():
     """The kueue stack: its processes, ports and webhooks named by its package, nothing in a runtime."""
-    addon = with_addon(LabSpec(with_kai=False, stack="kueue", kai_version="v0.17.0")).addon
+    addon = with_addon(LabSpec(stack="kueue", kai_version="v0.17.0")).addon
     assert addon.name == "kueue" and addon.processes() == ["kube-scheduler", "kueue"]
     assert {r.component for r in addon.recipes()} == {"kueue", "kubernetes-node"}  # kube-scheduler: the lab's own Kubernetes build
     assert "kube-scheduler" in addon.recipes()[1].binaries

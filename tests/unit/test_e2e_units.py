@@ -119,8 +119,7 @@ def test_an_operator_no_lab_runs_is_one_line_naming_the_suite():
 
 
 def _record(operators_running: dict) -> LabRecord:
-    return LabRecord(name="mine", runtime="binary", kai_version="v0.17.0", fleet="kai-e2e", nodes=5, gpus=32,
-                     with_kai=True, kubeconfig="/nowhere", stack={"name": "kai", "operators": operators_running})
+    return LabRecord(name="mine", runtime="binary", kai_version="v0.17.0", fleet="kai-e2e", nodes=5, gpus=32, kubeconfig="/nowhere", stack={"name": "kai", "operators": operators_running})
 
 
 def test_a_running_lab_without_the_operators_its_suites_need_is_refused_naming_them():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kailab.errors import KailabError
-from kailab.fanout.fill import fill_units, merge_units
+from kailab.replay.fill_units import fill_units, merge_units
 from kailab.fanout.unit import UnitResult
 from kailab.fanout.unit import objects
 from kailab.replay.design import load_designs

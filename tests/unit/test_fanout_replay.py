@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kailab.errors import KailabError
-from kailab.fanout.replay import merge_units, replay_units
+from kailab.replay.units import merge_units, replay_units
 from kailab.fanout.unit import UnitResult
 from kailab.paths import PROJECT_ROOT
 from kailab.replay import figures as figs

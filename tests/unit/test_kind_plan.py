@@ -23,7 +23,7 @@ from kailab.fleet import FLEET_LABEL, SIMULATED_POOL_LABEL, load_fleet
 from kailab.runtimes.kind import metrics as kind_metrics, runtime as kind_rt
 from kailab.runtimes.base import LabSpec
 from kailab.runtimes.labkit import create_fleet, kwok_config_text
-from kailab.lab import with_addon
+from kailab.labs import with_addon
 from kailab.runtimes.kind.runtime import KindRuntime, build_plan
 from kailab.runtimes.kind.plan import RESERVATION_STAGE
 from kailab.stacks.kai.kind import kai_chart_ref, kai_images, kai_values
@@ -168,7 +168,7 @@ def test_kai_install_command_and_rollouts():
 
 
 def test_without_kai_installs_no_kai():
-    plan = plan_for(with_kai=False)
+    plan = plan_for(stack="none")
     assert "kai-values.yaml" not in plan.files
     assert not any(NEW_CHART in argv for argv in plan.commands)
     assert not any(img.startswith("ghcr.io/kai-scheduler/") for img in plan.preload_images)
@@ -531,11 +531,11 @@ def test_prometheus_release_from_its_module_version():
 def test_a_kind_death_of_kais_deployments_is_named_as_kais():
     from kailab.runtimes.base import LabRecord
 
-    from kailab.lab import get_runtime, with_addon
+    from kailab.labs import Lab, with_addon
 
     addon = with_addon(LabSpec(name="k", kai_version="v0.17.0")).addon
-    rec = LabRecord(name="k", runtime="kind", kai_version="v0.17.0", fleet="tiny", nodes=2, gpus=8,
-                    with_kai=True, kubeconfig="", stack=addon.record())
-    assert {"kai-scheduler-default", "binder", "kai-operator"} <= get_runtime("kind").scheduler_components(rec)
-    assert "prometheus" not in get_runtime("kind").scheduler_components(rec)
-    assert set(versions.KAI_COMPONENTS) <= get_runtime("binary").scheduler_components(rec)
+    rec = LabRecord(name="k", runtime="kind", kai_version="v0.17.0", fleet="tiny", nodes=2, gpus=8, kubeconfig="", stack=addon.record())
+    assert {"kai-scheduler-default", "binder", "kai-operator"} <= Lab(rec).scheduler_components()
+    assert "prometheus" not in Lab(rec).scheduler_components()
+    on_binary = LabRecord(**{**rec.__dict__, "runtime": "binary"})
+    assert set(versions.KAI_COMPONENTS) <= Lab(on_binary).scheduler_components()

@@ -11,7 +11,7 @@ import yaml
 from kailab import versions
 from kailab.fleet import load_fleet
 from kailab.images import image_set
-from kailab.lab import with_addon
+from kailab.labs import with_addon
 from kailab.runtimes.kind import runtime as kind_rt
 from kailab.runtimes.base import LabSpec
 from kailab.runtimes.kind.runtime import build_plan
@@ -29,7 +29,7 @@ def _own_state(tmp_path, monkeypatch):
 
 def _plan(stack: str, local: bool):
     spec = with_addon(LabSpec(name="s", runtime="kind", fleet="tiny", kai_version="v0.17.0",
-                              with_kai=stack == "kueue+kai", stack=stack))
+                              stack=stack))
     return spec, build_plan(spec, load_fleet("tiny"), "v0.17.0", kind_rt.HostFacts(),
                             image_set("v0.17.0") if local else None)
 

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 
 from kailab.cli import cli
 from kailab.fleet import load_fleet
-from kailab.lab import AddsWorkers, with_addon
-from kailab.lab import get_runtime as lab_runtime
-from kailab.runtimes import RUNTIMES, get_runtime
+from kailab.labs import AddsWorkers, with_addon
+from kailab import labs
+from kailab.runtimes import RUNTIMES
 from kailab.runtimes.kind import workers as kind_workers
 from kailab.runtimes.base import LabRecord, LabSpec
 from kailab.runtimes.kind.runtime import build_plan, HostFacts
@@ -29,7 +29,7 @@ def _own_state(tmp_path, monkeypatch):
 def _plan(workers: int, local: bool):
     from kailab.images import image_set
 
-    s = LabSpec(name="w", runtime="kind", fleet="tiny", kai_version="v0.17.0", stack="none", with_kai=False,
+    s = LabSpec(name="w", runtime="kind", fleet="tiny", kai_version="v0.17.0", stack="none",
                 metrics=False, workers=workers)
     return build_plan(with_addon(s), load_fleet("tiny"), "v0.17.0", HostFacts(), image_set("v0.17.0") if local else None)
 
@@ -100,7 +100,7 @@ def test_workers_are_the_lab_s_components_running_while_their_node_is_ready():
 
 
 def test_only_runtimes_that_add_workers_take_workers_and_a_record_from_before_loads():
-    adders = [n for n in RUNTIMES if lab_runtime(n).can(AddsWorkers)]
+    adders = [n for n in RUNTIMES if labs.can(n, AddsWorkers)]
     assert adders == ["kind"]
     for name in RUNTIMES:
         if name in adders:
@@ -112,7 +112,7 @@ def test_only_runtimes_that_add_workers_take_workers_and_a_record_from_before_lo
     res = CliRunner().invoke(cli, ["up", "--runtime", "kind", "--workers", "9", "--name", "x"])
     assert res.exit_code != 0 and "--workers" in res.output
     rec = LabRecord(name="old", runtime="kind", kai_version="none", fleet="tiny", nodes=2, gpus=8,
-                    with_kai=False, kubeconfig="/x")
+                    stack={"name": "none"}, kubeconfig="/x")
     rec.save()
     data = json.loads((rec.dir / "lab.json").read_text())
     data.pop("workers")  # written before workers existed

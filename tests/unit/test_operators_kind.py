@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kailab import operators
-from kailab.lab import WithOperatorsOnKind, _with_operators
+from kailab.labs import WithOperatorsOnKind, _with_operators
 from kailab.operators import kind
 from kailab.runtimes.addon import InstallsFromCharts, RunsAsProcesses
 from kailab.stacks import get_stack

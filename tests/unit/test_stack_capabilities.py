@@ -12,7 +12,7 @@ import pytest
 from kailab.errors import KailabError, LabError
 from kailab.runtimes.addon import (CAPABILITIES, Addon, AdoptsCluster, InstallsFromCharts, NoScheduler,
                                    RunsAsProcesses, capabilities, need)
-from kailab.lab import get_runtime
+from kailab.labs import Lab
 from kailab.runtimes import RUNTIMES
 from kailab.runtimes import get_runtime as bare_runtime
 from kailab.runtimes.base import (RUNTIME_CAPABILITIES, AddsWorkers, ControlsProcesses, InstallsCharts, LabRecord,
@@ -148,13 +148,13 @@ def test_a_stack_configures_its_scheduler_on_the_runtimes_its_configs_pair_with(
 def test_a_process_fault_on_a_runtime_without_processes_is_refused_in_one_line():
     with pytest.raises(Unsupported, match=r"^the existing runtime runs no processes of its own, so it cannot kill "
                                           r"scheduler: use the binary runtime$"):
-        get_runtime("existing").kill(None, "scheduler")
+        Lab(_record("kai", runtime="existing")).kill("scheduler")
     with pytest.raises(Unsupported, match=r"has no scheduler configuration to change \(step `scheduler:`\)$"):
-        get_runtime("binary").configure_scheduler(_record("kueue"), None)
+        Lab(_record("kueue")).configure_scheduler(None)
 
 
-def _record(stack: str) -> LabRecord:
-    return LabRecord(name="x", runtime="binary", kai_version="", fleet="tiny", nodes=1, gpus=1, with_kai=False,
+def _record(stack: str, runtime: str = "binary") -> LabRecord:
+    return LabRecord(name="x", runtime=runtime, kai_version="", fleet="tiny", nodes=1, gpus=1,
                      kubeconfig="", stack={"name": stack})
 
 
@@ -166,5 +166,5 @@ def test_a_process_fault_is_refused_before_the_run_where_the_runtime_runs_no_pro
 
     with pytest.raises(Unsupported, match=rf"^the kind runtime runs no processes of its own, so it cannot run the "
                                           rf"fault `{key}: binder`: use the binary runtime$"):
-        FAULTS[key].preflight(SimpleNamespace(runtime=get_runtime("kind")), "binder")
-    FAULTS[key].preflight(SimpleNamespace(runtime=get_runtime("binary")), "binder")  # no refusal there
+        FAULTS[key].preflight(SimpleNamespace(lab=Lab(_record("kai", runtime="kind"))), "binder")
+    FAULTS[key].preflight(SimpleNamespace(lab=Lab(_record("kai"))), "binder")  # no refusal there

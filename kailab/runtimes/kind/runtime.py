@@ -28,6 +28,7 @@ from ...kube import Kube
 from ...paths import lab_dir
 from .. import clusterinfo, metrics
 from . import metrics as kind_metrics, workers as kind_workers
+from ..addon import addon_of
 from ..base import AddsWorkers, InstallsCharts, LabRecord, LabSpec, MakesLabs, Runtime, docker_answers, status_report
 from ..labkit import lab_lock, refuse_other_lab, user_stage_names
 from ..processes import free_port
@@ -118,9 +119,8 @@ class KindRuntime(Runtime, MakesLabs, InstallsCharts, AddsWorkers):  # workers: 
         (lab / "logs").mkdir(parents=True, exist_ok=True)
         for name, text in plan.files.items():
             (lab / name).write_text(text)
-        rec = LabRecord(name=spec.name, runtime=self.name, kai_version=version if spec.with_kai else "none",
-                        fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total,
-                        with_kai=spec.with_kai, kubeconfig=plan.kubeconfig, termination_grace=spec.termination_grace,
+        rec = LabRecord(name=spec.name, runtime=self.name, kai_version=addon_of(spec).kai_version(version),
+                        fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total, kubeconfig=plan.kubeconfig, termination_grace=spec.termination_grace,
                         workers=spec.workers, stages=user_stage_names(spec),
                         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), stack=charts_of(spec).record())
         rec.save()

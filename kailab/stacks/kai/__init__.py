@@ -40,6 +40,9 @@ class KaiAddon(Addon, RunsAsProcesses, InstallsFromCharts, AdoptsCluster):
     start_title = "KAI serving, probe bound"
     reservation_namespace = install.RESERVATION_NAMESPACE
 
+    def kai_version(self, release: str) -> str:
+        return release
+
     def __init__(self, version: str) -> None:
         self.version = version
         self.recipe = toolchain.kai_recipe(versions.kai_release(version))

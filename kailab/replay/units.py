@@ -10,9 +10,9 @@ from pathlib import Path
 
 from ..errors import KailabError
 from ..fleet import fleet_path
-from ..replay import session
-from .costs import requests_for
-from .unit import Kind, Unit, UnitResult, bring_back, cli_command, dns_label, summary_outcome
+from . import session
+from ..fanout.costs import requests_for
+from ..fanout.unit import Kind, Unit, UnitResult, bring_back, cli_command, dns_label, summary_outcome
 
 FLEET, DESIGN = "fleet.yaml", "design.yaml"  # the unit's files, in /unit
 KIND = Kind("replay", summary_outcome("comparison.json"), own_folder=True)

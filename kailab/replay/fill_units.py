@@ -4,15 +4,14 @@ fill (replay/fill_merge.py), its expectations checked on the whole, as if the fi
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from .. import versions
 from ..fleet import fleet_path, load_fleet
-from ..replay.fill import FillPlan, check_plan, write_outputs
-from ..replay.fill_merge import merge
-from .costs import requests_for
-from .unit import Kind, Unit, UnitResult, cli_command, dns_label, summary_outcome
+from .fill import FillPlan, check_plan, write_outputs
+from .fill_merge import merge
+from ..fanout.costs import requests_for
+from ..fanout.unit import Kind, Unit, UnitResult, cli_command, dns_label, summary_outcome
 
 TRACE, FLEET, DESIGN = "trace", "fleet.yaml", "design.yaml"  # the unit's files, in /unit
 KIND = Kind("fill", summary_outcome("fill.json"), own_folder=True)
