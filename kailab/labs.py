@@ -97,7 +97,8 @@ class Lab:
     """A lab: its record (what `up` made), the runtime it runs on and the stack that schedules it.
 
     What callers hold (`labs.up(spec)`, `labs.open(name)`); its methods take no record, and none of
-    its callers asks which runtime or stack it is: a capability is asked for (`can`, `processes`)."""
+    its callers asks which runtime or stack it is: a capability is asked for (`can`, `processes`).
+    Hold one Lab for a run: what `log_mark` marks (a kind lab's restart counts) its `dead_components` reads."""
 
     def __init__(self, record: LabRecord, runtime: Runtime | None = None, stack: Stack | None = None) -> None:
         self.record = record

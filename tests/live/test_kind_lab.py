@@ -107,8 +107,9 @@ def test_the_exercises_where_the_runtime_differs_pass_on_kind(kind_lab, tmp_path
 def test_a_kai_container_killed_in_the_cluster_is_a_death_with_how_it_ended(kind_lab):
     """The cluster restarts a killed KAI container itself; the runtime still reports it as a death,
     with the kubelet's account of how it ended and its previous instance's last log lines."""
-    labs.open(kind_lab).log_mark()
-    assert labs.open(kind_lab).dead_components(set()) == []
+    lab = labs.open(kind_lab)  # one Lab for the run: what log_mark marks, dead_components reads
+    lab.log_mark()
+    assert lab.dead_components(set()) == []
     node = f"kailab-{kind_lab.name}-control-plane"
     # the binder's process in the node: its image's entry point with the binder's own flag (not this
     # shell, whose own command line holds the flag too: /proc's pids come in string order, and once
@@ -118,7 +119,7 @@ def test_a_kai_container_killed_in_the_cluster_is_a_death_with_how_it_ended(kind
     assert len(pids) == 1, pids
     pid = pids[0]
     _docker("exec", node, "kill", "-9", pid)
-    dead = wait_until("the binder's restart to show", lambda: labs.open(kind_lab).dead_components(set()) or None,
+    dead = wait_until("the binder's restart to show", lambda: lab.dead_components(set()) or None,
                       timeout=60, hint=f"kubectl -n kai-scheduler get pods ({kind_lab.kubeconfig})")
     assert [name for name, _ in dead] == ["binder"]
     assert "exit code 137" in dead[0][1] and "its last log lines:" in dead[0][1], dead[0][1]
@@ -180,15 +181,16 @@ def test_a_component_that_dies_during_a_run_is_named_with_its_last_lines(kind_la
     the run began, and the run's verdict names the component (runner.check_components)."""
     import subprocess
 
-    labs.open(kind_lab).log_mark()  # a run begins
-    assert labs.open(kind_lab).dead_components(set()) == []
+    lab = labs.open(kind_lab)  # one Lab for the run: what log_mark marks, dead_components reads
+    lab.log_mark()  # a run begins
+    assert lab.dead_components(set()) == []
     with kind_docker():
         out = subprocess.run(["docker", "exec", f"kailab-{kind_lab.name}-control-plane",
                               "pkill", "-f", "^/bin/prometheus"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    dead = wait_until("the restart to show", lambda: labs.open(kind_lab).dead_components(set()), timeout=120)
+    dead = wait_until("the restart to show", lambda: lab.dead_components(set()), timeout=120)
     assert [name for name, _ in dead] == ["prometheus"], dead
-    assert labs.open(kind_lab).dead_components({"prometheus"}) == []
+    assert lab.dead_components({"prometheus"}) == []
     with kind_docker():  # the cluster brought it back
         wait_until("prometheus running again",
                    lambda: labs.open(kind_lab).status()["components"]["prometheus"]["state"] == "running",

@@ -96,14 +96,15 @@ def test_a_stack_container_killed_in_the_cluster_is_a_death_named_by_its_deploym
     from kailab.runtimes.waits import wait_until
 
     start, deployment = KILLED[stack_kind_lab.stack["name"]]
-    labs.open(stack_kind_lab).log_mark()
-    assert labs.open(stack_kind_lab).dead_components(set()) == []
+    lab = labs.open(stack_kind_lab)  # one Lab for the run: what log_mark marks, dead_components reads
+    lab.log_mark()
+    assert lab.dead_components(set()) == []
     node = f"kailab-{stack_kind_lab.name}-control-plane"
     script = (f'for p in /proc/[0-9]*; do c=$(tr "\\0" " " < $p/cmdline 2>/dev/null); '
               f'case "$c" in "{start}"*) echo ${{p#/proc/}};; esac; done')
     [pid] = _docker("exec", node, "sh", "-c", script).split()
     _docker("exec", node, "kill", "-9", pid)
-    dead = wait_until(f"{deployment}'s restart to show", lambda: labs.open(stack_kind_lab).dead_components(set()) or None,
+    dead = wait_until(f"{deployment}'s restart to show", lambda: lab.dead_components(set()) or None,
                       timeout=90, hint=f"kubectl get pods -A ({stack_kind_lab.kubeconfig})")
     assert [name for name, _ in dead] == [deployment], dead
     assert "exit code 137" in dead[0][1], dead[0][1]
