@@ -1,6 +1,6 @@
 """A lab is its record, a runtime (where it runs: kailab/runtimes) and a stack (what schedules: kailab/stacks).
 
-    with labs.up(LabSpec(name="x", fleet="tiny")) as lab:   # up, and down on leaving the block
+    with labs.running(LabSpec(name="x", fleet="tiny")) as lab:   # up, and down on leaving the block
         Kube(lab.kubeconfig) ...
     lab = labs.open("x")                                     # a lab that is up, by name
     lab.status(); lab.kill("binder"); lab.configure_scheduler(setting)
@@ -12,7 +12,9 @@ metrics) for that one lab; none of them asks which runtime or stack it is.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from typing import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from .errors import KailabError
@@ -116,13 +118,6 @@ class Lab:
     def __repr__(self) -> str:
         return f"Lab({self.name!r}, runtime={self.runtime.name}, stack={self.stack.name})"
 
-    def __enter__(self) -> "Lab":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        """Down on leaving a `with` block (also on errors and Ctrl-C)."""
-        self.down()
-
     # ------------------------------------------------------------ the runtime's
     def can(self, capability: type) -> bool:
         """Whether its runtime declares `capability` (kailab/runtimes/base.py: MakesLabs, ControlsProcesses, ...)."""
@@ -209,11 +204,23 @@ def refuse_operators(runtime_name: str, operators) -> None:
 
 
 def up(spec: LabSpec) -> Lab:
-    """The lab `spec` asks for, up (a fast no-op when it is already up as asked); down on leaving
-    `with labs.up(spec) as lab:`."""
+    """The lab `spec` asks for, up (a fast no-op when it is already up as asked). A start that fails
+    leaves what it made for `kailab status` and `down` to see: `running` is the lab of a block."""
     rt = runtime(spec.runtime)
     refuse_operators(rt.name, spec.operators)
     return Lab(rt.up(with_addon(spec)), rt)
+
+
+@contextlib.contextmanager
+def running(spec: LabSpec) -> Iterator[Lab]:
+    """A lab for the length of a `with` block: up on entry, down on leaving it — on errors and Ctrl-C
+    too, and when `up` itself fails part-way (what it started goes; its kept logs stay)."""
+    name = runtime(spec.runtime).name
+    try:
+        lab = up(spec)
+        yield lab
+    finally:
+        down(spec.name, name)
 
 
 def plan(spec: LabSpec) -> str:
@@ -261,4 +268,4 @@ def require_kai_lab(name: str, purpose: str, fleet: str | None = None, any_stack
 
 __all__ = ["Lab", "with_addon", "AddsWorkers", "ControlsProcesses", "InstallsCharts", "MakesLabs", "LabRecord",
            "LabSpec", "can", "down", "open", "plan", "refuse_operators", "require_kai_lab", "resolve_runtime",
-           "runtime", "up"]
+           "running", "runtime", "up"]

@@ -30,7 +30,7 @@ def repeatability(runs: int, names: list[str] | None = None, lab_name: str | Non
         if len(fleets) != 1:
             raise KailabError(f"exercises for several fleets ({', '.join(sorted(fleets))}): pass --name")
         spec = LabSpec(name=f"bench-{os.getpid()}-repeat", runtime="binary", fleet=fleets.pop())
-        with labs.up(spec) as lab:
+        with labs.running(spec) as lab:
             rec = lab.record
             records = _repeat_on(rec, runs, paths, echo)
     else:

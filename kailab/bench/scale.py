@@ -36,7 +36,7 @@ def scale(shapes: list[str], count: int | None = None, fleet: str = "large", out
     stem = dt.date.today().isoformat() + "-scale"
     for shape in shapes:  # written after each shape: a long run stopped later keeps what it measured
         spec = LabSpec(name=f"bench-{os.getpid()}-scale", runtime="binary", fleet=fleet)
-        with labs.up(spec) as lab:
+        with labs.running(spec) as lab:
             results["runs"].append(scale_mod.run(lab.record, shape, count or defaults[shape], echo=echo))
         (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
         (out_dir / f"{stem}.md").write_text(scale_mod.markdown(results["runs"], {**m, "date": results["date"]},

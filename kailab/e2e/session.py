@@ -185,7 +185,7 @@ def _lane(plan: Plan, ln: Lane, built: tuple[Path, dict[str, Path]], ldir: Path,
                        operators=ln.operators)
         with_ops = f", operators {','.join(ln.operators)}" if ln.operators else ""
         say(ln.label, f"bringing up {ln.runtime} lab {spec.name} (fleet {plan.fleet}, KAI {ln.kai_version}{with_ops})")
-        with labs.up(spec) as lab:
+        with labs.running(spec) as lab:
             _on_lab(lab, ln, tree, binaries, ldir, say, plan.focus)
     except KailabError as err:
         (ldir / "error.txt").write_text(str(err) + "\n")

@@ -318,7 +318,7 @@ def run_fill(plan: FillPlan, root: Path | None = None, echo=print) -> Path:
                        fleet=plan.fleet, kai_version=plan.kai_version, metrics=plan.metrics)
         try:
             up0 = time.monotonic()
-            with labs.up(spec) as lab:
+            with labs.running(spec) as lab:
                 rec = lab.record
                 write_lab_json(ddir, lab)
                 (ddir / "up.json").write_text(json.dumps({"up_wall_s": round(time.monotonic() - up0, 1),

@@ -192,7 +192,7 @@ def _variant(plan: Plan, v: Variant, out: Path, stamp: str, say, watch=None, can
                    fleet=plan.fleet, kai_version=v.kai_version, stack=v.stack,
                    operators=operators_for(plan.trace))  # the operators of the kinds the trace's rows name
     try:
-        with labs.up(spec) as lab, (watch(v.label, lab.record) if watch else contextlib.nullcontext()):
+        with labs.running(spec) as lab, (watch(v.label, lab.record) if watch else contextlib.nullcontext()):
             rec = lab.record
             write_lab_json(vdir, lab)
             say(v.label, f"lab {rec.name} up ({rec.nodes} nodes, {rec.gpus} GPUs, KAI {rec.kai_version})")

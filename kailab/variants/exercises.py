@@ -28,7 +28,7 @@ def exercises_side_by_side(folder: Path, variants: dict[str, LabSpec], exercises
         vdir = folder / name
         vdir.mkdir()
         try:
-            with labs.up(variants[name]) as lab:
+            with labs.running(variants[name]) as lab:
                 before = prepare(name, lab, vdir) if prepare else None
                 for i in range(1, repeat + 1):
                     for p in exercises:

@@ -255,7 +255,7 @@ def test_a_lab_held_as_the_object_answers_for_itself_and_is_down_when_its_block_
     from kailab.labs import ControlsProcesses, LabSpec
 
     name = f"object-{os.getpid()}"
-    with labs.up(LabSpec(name=name, runtime="binary", fleet="tiny", stack="none", metrics=False)) as lab:
+    with labs.running(LabSpec(name=name, runtime="binary", fleet="tiny", stack="none", metrics=False)) as lab:
         pids = {n: r.pid for n, r in processes.records(lab.record.dir).items()}
         report = lab.status()
         assert report["state"] == "up" and report["stack"]["name"] == "none" and lab.record.kai_version == "none"
