@@ -30,7 +30,7 @@ def run_logged(argv: list[str], log: Path, shown: list[str], what: str = "") -> 
         f.write(out.stdout + out.stderr + f"(exit {out.returncode})\n")
     if out.returncode != 0:
         raise LabError(f"{step}`{short(shown)}` failed (exit {out.returncode}): "
-                       f"{last_line(out.stderr or out.stdout)}; full command and output: {log}")
+                       f"{telling_line(out.stderr or out.stdout)}; full command and output: {log}")
 
 
 def short(argv: list[str], words: int = 6) -> str:
@@ -44,6 +44,19 @@ def short(argv: list[str], words: int = 6) -> str:
         else:
             out.append(arg)
     return shlex.join(out[:words]) + (" ..." if len(out) > words else "")
+
+
+# the line a Go tool states its error on: kind (`ERROR: failed to create cluster: ...`) prints it before
+# a stack trace whose last line (`runtime/asm_amd64.s:1771`) was all a CI failure showed
+ERROR_PREFIXES = ("ERROR:", "Error:", "error:", "panic:", "fatal error:")
+
+
+def telling_line(text: str) -> str:
+    """The output's first line stating an error (see ERROR_PREFIXES), else its last line."""
+    for line in (text or "").splitlines():
+        if line.strip().startswith(ERROR_PREFIXES):
+            return line.strip()[:300]
+    return last_line(text)
 
 
 def last_line(text: str) -> str:

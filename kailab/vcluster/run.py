@@ -29,7 +29,7 @@ from ..fleet import load_fleet
 from ..kube import Kube
 from .. import labs
 from ..labs import Lab, LabSpec
-from ..runtimes.shell import COMMAND_TIMEOUT, last_line, progress, short
+from ..runtimes.shell import COMMAND_TIMEOUT, telling_line, progress, short
 from ..runtimes.waits import wait_until
 from ..stacks import get_stack
 from . import plan as plan_mod
@@ -77,7 +77,7 @@ class Trial:
             f.write((out.stdout if stdout is None else "") + out.stderr + f"(exit {out.returncode})\n")
         if out.returncode != 0:
             raise LabError(f"{what}: `{short(argv)}` failed (exit {out.returncode}): "
-                           f"{last_line(out.stderr or out.stdout)}; full output: {self.log}")
+                           f"{telling_line(out.stderr or out.stdout)}; full output: {self.log}")
         if stdout is not None:
             Path(stdout).write_text(out.stdout)
             Path(stdout).chmod(0o600)

@@ -31,10 +31,10 @@ from . import metrics as kind_metrics, workers as kind_workers
 from ..addon import addon_of
 from ..base import AddsWorkers, InstallsCharts, LabRecord, LabSpec, MakesLabs, Runtime, docker_answers, status_report
 from ..labkit import lab_lock, refuse_other_lab, user_stage_names
-from ..processes import free_port
+from ..processes import free_port, note_start_retry, start_retries
 from ..hostlimits import require_inotify
 from ..restarts import restart_counts, why_it_died
-from ..shell import last_line, progress, run_logged
+from ..shell import progress, telling_line, run_logged
 # the kind runtime's parts, re-exported: what callers and tests name as kind.X
 from .host import (TOOL_ENV, HostFacts, check_kubectl, docker_facts, find_tool, find_tools,  # noqa: F401
                         host_problems)
@@ -128,7 +128,10 @@ class KindRuntime(Runtime, MakesLabs, InstallsCharts, AddsWorkers):  # workers: 
         try:
             for i, (what, argv) in enumerate(zip(plan.descriptions, plan.commands), 1):
                 progress(f"[{i}/{len(plan.commands)}] {what}")
-                run_logged([tools.get(argv[0], argv[0]), *argv[1:]], log, shown=argv, what=what)
+                if i == 1:
+                    create_cluster(rec, [tools.get(argv[0], argv[0]), *argv[1:]], log, shown=argv, what=what)
+                else:
+                    run_logged([tools.get(argv[0], argv[0]), *argv[1:]], log, shown=argv, what=what)
                 if i == 1:
                     self._preload(plan, tools["kind"], log)
                     port = _port(clusterinfo.api_server(plan.kubeconfig))
@@ -258,7 +261,7 @@ class KindRuntime(Runtime, MakesLabs, InstallsCharts, AddsWorkers):  # workers: 
         out = subprocess.run([kind, "delete", "cluster", "--name", cluster], capture_output=True, text=True,
                              timeout=300)
         if out.returncode != 0:
-            raise LabError(f"`kind delete cluster --name {cluster}` failed: {last_line(out.stderr)}")
+            raise LabError(f"`kind delete cluster --name {cluster}` failed: {telling_line(out.stderr)}")
         shutil.rmtree(lab_dir(name), ignore_errors=True)
         stopped = [f"kind cluster {cluster}"]
         # kind leaves its shared `kind` network behind; it goes with the engine's last kind cluster
@@ -273,6 +276,31 @@ class KindRuntime(Runtime, MakesLabs, InstallsCharts, AddsWorkers):  # workers: 
 
 
 # ------------------------------------------------------------------ helpers
+# `kind create cluster` failed once in a CI with the machine at load ~30 on 2 cores, and a whole group
+# of tests with it; a second try is the right answer to a slow kubeadm, and it is never silent: the
+# retry and the first failure's line are in the lab's record (`status`, every run's evidence)
+CREATE_ATTEMPTS = 2
+
+
+def create_cluster(rec: LabRecord, argv: list[str], log: Path, shown: list[str], what: str) -> None:
+    """`kind create cluster`, once more after deleting what a failed first try left."""
+    for attempt in range(1, CREATE_ATTEMPTS + 1):
+        try:
+            run_logged(argv, log, shown=shown, what=what)
+            return
+        except LabError as err:
+            if attempt == CREATE_ATTEMPTS:
+                raise
+            reason = f"{str(err).splitlines()[0]} (attempt {attempt} of {CREATE_ATTEMPTS})"
+            progress(f"{what} failed; deleting what it left and creating it once more: {reason}")
+            run_logged([argv[0], "delete", "cluster", "--name", cluster_name(rec.name)], log,
+                       shown=["kind", "delete", "cluster", "--name", cluster_name(rec.name)],
+                       what="delete the half-made kind cluster")
+            note_start_retry(lab_dir(rec.name), "kind cluster", reason)
+            rec.start_retries = start_retries(lab_dir(rec.name))
+            rec.save()
+
+
 def _components(rec: LabRecord) -> dict[str, list[str]]:
     """The lab's named components: Deployments by namespace."""
     kw, fgo = pins()["kwok"], pins()["fake_gpu_operator"]
