@@ -169,7 +169,19 @@ def _cell(verdicts: list[dict], lab_error: str) -> dict:
     figures = {k: (lo if lo == hi else f"{lo}-{hi}") for k, (lo, hi) in ranges.items()}
     return {"verdict": verdict, "runs": len(kinds), "passed": passed, "verdicts": kinds, "figures": figures,
             "ranges": ranges, "error": next((v.get("error") for v in verdicts if v.get("error")), ""),
+            "failures": [f for v in verdicts if (f := why_failed(v))],
             "evidence": verdicts[0]["_evidence"], "evidence_all": [v["_evidence"] for v in verdicts]}
+
+
+def why_failed(verdict: dict) -> str:
+    """A run that did not pass, in one line: its first failed expectation or its error, and its evidence
+    (a cell's "failed 0/1" alone sent a reader of the matrix to open every run's folder)."""
+    if verdict.get("verdict") == "passed":
+        return ""
+    first = next((e for e in verdict.get("expectations") or [] if not e.get("passed")), None)
+    what = (f"{first['step']}: {first['what']}: expected {first['expected']}, observed {first['observed']}"
+            if first else verdict.get("error") or verdict.get("verdict", "?"))
+    return f"{verdict.get('verdict')}: {what} ({verdict.get('_evidence', '')})"
 
 
 def differences(row: dict[str, dict]) -> list[str]:
@@ -273,6 +285,9 @@ def matrix_markdown(matrix: dict) -> str:
         lines.append(f"\n{n} differs: " + "; ".join(reasons))
     if not matrix["differing"]:
         lines.append("\nNo exercise behaves differently across these versions.")
+    failed = [f"- {n} on {v}: {f}" for n in order for v in vs for f in matrix["exercises"][n][v].get("failures") or []]
+    if failed:
+        lines += ["", "Runs that did not pass:", *failed]
     promises = matrix.get("promises")
     if promises is not None:
         lines += ["", "vCluster promises (promises.json):"]

@@ -60,6 +60,23 @@ def test_matrix_cells_are_read_from_verdict_files(tmp_path):
     assert m["differing"] == []  # one run each proves no difference
 
 
+def test_the_matrix_says_why_each_run_that_did_not_pass_failed(tmp_path):
+    """A cell's "failed 0/1" alone made a CI failure unreadable: each failed run's first failed
+    expectation (or its error) is a line under the table, with its evidence folder."""
+    _plan(tmp_path, 1, ("gang",))
+    _verdict(tmp_path, "v0.16.8", "gang", "passed", {})
+    _verdict(tmp_path, "v0.17.0", "gang", "failed", {})
+    run = tmp_path / "v0.17.0" / "run-1" / "20260101T000000Z-gang" / "verdict.json"
+    v = json.loads(run.read_text())
+    v["expectations"] = [{"step": "inference fills 24 GPUs", "what": "web", "expected": "bound=24",
+                          "observed": "bound=6", "passed": False}]
+    run.write_text(json.dumps(v))
+    md = matrix_markdown(build_matrix(tmp_path))
+    assert ("- gang on v0.17.0: failed: inference fills 24 GPUs: web: expected bound=24, observed bound=6 "
+            "(v0.17.0/run-1/20260101T000000Z-gang)") in md, md
+    assert "gang on v0.16.8" not in md
+
+
 def test_a_flake_is_not_a_version_difference_but_a_repeated_one_is(tmp_path):
     """The trial that put quota first: passed on one version, failed once on the other - a flake."""
     _plan(tmp_path, 3, ("quota", "gang", "reclaim"))
