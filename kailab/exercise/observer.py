@@ -203,17 +203,30 @@ class Observer:
             self.state.cond.notify_all()
 
     # ------------------------------------------------------------------ waiting
-    def wait_for(self, predicate, timeout: float) -> bool:
-        """Wait until predicate(state) is true (re-evaluated on every change) or time runs out."""
-        deadline = time.time() + timeout
+    def wait_for(self, predicate, timeout: float, stretch: float = 1.0, moving: float = 0.0) -> bool:
+        """Wait until predicate(state) is true (re-evaluated on every change) or time runs out.
+
+        With stretch > 1, time runs out at `timeout` only for a lab at rest: while some pod changed
+        (created, bound, running, evicted, ...) less than `moving` seconds ago, the wait goes on, up to
+        timeout x stretch. A lab still binding is slow, not wrong; one that stopped short is not waited for."""
+        start = time.time()
+        deadline, ceiling = start + timeout, start + timeout * max(1.0, stretch)
         with self.state.cond:
             while True:
                 if predicate(self.state):
                     return True
-                left = deadline - time.time()
+                now = time.time()
+                if now >= deadline and now < ceiling and self._pods_changed_within(moving):
+                    deadline = min(ceiling, now + 1.0)
+                left = deadline - now
                 if left <= 0 or self._stop.is_set():
                     return False
                 self.state.cond.wait(timeout=min(left, 1.0))
+
+    def _pods_changed_within(self, seconds: float) -> bool:
+        """Whether a pod of the run changed less than `seconds` ago (the caller holds state.cond)."""
+        last = next((e.t for e in reversed(self.state.timeline) if e.pod), None)
+        return last is not None and self.state.now() - last < seconds
 
     def wait_settled(self, quiet: float, timeout: float) -> bool:
         """Wait until no pod changes placement or phase for `quiet` seconds."""
