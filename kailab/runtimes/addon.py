@@ -236,7 +236,7 @@ def addon_of(spec) -> "Addon":
     """The Addon a LabSpec hands its runtime (an empty one for a lab without a scheduler)."""
     if spec.addon is not None:
         return spec.addon
-    if spec.stack != "none":  # a caller that skipped kailab.labss would silently get a lab without its scheduler
+    if spec.stack != "none":  # a caller that skipped kailab.labs would silently get a lab without its scheduler
         raise LabError(f"lab {spec.name!r}: a scheduler was asked for but none was handed to the runtime; "
                        "bring labs up through kailab.labs (labs.up)")
     return NoScheduler()

@@ -20,6 +20,7 @@ from .. import kwok_stages
 from ..errors import LabBusy, LabError
 from ..kube import Kube
 from ..paths import state_dir
+from .addon import addon_of
 from .base import TERMINATION_GRACE_S, LabRecord, LabSpec
 from .waits import abandon, resume, wait_until
 
@@ -171,12 +172,10 @@ def create_fleet(kube: Kube, fleet: Fleet) -> None:
 
 def refuse_other_lab(rec: LabRecord, spec: LabSpec, runtime: str, fleet: str, kai_version: str) -> None:
     """A second `up` must ask for the lab that is there; otherwise one line naming the difference."""
-    # a runtime used bare (no addon handed in) asks for the lab by its stack's name
-    asked_version = spec.addon.kai_version(kai_version) if spec.addon else (kai_version if rec.kai_version != "none" else "none")
-    wanted = {"runtime": runtime, "fleet": fleet, "kai_version": asked_version,
-              "scheduler": spec.addon.name if spec.addon else spec.stack,
-              "termination grace": spec.termination_grace, "workers": spec.workers,
-              "operators": sorted((spec.addon.record() if spec.addon else {}).get("operators", {}).items()),
+    asked = addon_of(spec)
+    wanted = {"runtime": runtime, "fleet": fleet, "kai_version": asked.kai_version(kai_version),
+              "scheduler": asked.name, "termination grace": spec.termination_grace, "workers": spec.workers,
+              "operators": sorted(asked.record().get("operators", {}).items()),
               "stages": user_stage_names(spec)}
     have = {"runtime": rec.runtime, "fleet": rec.fleet, "kai_version": rec.kai_version,
             "scheduler": (rec.stack or {}).get("name"), "termination grace": rec.termination_grace,

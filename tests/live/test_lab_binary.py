@@ -17,7 +17,7 @@ from kailab.fleet import FLEET_LABEL, load_fleet
 from kailab.kube import Kube
 from kailab.runtimes import processes
 from kailab.runtimes.base import LabSpec
-from kailab.runtimes.binary import BinaryRuntime
+from kailab import labs
 from kailab.runtimes.waits import wait_until
 from kailab import workloads
 
@@ -79,8 +79,8 @@ def test_env_prints_the_kubeconfig_export(infra_lab):
 
 def test_second_up_on_a_healthy_lab_is_a_no_op(infra_lab):
     before = {n: r.pid for n, r in processes.records(infra_lab.dir).items()}
-    rec = BinaryRuntime().up(LabSpec(name=infra_lab.name, runtime="binary", fleet="tiny",
-                                     stack=stack_of(infra_lab).name))
+    rec = labs.up(LabSpec(name=infra_lab.name, runtime="binary", fleet="tiny",
+                          stack=stack_of(infra_lab).name)).record
     assert rec.name == infra_lab.name and rec.state == "up"
     assert {n: r.pid for n, r in processes.records(infra_lab.dir).items()} == before
 
