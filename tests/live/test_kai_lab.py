@@ -215,9 +215,9 @@ def test_a_shards_args_reach_the_binary_labs_scheduler_and_go_with_the_default(k
 
     change = kai.scheduler_change(toolchain.kai_recipe(versions.kai_release(kai_lab.kai_version)), _kai_tree(kai_lab),
                                   {"args": {"qps": "300", "burst": "600"}})
-    kube = Kube(kai_lab.kubeconfig)
+    kube, lab = Kube(kai_lab.kubeconfig), labs.open(kai_lab)
     try:
-        labs.open(kai_lab).configure_scheduler(change)
+        lab.configure_scheduler(change)
         assert {"--qps=300", "--burst=600"} <= set(cmdline()), cmdline()
         ns = "shard-args"
         with _scratch_queue(kube, ns, "sa", quota=-1):
@@ -226,6 +226,6 @@ def test_a_shards_args_reach_the_binary_labs_scheduler_and_go_with_the_default(k
             wait_until("KAI (its scheduler with the shard's args) to bind a pod",
                        lambda: (kube.get("v1", "Pod", "p-0", ns) or {}).get("spec", {}).get("nodeName"), timeout=60)
     finally:
-        labs.open(kai_lab).configure_scheduler(None)
+        lab.configure_scheduler(None)
         kube.close()
     assert not {a for a in cmdline() if a.startswith(("--qps", "--burst"))}, cmdline()

@@ -145,13 +145,14 @@ def _query(url: str, promql: str) -> list[dict]:
 
 
 def test_prometheus_and_kube_state_metrics_are_lab_components_scraping_kai(kind_lab):
+    lab = labs.open(kind_lab)
     with kind_docker():
-        info = labs.open(kind_lab).status()
+        info = lab.status()
     assert {c: info["components"][c]["state"] for c in kind_metrics.DEPLOYMENTS} == \
         {"prometheus": "running", "kube-state-metrics": "running"}, info["components"]
     url = metrics.url(kind_lab.ports)
     assert url.startswith("http://127.0.0.1:") and info["prometheus"] == url
-    assert labs.open(kind_lab).usage_db_url() == kind_metrics.IN_CLUSTER_URL
+    assert lab.usage_db_url() == kind_metrics.IN_CLUSTER_URL
     # every target scraped, KAI's queue-controller (kai_queue_allocated_gpus: the usage KAI reads) among them
     wanted = {"queue-controller", "kai-scheduler-default", "kube-state-metrics"}
 
@@ -193,7 +194,7 @@ def test_a_component_that_dies_during_a_run_is_named_with_its_last_lines(kind_la
     assert lab.dead_components({"prometheus"}) == []
     with kind_docker():  # the cluster brought it back
         wait_until("prometheus running again",
-                   lambda: labs.open(kind_lab).status()["components"]["prometheus"]["state"] == "running",
+                   lambda: lab.status()["components"]["prometheus"]["state"] == "running",
                    timeout=120)
 
 

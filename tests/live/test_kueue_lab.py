@@ -83,11 +83,12 @@ def test_kueue_admits_within_a_clusterqueues_gpu_quota_and_holds_the_rest(kueue_
 
 def test_a_dead_kueue_is_named_and_down_leaves_nothing(kueue_lab):
     pid = processes.records(kueue_lab.dir)["kueue"].pid
-    labs.open(kueue_lab).kill("kueue")
-    dead = dict(labs.open(kueue_lab).dead_components(ignore=set()))
+    lab = labs.open(kueue_lab)
+    lab.kill("kueue")
+    dead = dict(lab.dead_components(ignore=set()))
     assert "kueue" in dead and "kube-scheduler" not in dead
     # the names a death of the stack's is reported under: its processes here (and its kind Deployment's)
-    assert {"kueue", "kube-scheduler"} <= labs.open(kueue_lab).scheduler_components()
+    assert {"kueue", "kube-scheduler"} <= lab.scheduler_components()
     labs.down(kueue_lab.name)
     assert LabRecord.load(kueue_lab.name) is None
     assert subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0

@@ -190,13 +190,14 @@ def test_jobset_lws_and_raycluster_are_grouped_by_kais_plugins_and_placed(lab, k
 
 def test_an_operator_that_dies_is_a_named_dead_component(lab):
     proc = PROCESSES["ray"]
-    labs.open(lab).kill(proc)
+    held = labs.open(lab)
+    held.kill(proc)
     try:
-        dead = dict(labs.open(lab).dead_components(set()))
+        dead = dict(held.dead_components(set()))
         assert proc in dead, dead
     finally:
-        labs.open(lab).restart(proc)
-    assert not labs.open(lab).dead_components(set())
+        held.restart(proc)
+    assert not held.dead_components(set())
 
 
 def test_down_leaves_no_operator_behind(tmp_path):

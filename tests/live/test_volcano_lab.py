@@ -131,11 +131,12 @@ def test_binpack_on_or_off_is_a_design_input_volcano_acts_on(volcano_lab, placem
     each gets a node of its own; the scheduler's log says it loaded the file, and the lab's default
     is put back after."""
     ns = f"volcano-{placement}"
-    setting = labs.open(volcano_lab).scheduler_setting(SchedulerSetting(placement=placement), None, "test")
-    labs.open(volcano_lab).configure_scheduler(setting)
+    lab = labs.open(volcano_lab)
+    setting = lab.scheduler_setting(SchedulerSetting(placement=placement), None, "test")
+    lab.configure_scheduler(setting)
     kube = Kube(volcano_lab.kubeconfig)
     try:
-        assert labs.open(volcano_lab).scheduler_config()["tiers"] == setting.conf["tiers"]
+        assert lab.scheduler_config()["tiers"] == setting.conf["tiers"]
         for obj in [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
                     {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}}]:
             kube.apply(obj)
@@ -145,17 +146,18 @@ def test_binpack_on_or_off_is_a_design_input_volcano_acts_on(volcano_lab, placem
         assert len({p["spec"]["nodeName"] for p in kube.list("v1", "Pod", ns)}) == nodes
     finally:
         _clean(kube, ns)
-        labs.open(volcano_lab).configure_scheduler(None)
-    assert labs.open(volcano_lab).scheduler_config() == install.scheduler_conf()
+        lab.configure_scheduler(None)
+    assert lab.scheduler_config() == install.scheduler_conf()
 
 
 def test_a_dead_volcano_component_is_named_in_the_verdict_and_down_leaves_nothing(volcano_lab, tmp_path):
     pids = {n: processes.records(volcano_lab.dir)[n].pid for n in COMPONENTS}
-    labs.open(volcano_lab).kill("vc-controller-manager")
-    dead = dict(labs.open(volcano_lab).dead_components(ignore=set()))
+    lab = labs.open(volcano_lab)
+    lab.kill("vc-controller-manager")
+    dead = dict(lab.dead_components(ignore=set()))
     assert set(dead) == {"vc-controller-manager"}
     # the names a death of the stack's is reported under: its processes here (and its kind Deployments')
-    assert COMPONENTS <= labs.open(volcano_lab).scheduler_components()
+    assert COMPONENTS <= lab.scheduler_components()
     # an exercise on the lab stops with an error verdict that names it
     exercise = tmp_path / "one-pod.yaml"
     exercise.write_text(yaml.safe_dump({
