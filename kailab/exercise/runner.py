@@ -14,15 +14,14 @@ from .. import operators, evidence, top, workloads
 from ..report import operations
 from ..errors import KailabError, LabError
 from ..evidence import EvidenceDir
-from ..fleet import fleet_difference, load_fleet
+from ..fleet import load_fleet
 from ..kube import FIELD_MANAGER, Kube
 from ..paths import evidence_dir
 from .. import labs
 from ..labs import Lab, LabRecord
-from ..runtimes.clusterinfo import ready_nodes_and_gpus
 from ..runtimes.waits import wait_until
 from ..stacks.base import HasMetricPanels, PlacesByTopology, topology_aware
-from . import explain, faults
+from . import explain, faults, fleet_check
 from .actions import ACTIONS, StepContext
 from .checks import Names, Result
 from .figures import figures, settle_times  # noqa: F401 - settle_times: as the runner's before
@@ -198,21 +197,7 @@ class ExerciseRun:
             raise KailabError(f"{self.source.name}: stacks: the exercise runs on {', '.join(self.ex.stacks)}, and lab "
                               f"{self.lab.name!r} runs {self.stack.name}: bring one up with "
                               f"`kailab up --scheduler {self.ex.stacks[0]}`")
-        # the fleet's identity, not just its size: an exercise's numbers and node names are chosen
-        # for one fleet, and a verdict on another would be about a fleet it never saw
-        fleet, prefix = load_fleet(self.ex.fleet), self.lab.record.fleet_prefix
-        if prefix and self.ex.names_nodes:
-            raise LabError(f"exercise {self.ex.exercise} changes fleet nodes by name, and lab {self.lab.name!r} names "
-                           f"its fleet's nodes {prefix}NAME (a pool on a shared host): run it on a lab of its own")
-        differs = fleet_difference(fleet, self.kube.list("v1", "Node"), prefix)
-        if differs:
-            raise LabError(f"exercise {self.ex.exercise} is sized for fleet {fleet.name} ({fleet.nodes_total} nodes, "
-                           f"{fleet.gpus_total} GPUs) but lab {self.lab.name!r} runs {differs}: run it on a lab "
-                           f"brought up with `kailab up --fleet {self.ex.fleet}`")
-        _, have = ready_nodes_and_gpus(self.kube)
-        if have != fleet.gpus_total:
-            raise LabError(f"exercise {self.ex.exercise} is sized for fleet {fleet.name} ({fleet.gpus_total} GPUs) "
-                           f"but lab {self.lab.name!r} has {have} Ready GPUs: wait for its nodes (`kailab status`)")
+        fleet_check.whole_and_free(self.kube, self.ex, self.lab)
         # what the stack cannot express is refused here, by name, before anything is made
         self.stack.queue_objects(self.queue_decls(), self.names.namespace)
         if self.topology_name:

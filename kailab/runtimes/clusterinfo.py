@@ -36,6 +36,20 @@ def ready_nodes_and_gpus(kube: Kube, label_selector: str | None = None) -> tuple
     return len(ready), gpus + sum(k for name, k in dra_gpus_by_node(kube).items() if name in names)
 
 
+def pods_holding(kube: Kube, nodes: set[str]) -> list[str]:
+    """`namespace/name on node` of each pod bound to one of `nodes` that has not ended (terminating ones
+    too: they hold their devices until gone), but a DaemonSet's (those run on every node, as the lab's)."""
+    out = []
+    for pod in kube.list("v1", "Pod"):
+        node, meta = (pod.get("spec") or {}).get("nodeName"), pod.get("metadata") or {}
+        if node not in nodes or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        if any(o.get("kind") == "DaemonSet" for o in meta.get("ownerReferences") or []):
+            continue
+        out.append(f"{meta.get('namespace')}/{meta.get('name')} on {node}")
+    return sorted(out)
+
+
 def ready_node_count(kube: Kube, label_selector: str | None = None) -> int:
     """How many nodes are Ready (what `up` polls for: no GPU count, no ResourceSlice list)."""
     return len(_ready_nodes(kube, label_selector))

@@ -1,0 +1,45 @@
+"""Before a run makes anything: the lab's fleet is the exercise's fleet, all of it Ready, and free.
+
+An exercise's numbers and node names are chosen for one fleet: a verdict on another fleet, on part of
+it, or on a fleet other pods still hold would be about a fleet it never saw."""
+
+from __future__ import annotations
+
+from ..errors import LabError
+from ..fleet import fleet_difference, load_fleet
+from ..kube import Kube
+from ..runtimes.clusterinfo import pods_holding, ready_nodes_and_gpus
+from ..runtimes.waits import wait_until
+
+
+def whole_and_free(kube: Kube, ex, lab) -> None:
+    """One line naming what differs, what is not Ready, or which pods hold the fleet (`lab`: a labs.Lab)."""
+    fleet, prefix = load_fleet(ex.fleet), lab.record.fleet_prefix
+    if prefix and ex.names_nodes:
+        raise LabError(f"exercise {ex.exercise} changes fleet nodes by name, and lab {lab.name!r} names "
+                       f"its fleet's nodes {prefix}NAME (a pool on a shared host): run it on a lab of its own")
+    differs = fleet_difference(fleet, kube.list("v1", "Node"), prefix)
+    if differs:
+        raise LabError(f"exercise {ex.exercise} is sized for fleet {fleet.name} ({fleet.nodes_total} nodes, "
+                       f"{fleet.gpus_total} GPUs) but lab {lab.name!r} runs {differs}: run it on a lab "
+                       f"brought up with `kailab up --fleet {ex.fleet}`")
+    _, have = ready_nodes_and_gpus(kube)
+    if have != fleet.gpus_total:
+        raise LabError(f"exercise {ex.exercise} is sized for fleet {fleet.name} ({fleet.gpus_total} GPUs) "
+                       f"but lab {lab.name!r} has {have} Ready GPUs: wait for its nodes (`kailab status`)")
+    await_free(kube, ex, lab, {n["metadata"]["name"] for n in fleet.node_manifests(prefix)})
+
+
+def await_free(kube: Kube, ex, lab, nodes: set[str]) -> None:
+    """Pods still on the fleet (a run before this one whose pods are still going, a user's own) are
+    waited for as a run's own clean-up waits for its pods; still there, one line naming them."""
+    def free() -> bool:
+        held = pods_holding(kube, nodes)
+        if held:  # shown on timeout as the last error
+            raise LabError(f"{len(held)} pods: {', '.join(held[:3])}{' ...' if len(held) > 3 else ''}")
+        return True
+    try:
+        wait_until(f"lab {lab.name!r}'s fleet to be free", free, timeout="exercise-clean-up")
+    except LabError as err:
+        raise LabError(f"exercise {ex.exercise} needs lab {lab.name!r}'s whole fleet, and pods still hold its "
+                       f"nodes: {str(err).splitlines()[0]} — delete them, or run it on a lab of its own") from None
