@@ -339,6 +339,11 @@ def _labels_set_by_kailab(node: dict) -> set[str] | None:
     return keys
 
 
+# taints Kubernetes' node lifecycle controller puts on and takes off (not-ready, unreachable, ...): a
+# node's passing state, not the fleet's identity (fleet_check waits for them to go)
+LIFECYCLE_TAINTS = "node.kubernetes.io/"
+
+
 def fleet_difference(fleet: Fleet, nodes: list[dict], prefix: str = "") -> str | None:
     """How the cluster's fleet nodes (Node objects carrying kailab's fleet label) differ from what
     `fleet` declares - names, declared labels, GPUs, taints - or None when they are that fleet.
@@ -369,7 +374,8 @@ def fleet_difference(fleet: Fleet, nodes: list[dict], prefix: str = "") -> str |
         declared = node["status"]["allocatable"].get("nvidia.com/gpu", "0")
         if gpus != declared:
             return f"fleet {', '.join(running)}: node {name} has {gpus} GPUs, not {declared}"
-        taints = sorted((t.get("key"), t.get("value") or "", t.get("effect")) for t in (got.get("spec") or {}).get("taints") or [])
+        taints = sorted((t.get("key"), t.get("value") or "", t.get("effect")) for t in (got.get("spec") or {}).get("taints") or []
+                        if not str(t.get("key")).startswith(LIFECYCLE_TAINTS))
         declared_taints = sorted((t["key"], t["value"], t["effect"]) for t in node["spec"].get("taints", []))
         if taints != declared_taints:
             return f"fleet {', '.join(running)}: node {name} has taints {taints or 'none'}, not {declared_taints or 'none'}"

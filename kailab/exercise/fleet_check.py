@@ -6,7 +6,7 @@ it, or on a fleet other pods still hold would be about a fleet it never saw."""
 from __future__ import annotations
 
 from ..errors import LabError
-from ..fleet import fleet_difference, load_fleet
+from ..fleet import LIFECYCLE_TAINTS, fleet_difference, load_fleet
 from ..kube import Kube
 from ..runtimes.clusterinfo import pods_holding, ready_nodes_and_gpus
 from ..runtimes.waits import wait_until
@@ -23,11 +23,31 @@ def whole_and_free(kube: Kube, ex, lab) -> None:
         raise LabError(f"exercise {ex.exercise} is sized for fleet {fleet.name} ({fleet.nodes_total} nodes, "
                        f"{fleet.gpus_total} GPUs) but lab {lab.name!r} runs {differs}: run it on a lab "
                        f"brought up with `kailab up --fleet {ex.fleet}`")
-    _, have = ready_nodes_and_gpus(kube)
-    if have != fleet.gpus_total:
-        raise LabError(f"exercise {ex.exercise} is sized for fleet {fleet.name} ({fleet.gpus_total} GPUs) "
-                       f"but lab {lab.name!r} has {have} Ready GPUs: wait for its nodes (`kailab status`)")
-    await_free(kube, ex, lab, {n["metadata"]["name"] for n in fleet.node_manifests(prefix)})
+    nodes = {n["metadata"]["name"] for n in fleet.node_manifests(prefix)}
+    await_ready(kube, ex, lab, fleet, nodes)
+    await_free(kube, ex, lab, nodes)
+
+
+def await_ready(kube: Kube, ex, lab, fleet, nodes: set[str]) -> None:
+    """Every GPU Ready, and no fleet node still carrying a lifecycle taint (a node a run before this one
+    took down is Ready again a moment before the node controller takes its not-ready taint off: a CI
+    run met that). Waited for as long as a run's clean-up waits; still so, one line."""
+    def ready() -> bool:
+        _, have = ready_nodes_and_gpus(kube)
+        if have != fleet.gpus_total:
+            raise LabError(f"{have} Ready GPUs of {fleet.gpus_total}")
+        tainted = sorted(f"{n['metadata']['name']} ({t.get('key')})" for n in kube.list("v1", "Node")
+                         if n["metadata"]["name"] in nodes
+                         for t in (n.get("spec") or {}).get("taints") or [] if str(t.get("key")).startswith(LIFECYCLE_TAINTS))
+        if tainted:
+            raise LabError(f"node {', '.join(tainted[:3])}")
+        return True
+    try:
+        wait_until(f"lab {lab.name!r}'s fleet to be Ready", ready, timeout="exercise-clean-up")
+    except LabError as err:
+        raise LabError(f"exercise {ex.exercise} is sized for fleet {fleet.name} ({fleet.gpus_total} GPUs) but lab "
+                       f"{lab.name!r}'s fleet is not all Ready: {str(err).splitlines()[0]}: wait for its nodes "
+                       "(`kailab status`)") from None
 
 
 def await_free(kube: Kube, ex, lab, nodes: set[str]) -> None:

@@ -74,3 +74,33 @@ def test_an_exercise_waits_for_pods_left_on_its_fleet_and_names_one_that_stays(k
     finally:
         _gone(kube)
         kube.close()
+
+
+def test_a_node_still_marked_not_ready_is_waited_for_not_taken_for_another_fleet(kai_lab, tmp_path):
+    """A node back from a fault is Ready a moment before the node controller takes its not-ready taint
+    off; the next run met it as "another fleet" in a CI. Now it waits, then runs on the whole fleet."""
+    kube = Kube(kai_lab.kubeconfig)
+    node = load_fleet("tiny").node_manifests(kai_lab.fleet_prefix or "")[1]["metadata"]["name"]
+    path = tmp_path / "fleet-ready.yaml"
+    path.write_text(yaml.safe_dump({
+        "exercise": "fleet-ready", "title": "fleet ready", "concept": "a run starts on its whole fleet", "fleet": "tiny",
+        "queues": {"root": {"gpu": {"quota": -1, "limit": -1}, "children": {"q": {"gpu": {"quota": 8, "limit": -1}}}}},
+        "steps": [{"name": "one pod", "apply": [{"pods": {"name": "a", "queue": "q", "count": 1}}],
+                   "expect": [{"queue": "q", "bound": 1}]}]}, sort_keys=False))
+    taint = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+    kube.dynamic.patch(kube.resource("v1", "Node"), name=node, body={"spec": {"taints": [taint]}},
+                       content_type="application/merge-patch+json")
+
+    def untaint_later():
+        time.sleep(3)
+        kube.dynamic.patch(kube.resource("v1", "Node"), name=node, body={"spec": {"taints": None}},
+                           content_type="application/merge-patch+json")
+
+    actor = threading.Thread(target=untaint_later)
+    actor.start()
+    try:
+        outcome = ExerciseRun(load_exercise(path), path, kai_lab, tmp_path / "ev").run()
+    finally:
+        actor.join()
+        kube.close()
+    assert outcome.verdict == "passed", outcome.report()
