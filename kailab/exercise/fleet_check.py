@@ -31,7 +31,7 @@ def whole_and_free(kube: Kube, ex, lab) -> None:
 def await_ready(kube: Kube, ex, lab, fleet, nodes: set[str]) -> None:
     """Every GPU Ready, and no fleet node still carrying a lifecycle taint (a node a run before this one
     took down is Ready again a moment before the node controller takes its not-ready taint off: a CI
-    run met that). Waited for as long as a run's clean-up waits; still so, one line."""
+    run met that)."""
     def ready() -> bool:
         _, have = ready_nodes_and_gpus(kube)
         if have != fleet.gpus_total:
@@ -42,24 +42,27 @@ def await_ready(kube: Kube, ex, lab, fleet, nodes: set[str]) -> None:
         if tainted:
             raise LabError(f"node {', '.join(tainted[:3])}")
         return True
-    try:
-        wait_until(f"lab {lab.name!r}'s fleet to be Ready", ready, timeout="exercise-clean-up")
-    except LabError as err:
-        raise LabError(f"exercise {ex.exercise} is sized for fleet {fleet.name} ({fleet.gpus_total} GPUs) but lab "
-                       f"{lab.name!r}'s fleet is not all Ready: {str(err).splitlines()[0]}: wait for its nodes "
-                       "(`kailab status`)") from None
+    _waited(f"lab {lab.name!r}'s fleet to be Ready", ready,
+            f"exercise {ex.exercise} is sized for fleet {fleet.name} ({fleet.gpus_total} GPUs) but lab {lab.name!r}'s "
+            "fleet is not all Ready: {}: wait for its nodes (`kailab status`)")
 
 
 def await_free(kube: Kube, ex, lab, nodes: set[str]) -> None:
-    """Pods still on the fleet (a run before this one whose pods are still going, a user's own) are
-    waited for as a run's own clean-up waits for its pods; still there, one line naming them."""
+    """Pods still on the fleet (a run before this one whose pods are still going, a user's own)."""
     def free() -> bool:
         held = pods_holding(kube, nodes)
-        if held:  # shown on timeout as the last error
+        if held:
             raise LabError(f"{len(held)} pods: {', '.join(held[:3])}{' ...' if len(held) > 3 else ''}")
         return True
+    _waited(f"lab {lab.name!r}'s fleet to be free", free,
+            f"exercise {ex.exercise} needs lab {lab.name!r}'s whole fleet, and pods still hold its nodes: {{}} "
+            "— delete them, or run it on a lab of its own")
+
+
+def _waited(what: str, check, refusal: str) -> None:
+    """Waited for as long as a run's own clean-up waits for its pods; still not so, one line: `refusal`
+    with the wait's own line (what the check last raised) in its {}."""
     try:
-        wait_until(f"lab {lab.name!r}'s fleet to be free", free, timeout="exercise-clean-up")
+        wait_until(what, check, timeout="exercise-clean-up")
     except LabError as err:
-        raise LabError(f"exercise {ex.exercise} needs lab {lab.name!r}'s whole fleet, and pods still hold its "
-                       f"nodes: {str(err).splitlines()[0]} — delete them, or run it on a lab of its own") from None
+        raise LabError(refusal.format(str(err).splitlines()[0])) from None

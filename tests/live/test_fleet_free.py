@@ -22,6 +22,27 @@ pytestmark = [pytest.mark.lab, pytest.mark.kai]
 NS = "leftover"
 
 
+def _one_pod(tmp_path, name: str):
+    """An exercise of one pod on the tiny fleet: it passes on the whole fleet, whatever else it asks."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({
+        "exercise": name, "title": name, "concept": "a run starts on its whole fleet", "fleet": "tiny",
+        "queues": {"root": {"gpu": {"quota": -1, "limit": -1}, "children": {"q": {"gpu": {"quota": 8, "limit": -1}}}}},
+        "steps": [{"name": "one pod", "apply": [{"pods": {"name": "a", "queue": "q", "count": 1}}],
+                   "expect": [{"queue": "q", "bound": 1}]}]}, sort_keys=False))
+    return path
+
+
+def _later(act, seconds: float = 3) -> threading.Thread:
+    """`act` done `seconds` after now, in a thread (joined by the caller once the run is over)."""
+    def run():
+        time.sleep(seconds)
+        act()
+    actor = threading.Thread(target=run)
+    actor.start()
+    return actor
+
+
 def _leftover(kube: Kube, node: str) -> None:
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": NS}})
@@ -41,22 +62,11 @@ def _gone(kube: Kube) -> None:
 def test_an_exercise_waits_for_pods_left_on_its_fleet_and_names_one_that_stays(kai_lab, tmp_path, monkeypatch):
     kube = Kube(kai_lab.kubeconfig)
     node = load_fleet("tiny").node_manifests(kai_lab.fleet_prefix or "")[0]["metadata"]["name"]
-    path = tmp_path / "fleet-free.yaml"
-    path.write_text(yaml.safe_dump({
-        "exercise": "fleet-free", "title": "fleet free", "concept": "a run starts on its whole fleet", "fleet": "tiny",
-        "queues": {"root": {"gpu": {"quota": -1, "limit": -1}, "children": {"q": {"gpu": {"quota": 8, "limit": -1}}}}},
-        "steps": [{"name": "one pod", "apply": [{"pods": {"name": "a", "queue": "q", "count": 1}}],
-                   "expect": [{"queue": "q", "bound": 1}]}]}, sort_keys=False))
+    path = _one_pod(tmp_path, "fleet-free")
     try:
         # a pod that goes 3 s after the run starts: waited for, then the run goes on and passes
         _leftover(kube, node)
-
-        def delete_later():
-            time.sleep(3)
-            kube.delete("v1", "Pod", "held", NS, grace=0)
-
-        actor = threading.Thread(target=delete_later)
-        actor.start()
+        actor = _later(lambda: kube.delete("v1", "Pod", "held", NS, grace=0))
         try:
             outcome = ExerciseRun(load_exercise(path), path, kai_lab, tmp_path / "ev").run()
         finally:
@@ -81,23 +91,12 @@ def test_a_node_still_marked_not_ready_is_waited_for_not_taken_for_another_fleet
     off; the next run met it as "another fleet" in a CI. Now it waits, then runs on the whole fleet."""
     kube = Kube(kai_lab.kubeconfig)
     node = load_fleet("tiny").node_manifests(kai_lab.fleet_prefix or "")[1]["metadata"]["name"]
-    path = tmp_path / "fleet-ready.yaml"
-    path.write_text(yaml.safe_dump({
-        "exercise": "fleet-ready", "title": "fleet ready", "concept": "a run starts on its whole fleet", "fleet": "tiny",
-        "queues": {"root": {"gpu": {"quota": -1, "limit": -1}, "children": {"q": {"gpu": {"quota": 8, "limit": -1}}}}},
-        "steps": [{"name": "one pod", "apply": [{"pods": {"name": "a", "queue": "q", "count": 1}}],
-                   "expect": [{"queue": "q", "bound": 1}]}]}, sort_keys=False))
+    path = _one_pod(tmp_path, "fleet-ready")
     taint = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
     kube.dynamic.patch(kube.resource("v1", "Node"), name=node, body={"spec": {"taints": [taint]}},
                        content_type="application/merge-patch+json")
-
-    def untaint_later():
-        time.sleep(3)
-        kube.dynamic.patch(kube.resource("v1", "Node"), name=node, body={"spec": {"taints": None}},
-                           content_type="application/merge-patch+json")
-
-    actor = threading.Thread(target=untaint_later)
-    actor.start()
+    actor = _later(lambda: kube.dynamic.patch(kube.resource("v1", "Node"), name=node, body={"spec": {"taints": None}},
+                                              content_type="application/merge-patch+json"))
     try:
         outcome = ExerciseRun(load_exercise(path), path, kai_lab, tmp_path / "ev").run()
     finally:
