@@ -353,7 +353,8 @@ class ExerciseRun:
         panels = self.stack.metric_panels(self.lab.record, prometheus, self.observer.state.started, end)
         if not panels:
             return []
-        evicted = self.stack.evictions_by_action(prometheus, self.observer.state.started, end)
+        # this run's pod groups only: a lab may hold other runs beside it
+        evicted = self.stack.evictions_by_action(prometheus, self.observer.state.started, end, (self.names.namespace,))
         panels.append(evicted)
         for action, n in (evicted.get("by_action") or {}).items():
             if n:

@@ -207,7 +207,8 @@ class HasMetricPanels(ABC):
     def metric_panels(self, record: LabRecord, prometheus: str, start: float, end: float) -> list[dict]: ...
 
     @abstractmethod
-    def evictions_by_action(self, prometheus: str, start: float, end: float) -> dict: ...
+    def evictions_by_action(self, prometheus: str, start: float, end: float,
+                            namespaces: tuple[str, ...] = ()) -> dict: ...
 
 
 class PlacesByTopology(ABC):

@@ -148,8 +148,9 @@ class KaiStack(Stack, ConfiguresScheduler, ServesSnapshot, HasMetricPanels, Plac
         tree = toolchain.kai_tree(toolchain.kai_recipe(versions.kai_release(record.kai_version)))
         return metrics.collect(prometheus, tree, start, end)
 
-    def evictions_by_action(self, prometheus: str, start: float, end: float) -> dict:
-        return metrics.evictions_by_action(prometheus, start, end)
+    def evictions_by_action(self, prometheus: str, start: float, end: float,
+                            namespaces: tuple[str, ...] = ()) -> dict:
+        return metrics.evictions_by_action(prometheus, start, end, namespaces)
 
     def preflight(self, kube, record: LabRecord) -> None:
         if kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "queues.scheduling.run.ai") is None:

@@ -92,21 +92,46 @@ def _query_range(prometheus: str, promql: str, start: float, end: float) -> list
 EVICTED = "kai_pod_group_evicted_pods_total"  # KAI's docs/metrics/METRICS.md: per pod group, by action
 
 
-def evictions_by_action(prometheus: str, start: float, end: float) -> dict:
-    """{promql, by_action: {action: pods}} evicted in [start, end], by KAI's own counter (no dashboard
-    charts it: the query is kailab's). A counter first seen during the run counts from zero."""
-    now = f"sum by (action) ({EVICTED} @ {end:.3f})"
-    before = f"sum by (action) ({EVICTED} @ {start:.3f})"
-    promql = f"{now} - ({before} or {now} * 0)"
+def evictions_by_action(prometheus: str, start: float, end: float, namespaces: tuple[str, ...] = ()) -> dict:
+    """{promql, by_action: {action: pods}} evicted in [start, end] (of `namespaces`' pod groups when
+    given), by KAI's own counter (no dashboard charts it: the query is kailab's). Counted from the raw
+    samples, as `increase` counts but without extrapolating: a counter first seen during the run counts
+    from zero, and one that drops (the scheduler restarted: a reconfiguration, a process fault) counts
+    on from zero — a difference of two instants went negative there ("reclaim -22")."""
+    match = f'namespace=~"{"|".join(namespaces)}"' if namespaces else ""  # DNS labels: nothing to escape
+    window = int(end - start) + LOOKBACK_S
+    promql = f"{EVICTED}{{{match}}}[{window}s] @ {end:.3f}"
     out: dict = {"title": "Pods evicted, by action", "source": "kailab (KAI's docs/metrics/METRICS.md)",
                  "promql": promql}
     try:
         args = urllib.parse.urlencode({"query": promql, "time": f"{end:.3f}"})
         with urllib.request.urlopen(f"{prometheus}/api/v1/query?{args}", timeout=10) as resp:  # noqa: S310
             result = json.load(resp)["data"]["result"]
-        out["by_action"] = {r["metric"].get("action", "?"): round(float(r["value"][1])) for r in result}
+        by_action: dict[str, int] = {}
+        for series in result:
+            action = series["metric"].get("action", "?")
+            samples = [(float(t), float(v)) for t, v in series.get("values") or []]
+            by_action[action] = by_action.get(action, 0) + counted(samples, start)
+        out["by_action"] = by_action
         if not result:
             out["missing"] = f"Prometheus has no {EVICTED} series (nothing evicted on this lab yet, or not exported)"
     except (OSError, ValueError, KeyError) as err:
         out["missing"] = f"query failed: {err}"
     return out
+
+
+LOOKBACK_S = 60  # samples before the run's start, for each counter's value when it began
+
+
+def counted(samples: list[tuple[float, float]], start: float) -> int:
+    """What a counter's raw samples (time, value) add after `start`: from its last value at or before
+    `start` (0 when it was first seen later), every rise, and after a drop (a reset) the new value."""
+    before = [v for t, v in samples if t <= start]
+    last = before[-1] if before else 0.0
+    total = 0.0
+    for t, v in samples:
+        if t <= start:
+            continue
+        total += v - last if v >= last else v
+        last = v
+    return round(total)
