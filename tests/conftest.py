@@ -17,6 +17,7 @@ run, nothing asserts them, and a test missing here just keeps its place after th
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -129,13 +130,38 @@ def pytest_runtest_logreport(report):
         cpu = dict(report.user_properties).get(cpu_accounting.KEY)
         if cpu is not None:
             _CPU[report.nodeid] = cpu
+    node = getattr(report, "node", None)  # pytest-xdist's worker, on the controller's copy of a report
+    if node is not None and "/live/" in f"/{report.nodeid}":
+        worker = node.gateway.id
+        # as LONGEST names it: the group, or a test of none without its parameters
+        group = report.nodeid.rsplit("@", 1)[1] if "@" in report.nodeid else (
+            report.nodeid.rsplit("/", 1)[-1].split("[", 1)[0])
+        _GROUPS[group] = _GROUPS.get(group, 0.0) + report.duration
+        _WORKERS.setdefault(worker, {"groups": set()})["groups"].add(group)
+        _WORKERS[worker]["done"] = time.monotonic()
 
 
 _CPU: dict[str, float] = {}  # this process's: the controller's holds every worker's tests
+# each xdist group's wall time (its tests' set-up, call and tear-down) and when each worker's last test
+# ended: what LONGEST's estimates are for, and how long a worker idled at the end of the phase
+_GROUPS: dict[str, float] = {}
+_WORKERS: dict[str, dict] = {}
+_STARTED = time.monotonic()
 
 
 def pytest_terminal_summary(terminalreporter):
-    if not _CPU or hasattr(terminalreporter.config, "workerinput"):
+    if hasattr(terminalreporter.config, "workerinput"):
+        return
+    if _WORKERS:
+        terminalreporter.write_sep("=", "wall seconds by xdist group, and when each worker ended")
+        for group, wall in sorted(_GROUPS.items(), key=lambda kv: -kv[1])[:20]:
+            terminalreporter.write_line(f"{wall:8.0f} s  {group}")
+        terminalreporter.write_line(f"{sum(_GROUPS.values()):8.0f} s  in all, {len(_GROUPS)} groups and tests of none")
+        for worker, w in sorted(_WORKERS.items()):
+            groups = ", ".join(sorted(g for g in w["groups"] if "::" not in g))
+            terminalreporter.write_line(f"{worker}: its last test ended {w['done'] - _STARTED:.0f} s into the run"
+                                        f" (groups: {groups or 'none'})")
+    if not _CPU:
         return
     terminalreporter.write_sep("=", "CPU-seconds by test (this process tree's)")
     for line in cpu_accounting.summary_lines(_CPU):
