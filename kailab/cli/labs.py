@@ -185,7 +185,21 @@ def status(as_json, every, name) -> None:
             out.print(f"a deleted pod ends within {info['termination_grace_s']:g} s (its grace period, at most the lab's termination grace)")
         if info.get("prometheus"):
             out.print(f"Prometheus {info['prometheus']}")
+    if info["state"] != "up":  # exit 1, and one line saying why (the JSON or the table says it in full)
+        why = why_not_up(info)
+        click.echo(f"kailab: lab {name!r} is {info['state']}{': ' + why if why else ''}", err=True)
     sys.exit(0 if info["state"] == "up" else 1)
+
+
+def why_not_up(info: dict) -> str:
+    """What `status` found wrong: components not running, targets Prometheus cannot scrape; a lab broken
+    with neither has an API server that does not answer. "" for a lab still starting or failed at `up`."""
+    why = [f"{n} {c['state']}" for n, c in info["components"].items() if c["state"] != "running"]
+    why += [f"Prometheus cannot scrape {'; '.join(c['scrape_failures'])}"
+            for c in info["components"].values() if c.get("scrape_failures")]
+    if not why and info["state"] == "broken":
+        why = ["its API server does not answer"]
+    return "; ".join(why)
 
 
 @cli.command()

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.lab
 def kailab(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     out = kailab_cli(*args, timeout=None)
     if check and out.returncode != 0:
-        raise AssertionError(f"kailab {' '.join(args)} failed ({out.returncode}): {out.stderr}")
+        raise AssertionError(f"kailab {' '.join(args)} failed ({out.returncode}): {out.stderr}{out.stdout[-1500:]}")
     return out
 
 
