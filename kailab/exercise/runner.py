@@ -354,7 +354,7 @@ class ExerciseRun:
         if not panels:
             return []
         # this run's pod groups only: a lab may hold other runs beside it
-        evicted = self.stack.evictions_by_action(prometheus, self.observer.state.started, end, (self.names.namespace,))
+        evicted = self.stack.evictions_by_action(prometheus, self.observer.state.started, end, self.names.namespace)
         panels.append(evicted)
         for action, n in (evicted.get("by_action") or {}).items():
             if n:

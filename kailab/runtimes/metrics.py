@@ -13,8 +13,8 @@ from pathlib import Path
 
 import yaml
 import json
-import urllib.request
 import time
+import urllib.request
 from datetime import datetime
 from ..errors import LabError
 from .waits import wait_until
@@ -89,16 +89,11 @@ def targets_down(ports: dict[str, int]) -> list[str]:
     """Scrape targets whose last scrape failed and whose next one failed too (job: error), [] when none
     did: on a loaded machine one scrape of a healthy target times out now and then, and `status` called
     such a lab broken until the next scrape (a make test run on three workers met it)."""
-    down = _down(ports)
-    if down:
-        wait_for_scrape(ports, after=time.time(), timeout=3 * SCRAPE_INTERVAL_S, jobs=set(down))
-        down = _down(ports)
-    return [f"{job}: {error}" for job, error in down.items()]
-
-
-def _down(ports: dict[str, int]) -> dict[str, str]:
-    return {t["labels"].get("job"): t.get("lastError") or t["health"]
-            for t in _active_targets(ports) if t["health"] == "down"}  # 'unknown': not scraped yet
+    down = {t["labels"].get("job") for t in _active_targets(ports) if t["health"] == "down"}  # 'unknown': not scraped yet
+    if not down:
+        return []
+    scrapes = wait_for_scrape(ports, after=time.time(), timeout=3 * SCRAPE_INTERVAL_S, jobs=down)
+    return [f"{job}: {said}" for job, (_, said) in sorted(scrapes.items()) if job in down and said != "up"]
 
 
 def last_scrapes(ports: dict[str, int]) -> dict[str, tuple[float, str]]:

@@ -208,7 +208,7 @@ class HasMetricPanels(ABC):
 
     @abstractmethod
     def evictions_by_action(self, prometheus: str, start: float, end: float,
-                            namespaces: tuple[str, ...] = ()) -> dict: ...
+                            namespace: str | None = None) -> dict: ...
 
 
 class PlacesByTopology(ABC):

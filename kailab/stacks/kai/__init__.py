@@ -149,8 +149,8 @@ class KaiStack(Stack, ConfiguresScheduler, ServesSnapshot, HasMetricPanels, Plac
         return metrics.collect(prometheus, tree, start, end)
 
     def evictions_by_action(self, prometheus: str, start: float, end: float,
-                            namespaces: tuple[str, ...] = ()) -> dict:
-        return metrics.evictions_by_action(prometheus, start, end, namespaces)
+                            namespace: str | None = None) -> dict:
+        return metrics.evictions_by_action(prometheus, start, end, namespace)
 
     def preflight(self, kube, record: LabRecord) -> None:
         if kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "queues.scheduling.run.ai") is None:

@@ -90,15 +90,16 @@ def _query_range(prometheus: str, promql: str, start: float, end: float) -> list
 
 
 EVICTED = "kai_pod_group_evicted_pods_total"  # KAI's docs/metrics/METRICS.md: per pod group, by action
+LOOKBACK_S = 60  # samples before the run's start, for each counter's value when it began
 
 
-def evictions_by_action(prometheus: str, start: float, end: float, namespaces: tuple[str, ...] = ()) -> dict:
-    """{promql, by_action: {action: pods}} evicted in [start, end] (of `namespaces`' pod groups when
+def evictions_by_action(prometheus: str, start: float, end: float, namespace: str | None = None) -> dict:
+    """{promql, by_action: {action: pods}} evicted in [start, end] (of `namespace`'s pod groups when
     given), by KAI's own counter (no dashboard charts it: the query is kailab's). Counted from the raw
     samples, as `increase` counts but without extrapolating: a counter first seen during the run counts
     from zero, and one that drops (the scheduler restarted: a reconfiguration, a process fault) counts
     on from zero — a difference of two instants went negative there ("reclaim -22")."""
-    match = f'namespace=~"{"|".join(namespaces)}"' if namespaces else ""  # DNS labels: nothing to escape
+    match = f'namespace="{namespace}"' if namespace else ""
     window = int(end - start) + LOOKBACK_S
     promql = f"{EVICTED}{{{match}}}[{window}s] @ {end:.3f}"
     out: dict = {"title": "Pods evicted, by action", "source": "kailab (KAI's docs/metrics/METRICS.md)",
@@ -118,9 +119,6 @@ def evictions_by_action(prometheus: str, start: float, end: float, namespaces: t
     except (OSError, ValueError, KeyError) as err:
         out["missing"] = f"query failed: {err}"
     return out
-
-
-LOOKBACK_S = 60  # samples before the run's start, for each counter's value when it began
 
 
 def counted(samples: list[tuple[float, float]], start: float) -> int:
