@@ -6,7 +6,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import time
 import warnings
+from pathlib import Path
+
+import pytest
 
 from .. import operators as ops
 from ..errors import KailabError, LabBusy
@@ -48,6 +52,28 @@ def kind_unavailable_reason() -> str | None:
             return None
     return (f"no Docker engine answers ({KIND_DOCKER_ENV}, DOCKER_HOST or /var/run/docker.sock); "
             "start one (kailab/data/docker-host.sh start) and build the images (kailab tools images)")
+
+
+# A cold CI builds the kind images in the background while the other tests run (.ci/run): this names
+# the file that says "running", then "done" or "failed …"
+PENDING_ENV = "KAILAB_KIND_IMAGES_PENDING"
+
+
+def wait_for_kind_images(status: str, timeout: float = 90 * 60, every: float = 5.0) -> None:
+    """Return once the file `status` says the kind images are ready; fail the test when it says
+    their build failed, or when it still says "running" after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = Path(status).read_text().strip() if Path(status).is_file() else "(no such file)"
+        if text == "done":
+            return
+        if text != "running":
+            pytest.fail(f"the kind images built in the background ({PENDING_ENV}={status}) are not ready: {text}",
+                        pytrace=False)
+        if time.monotonic() > deadline:
+            pytest.fail(f"the kind images built in the background ({PENDING_ENV}={status}) were still "
+                        f"building after {timeout:g} s", pytrace=False)
+        time.sleep(every)
 
 
 def owner_pid(lab_name: str) -> int | None:

@@ -30,7 +30,7 @@ from ..replay import alibaba
 from .deal import deal, last_durations
 from .items import ExerciseFile, ExerciseItem, FillFile, FillItem, OwnLabsItem, ReplayFile, outcome_of
 from . import on_cluster
-from .labs import kind_unavailable_reason, lab_pool
+from .labs import PENDING_ENV, kind_unavailable_reason, lab_pool, wait_for_kind_images
 
 
 def pytest_addoption(parser):
@@ -66,6 +66,7 @@ def pytest_collection_modifyitems(session, config, items):
     # the longest first, so labs side by side (-n) finish together: a replay or a fill runs minutes on
     # labs of its own; exercises alone are dealt by their last run's time (kailab.testing.deal)
     items.sort(key=lambda item: not isinstance(item, OwnLabsItem))
+    _kind_after_images_still_building(items)
     if items and all(isinstance(i, ExerciseItem) for i in items):
         items[:] = _dealt(config, items)
     needs_kai = [i for i in items if i.get_closest_marker("kai")]
@@ -126,13 +127,32 @@ def _deselect_kind_without_docker(config, items) -> None:
     if reason is None:
         return
     if os.environ.get("KAILAB_REQUIRE_KIND") == "1":
-        for item in needs:
-            item.add_marker(pytest.mark.usefixtures("_kailab_kind_required"))
-        config._kailab_kind_error = reason
+        config._kailab_kind_error = reason  # each of them fails with it (pytest_runtest_setup)
         return
     config.hook.pytest_deselected(items=needs)
     items[:] = [i for i in items if not i.get_closest_marker("kind")]
     config._kailab_no_kind = (len(needs), reason)
+
+
+def _kind_after_images_still_building(items) -> None:
+    """A cold CI builds the kind images in the background while the other tests run (.ci/run):
+    KAILAB_KIND_IMAGES_PENDING names the file that says when they are ready. Tests marked `kind`
+    wait for it, and come last, so the images have the longest to get ready."""
+    if os.environ.get(PENDING_ENV):
+        items.sort(key=lambda item: item.get_closest_marker("kind") is not None)  # stable
+
+
+def pytest_runtest_setup(item):
+    """A test marked `kind` fails at once, in one line, when KAILAB_REQUIRE_KIND=1 and no engine
+    answers; it waits for the kind images while a cold CI builds them in the background. (A
+    `usefixtures` mark added after collection is never used: pytest has resolved the fixtures by then.)"""
+    if item.get_closest_marker("kind") is None:
+        return
+    error = getattr(item.config, "_kailab_kind_error", None)
+    if error:
+        pytest.fail(f"KAILAB_REQUIRE_KIND=1 but {error}", pytrace=False)
+    if os.environ.get(PENDING_ENV):
+        wait_for_kind_images(os.environ[PENDING_ENV])
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -147,11 +167,6 @@ def pytest_xdist_auto_num_workers(config):
     if rec is not None and rec.runtime != "binary":
         return 1
     return auto_workers()
-
-
-@pytest.fixture
-def _kailab_kind_required(request):
-    pytest.fail(f"KAILAB_REQUIRE_KIND=1 but {request.config._kailab_kind_error}", pytrace=False)
 
 
 def _refuse_side_by_side_on_a_cluster_it_cannot_make(config) -> None:
