@@ -63,10 +63,13 @@ class Kubeflow(Operator):
         # whose state is under /tmp (KAILAB_STATE=/tmp/...) is bound back into it from the working folder
         # (what the new /tmp covers stays reachable through it), or its kubeconfig and keys would be hidden
         lab = shlex.quote(str(host.lab))
-        keep = (f"mkdir -p {lab} && mount --no-canonicalize --bind . {lab} && " if Path("/tmp") in host.lab.resolve().parents else "")
-        mount = (f"cd {lab} && mount -t tmpfs tmpfs /tmp && {keep}mkdir -p {CERT_DIR} && "
+        keep = (f"mkdir -p {lab} && mount --no-canonicalize --bind . {lab} && " if _under_tmp(host.lab) else "")
+        # and a binary under /tmp (kailab's cache there: KAILAB_CACHE=/tmp/..., a CI whose HOME is a temporary
+        # folder) runs from a descriptor opened before the new /tmp hides it
+        binary, run = ('exec 3< "$1" && shift && ', "/proc/self/fd/3 ") if _under_tmp(host.bins[p]) else ("", "")
+        mount = (f"{binary}cd {lab} && mount -t tmpfs tmpfs /tmp && {keep}mkdir -p {CERT_DIR} && "
                  f"cp {shlex.quote(str(certs / 'tls.crt'))} {shlex.quote(str(certs / 'tls.key'))} {CERT_DIR}/"
-                 ' && cd / && exec "$@"')
+                 f' && cd / && exec {run}"$@"')
         shim = [sys.executable, "-m", "kailab.runtimes.netns", f"--connect={ports['kube-apiserver']}",
                 f"--expose={metrics}={metrics}", f"--expose={probe}={probe}", f"--expose={hook}={hook}", "--"]
         return shim + ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, p,
@@ -122,3 +125,8 @@ def _write_certs(folder: Path, dns_name: str) -> None:
 
 def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+
+def _under_tmp(path: Path) -> bool:
+    """Whether the process's own /tmp would hide `path`: it, or what it links to, is under /tmp."""
+    return any(Path("/tmp") in q.parents for q in (Path(path).absolute(), Path(path).resolve()))

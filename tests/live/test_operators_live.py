@@ -17,6 +17,7 @@ from kailab.exercise.state import GANG_COMMIT_GRACE
 from kailab.kube import Kube
 from kailab import labs
 from kailab.labs import LabSpec
+from kailab.paths import cache_dir
 from kailab.runtimes import processes
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("operator_labs")]
@@ -240,10 +241,17 @@ def test_a_lab_plays_the_users_own_kwok_stages_beside_kailabs():
         labs.down(name)
 
 
-def test_the_training_operator_starts_when_the_labs_state_is_under_tmp(tmp_path):
+def test_the_training_operator_starts_when_the_labs_state_and_kailabs_cache_are_under_tmp(tmp_path):
     """Its private /tmp (a tmpfs of its own for the certificate's fixed path) must not hide a lab whose
-    state is under /tmp (KAILAB_STATE=/tmp/...: its kubeconfig and keys), as CI's isolated runs have it."""
-    env = {"KAILAB_STATE": str(tmp_path / "state")}
+    state is under /tmp (KAILAB_STATE=/tmp/...: its kubeconfig and keys), as CI's isolated runs have it,
+    nor its binary when kailab's cache is there (a cold CI's HOME is a temporary folder: every test with
+    the operator failed at start, "training-operator: not found"). The cache here: links to this one's."""
+    assert str(tmp_path.absolute()).startswith("/tmp/"), tmp_path  # else this tests nothing
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for entry in cache_dir().iterdir():
+        (cache / entry.name).symlink_to(entry)
+    env = {"KAILAB_STATE": str(tmp_path / "state"), "KAILAB_CACHE": str(cache)}
     name = f"tmp-state-{os.getpid()}"
     try:
         up = kailab_cli("up", "--name", name, "--fleet", "tiny", "--operators", "kubeflow", "--without-metrics",
