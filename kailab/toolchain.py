@@ -314,6 +314,11 @@ def wrapper_gomod(recipe: Recipe, upstream: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# How every Go binary kailab makes is compiled: no paths of this machine in it, and no DWARF — the
+# linker's -s -w drops it anyway, and not writing it cut a cold build's CPU by 13 % (kwok: 187 → 162 CPU-s)
+COMPILE_FLAGS = ("-trimpath", "-gcflags=all=-dwarf=false")
+
+
 def _version_ldflags(recipe: Recipe, commit: str) -> str:
     """Stamp the version KAI's own Makefile stamps, so `scheduler --version` tells the truth."""
     if recipe.repository != "kai":
@@ -335,7 +340,7 @@ def _build_wrapped(recipe: Recipe, work: Path, out: Path, log, on_phase) -> None
     _run_go(resolve, work, log, lambda l: on_phase(l[:70]) if l.startswith("go: downloading") else None)
     for name, pkg in recipe.binaries.items():
         on_phase(f"compiling {name}")
-        _run_go(["build", "-trimpath", *_tags(recipe), f"-ldflags={_version_ldflags(recipe, 'module-proxy')}",
+        _run_go(["build", *COMPILE_FLAGS, *_tags(recipe), f"-ldflags={_version_ldflags(recipe, 'module-proxy')}",
                  "-o", str(out / name), pkg], work, log, recipe=recipe)
 
 
@@ -350,7 +355,7 @@ def _build_in_module(recipe: Recipe, tree: Path, commit: str, out: Path, log, on
     pkgs = ["./" + pkg.removeprefix(recipe.module).lstrip("/") for pkg in recipe.binaries.values()]
     on_phase("compiling " + ", ".join(recipe.binaries) + " (downloads what go.sum names first)")
     # one `go build` for all of them: they share most packages, compiled once
-    _run_go(["build", "-trimpath", *_tags(recipe), f"-ldflags={_version_ldflags(recipe, commit)}",
+    _run_go(["build", *COMPILE_FLAGS, *_tags(recipe), f"-ldflags={_version_ldflags(recipe, commit)}",
              "-o", str(out) + "/", *pkgs], tree, log, readonly=True, recipe=recipe)
     for name, pkg in recipe.binaries.items():  # `go build -o dir/` names each after its package
         built = out / pkg.rstrip("/").rsplit("/", 1)[-1]
