@@ -248,6 +248,8 @@ def test_a_fill_fanned_out_is_one_job_per_design_merged_here_into_one_fill(host,
 
 
 
+@pytest.mark.full  # `make test-full`: in `make test` the fill's fan-out covers units made from a plan and merged
+# here, `test_twin_live.py` twins side by side locally, and the unit tier the twins' merge (test_fanout_twin.py)
 def test_twins_fanned_out_are_one_job_per_twin_brought_together_into_one_comparison(host, tmp_path):
     """`kailab twin … --designs … --on`: borrow's own scheduler snapshot (taken by KAI in a unit's lab and
     brought back with its evidence; secrets planted in it) twinned as it was and with prod's limit raised,
@@ -324,7 +326,7 @@ def test_a_two_version_trial_fanned_out_is_one_job_per_version_brought_together_
     _nothing_left(host)
 
 
-@pytest.mark.full  # `make test-full`: the trial's and the twin's fan-outs cover the same path in `make test`
+@pytest.mark.full  # `make test-full`: the fill's fan-out covers the same path in `make test`
 def test_a_comparison_of_kais_placements_fanned_out_is_one_job_per_column_brought_together_here(host, tmp_path):
     """`kailab compare --stacks kai,kai:spread --on`: each column a Job, a part of the comparison in its pod
     (KAI with its scheduler's placement as the design input); one matrix here, read from the runs' verdicts."""
