@@ -25,7 +25,7 @@ from ..images import docker
 from ..kube import Kube
 from ..paths import state_dir
 from ..runtimes.base import LabRecord
-from ..runtimes.kind.host import find_tool
+from ..runtimes.kind.host import engine_env, find_tool
 from .unit import CPU, DONE, MEMORY, RUN_LABEL, UNIT_TIMEOUT_S, Unit, UnitResult, objects
 
 POLL_S = 2.0
@@ -260,13 +260,15 @@ def load_image_into_kind(kubeconfig: str, image: str, say) -> bool:
     for lab_json in state_dir().glob("*/lab.json"):
         rec = LabRecord.load(lab_json.parent.name)
         if rec and rec.runtime == "kind" and os.path.realpath(rec.kubeconfig) == target:
-            if not docker.has(image):
+            # kind loads from the engine the lab runs in (its record's), whatever DOCKER_HOST says here
+            if not docker.has(image, env=engine_env(rec.docker_host)):
                 version = image.rsplit(":kai-", 1)[-1]
-                raise KailabError(f"{image} is not in the local Docker: build it with "
+                raise KailabError(f"{image} is not in the Docker engine of kind lab {rec.name!r}"
+                                  f"{f' ({rec.docker_host})' if rec.docker_host else ''}: build it there with "
                                   f"`kailab tools lab-image --kai-version {version}`")
             say(f"loading {image} into kind lab {rec.name!r}")
             out = subprocess.run([find_tool("kind"), "load", "docker-image", image, "--name", f"kailab-{rec.name}"],
-                                 capture_output=True, text=True, timeout=900)
+                                 capture_output=True, text=True, timeout=900, env=engine_env(rec.docker_host))
             if out.returncode != 0:
                 raise LabError(f"kind load docker-image {image} failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
             return True

@@ -34,18 +34,18 @@ def answers() -> bool:
                           timeout=30).returncode == 0
 
 
-def inputs_of(ref: str) -> str | None:
-    """The inputs label of a local image, or None when Docker has no such image."""
+def inputs_of(ref: str, env: dict | None = None) -> str | None:
+    """The inputs label of a local image, or None when Docker has no such image (`env`: another engine's)."""
     out = subprocess.run([client(), "image", "inspect", "--format", "{{json .Config.Labels}}", ref],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60, env=env)
     if out.returncode != 0:
         return None
     labels = json.loads(out.stdout.strip() or "null") or {}
     return labels.get(INPUTS_LABEL, "")
 
 
-def has(ref: str) -> bool:
-    return inputs_of(ref) is not None
+def has(ref: str, env: dict | None = None) -> bool:
+    return inputs_of(ref, env) is not None
 
 
 def import_tar(tar_path: str, ref: str, changes: list[str]) -> None:

@@ -82,6 +82,9 @@ class LabRecord:
     termination_grace: float | None = None
     workers: int = 0  # real worker nodes beside the lab's own (LabSpec.workers)
     stages: list[str] = field(default_factory=list)  # the user's own KWOK Stages the fleet plays, by name
+    # the Docker engine a kind lab's nodes run in (DOCKER_HOST at its `up`): a private engine's socket is
+    # set in the shell that started it, not in the next one, where `down` must still find the lab
+    docker_host: str = ""
 
     @property
     def dir(self) -> Path:

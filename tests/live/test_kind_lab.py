@@ -12,6 +12,7 @@ cluster for both instead of two (~300 s of a kind cluster's start and KAI's char
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import urllib.parse
 import urllib.request
@@ -30,6 +31,7 @@ from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import kind_docker
 
 import pod_endings
+from helpers import kailab_cli
 from top_scenario import EXPECTED, scene, shown, top_json
 
 # alone: with the vCluster trial, on the one kind lab they share (above); down last
@@ -219,10 +221,15 @@ def test_a_failed_up_says_what_the_cluster_held(kind_lab, tmp_path):
 
 
 def test_down_leaves_no_container_network_or_file(kind_lab, kailab_labs):
+    """`kailab down` as from a new shell, DOCKER_HOST unset: the lab is taken down in the engine it was
+    made in (the tests' private one, when KAILAB_KIND_DOCKER_HOST names it), as its record says."""
     cluster = f"kailab-{kind_lab.name}"
     with kind_docker():
-        labs.down(kind_lab.name, "kind")
+        made_in = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    assert json.loads((lab_dir(kind_lab.name) / "lab.json").read_text())["docker_host"] == made_in
+    out = kailab_cli("down", "--name", kind_lab.name, without=("DOCKER_HOST",), timeout=300)
     kailab_labs.labs.pop(("kind", FLEET, True), None)
+    assert out.returncode == 0, out.stderr
     assert not lab_dir(kind_lab.name).exists()
     containers = _docker("ps", "-a", "--filter", f"label=io.x-k8s.kind.cluster={cluster}", "--format", "{{.Names}}")
     assert containers.strip() == ""

@@ -60,3 +60,25 @@ def test_the_check_follows_the_host(tmp_path, monkeypatch):
     assert "mmdebstrap" not in names and "libseccomp-dev" in names and "docker.io" in names
     assert install_line([p for p in host_packages() if p["name"] in ("iptables", "mmdebstrap")]) == \
         "apt-get install -y iptables mmdebstrap"
+
+
+def test_down_deletes_the_cluster_in_the_engine_the_lab_was_made_in(tmp_path, monkeypatch):
+    """A private engine's DOCKER_HOST is set in the shell that started it: `down` from another shell (or
+    with another engine set) still talks to the lab's, as its record says — kind would delete nothing
+    elsewhere and say nothing, and the lab's containers would stay."""
+    from kailab.runtimes.base import LabRecord
+    from kailab.runtimes.kind.runtime import KindRuntime
+
+    seen = tmp_path / "seen"
+    fake = tmp_path / "kind"
+    fake.write_text(f"#!/bin/sh\necho \"$DOCKER_HOST $*\" >> {seen}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("KAILAB_KIND", str(fake))
+    monkeypatch.setenv("KAILAB_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no docker client: only kind's call is made
+    monkeypatch.setenv("DOCKER_HOST", "unix:///elsewhere.sock")
+    LabRecord(name="k", runtime="kind", kai_version="v0.17.0", fleet="tiny", nodes=2, gpus=8, kubeconfig="",
+              docker_host="unix:///run/private.sock").save()
+    assert KindRuntime().down("k") == ["kind cluster kailab-k"]
+    assert seen.read_text() == "unix:///run/private.sock delete cluster --name kailab-k\n"
+    assert LabRecord.load("k") is None

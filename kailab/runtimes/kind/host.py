@@ -52,6 +52,20 @@ class HostFacts:
 
 
 # ------------------------------------------------------------------ tools
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+
+
+def current_docker_host() -> str:
+    """The engine docker and kind talk to from here."""
+    return os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+
+
+def engine_env(docker_host: str) -> dict[str, str] | None:
+    """The environment for docker and kind on the engine a lab was made in (None: this one's, for a
+    record from before kailab kept it)."""
+    return {**os.environ, "DOCKER_HOST": docker_host} if docker_host else None
+
+
 def find_tool(name: str) -> str:
     """The tool's path: its KAILAB_* variable if set, else PATH; a one-line LabError if neither."""
     var = TOOL_ENV[name]

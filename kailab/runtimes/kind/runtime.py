@@ -36,8 +36,8 @@ from ..hostlimits import require_inotify
 from ..restarts import restart_counts, why_it_died
 from ..shell import progress, telling_line, run_logged
 # the kind runtime's parts, re-exported: what callers and tests name as kind.X
-from .host import (TOOL_ENV, HostFacts, check_kubectl, docker_facts, find_tool, find_tools,  # noqa: F401
-                        host_problems)
+from .host import (TOOL_ENV, HostFacts, check_kubectl, current_docker_host, docker_facts, engine_env,  # noqa: F401
+                   find_tool, find_tools, host_problems)
 from .images import IMAGES, choose_images, missing_local  # noqa: F401
 from .plan import (CONTROL_PLANE_SELECTOR, KWOK_CONFIG_DIR, KWOK_CONFIG_MAP, STAGE_CRD, KindPlan, build_plan, charts_of, cluster_name, dump, dump_all,  # noqa: F401
                         fake_gpu_operator_values, kind_config, kwok_config_map, kwok_deployment_patch,
@@ -122,7 +122,8 @@ class KindRuntime(Runtime, MakesLabs, InstallsCharts, AddsWorkers):  # workers: 
         rec = LabRecord(name=spec.name, runtime=self.name, kai_version=addon_of(spec).kai_version(version),
                         fleet=fleet.name, nodes=fleet.nodes_total, gpus=fleet.gpus_total, kubeconfig=plan.kubeconfig, termination_grace=spec.termination_grace,
                         workers=spec.workers, stages=user_stage_names(spec),
-                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), stack=charts_of(spec).record())
+                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), stack=charts_of(spec).record(),
+                        docker_host=current_docker_host())
         rec.save()
         log = lab / "logs" / "kind-runtime.log"
         try:
@@ -248,29 +249,35 @@ class KindRuntime(Runtime, MakesLabs, InstallsCharts, AddsWorkers):  # workers: 
         except LabError:
             return
         subprocess.run([kind, "export", "kubeconfig", "--name", cluster_name(rec.name),
-                        "--kubeconfig", rec.kubeconfig], capture_output=True, timeout=60)
+                        "--kubeconfig", rec.kubeconfig], capture_output=True, timeout=60,
+                       env=engine_env(rec.docker_host))
 
     def down(self, name: str) -> list[str]:
         with lab_lock(name):
             if not lab_dir(name).exists():
                 return []
-            return self._teardown(name, find_tool("kind"))
+            rec = LabRecord.load(name)
+            return self._teardown(name, find_tool("kind"), rec.docker_host if rec else "")
 
-    def _teardown(self, name: str, kind: str) -> list[str]:
+    def _teardown(self, name: str, kind: str, docker_host: str = "") -> list[str]:
+        """The lab's cluster deleted in the engine it was made in, whatever DOCKER_HOST says here: kind
+        deletes a cluster an engine does not have without a word, and the lab's containers would stay."""
         cluster = cluster_name(name)
+        env = engine_env(docker_host)
         out = subprocess.run([kind, "delete", "cluster", "--name", cluster], capture_output=True, text=True,
-                             timeout=300)
+                             timeout=300, env=env)
         if out.returncode != 0:
-            raise LabError(f"`kind delete cluster --name {cluster}` failed: {telling_line(out.stderr)}")
+            raise LabError(f"`kind delete cluster --name {cluster}` failed: {telling_line(out.stderr)}"
+                           + (f" (its engine: {docker_host})" if docker_host else ""))
         shutil.rmtree(lab_dir(name), ignore_errors=True)
         stopped = [f"kind cluster {cluster}"]
         # kind leaves its shared `kind` network behind; it goes with the engine's last kind cluster
         docker = shutil.which("docker")
         if docker:
             left = subprocess.run([docker, "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster"],
-                                  capture_output=True, text=True, timeout=60).stdout.strip()
+                                  capture_output=True, text=True, timeout=60, env=env).stdout.strip()
             if not left and subprocess.run([docker, "network", "rm", "kind"], capture_output=True,
-                                           timeout=60).returncode == 0:
+                                           timeout=60, env=env).returncode == 0:
                 stopped.append("docker network kind")
         return stopped
 
