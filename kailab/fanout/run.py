@@ -261,14 +261,15 @@ def load_image_into_kind(kubeconfig: str, image: str, say) -> bool:
         rec = LabRecord.load(lab_json.parent.name)
         if rec and rec.runtime == "kind" and os.path.realpath(rec.kubeconfig) == target:
             # kind loads from the engine the lab runs in (its record's), whatever DOCKER_HOST says here
-            if not docker.has(image, env=engine_env(rec.docker_host)):
+            env = engine_env(rec.docker_host)
+            if not docker.has(image, env=env):
                 version = image.rsplit(":kai-", 1)[-1]
                 raise KailabError(f"{image} is not in the Docker engine of kind lab {rec.name!r}"
                                   f"{f' ({rec.docker_host})' if rec.docker_host else ''}: build it there with "
                                   f"`kailab tools lab-image --kai-version {version}`")
             say(f"loading {image} into kind lab {rec.name!r}")
             out = subprocess.run([find_tool("kind"), "load", "docker-image", image, "--name", f"kailab-{rec.name}"],
-                                 capture_output=True, text=True, timeout=900, env=engine_env(rec.docker_host))
+                                 capture_output=True, text=True, timeout=900, env=env)
             if out.returncode != 0:
                 raise LabError(f"kind load docker-image {image} failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
             return True

@@ -12,7 +12,6 @@ cluster for both instead of two (~300 s of a kind cluster's start and KAI's char
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import urllib.parse
 import urllib.request
@@ -27,6 +26,7 @@ from kailab.paths import exercises_dir, lab_dir
 from kailab import labs
 from kailab.runtimes import metrics
 from kailab.runtimes.kind import metrics as kind_metrics
+from kailab.runtimes.kind.host import current_docker_host
 from kailab.runtimes.waits import wait_until
 from kailab.testing.labs import kind_docker
 
@@ -225,7 +225,7 @@ def test_down_leaves_no_container_network_or_file(kind_lab, kailab_labs):
     made in (the tests' private one, when KAILAB_KIND_DOCKER_HOST names it), as its record says."""
     cluster = f"kailab-{kind_lab.name}"
     with kind_docker():
-        made_in = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        made_in = current_docker_host()
     assert json.loads((lab_dir(kind_lab.name) / "lab.json").read_text())["docker_host"] == made_in
     out = kailab_cli("down", "--name", kind_lab.name, without=("DOCKER_HOST",), timeout=300)
     kailab_labs.labs.pop(("kind", FLEET, True), None)
