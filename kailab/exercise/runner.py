@@ -334,8 +334,9 @@ class ExerciseRun:
             # the run may have ended before a scrape saw its queues (or a busy machine failed one): ask again
             # after every target's next scrape, and say what those scrapes were if the series are still absent
             try:
-                scrapes = metrics.wait_for_scrape(self.lab.record.ports, after=time.time(), timeout=3 * metrics.SCRAPE_INTERVAL_S,
-                                                  jobs=self.lab.scheduler_components())
+                ports = self.lab.record.ports  # the queues' series come from the jobs scraped every 2 s
+                scrapes = metrics.wait_for_scrape(ports, after=time.time(),
+                                                  jobs=self.lab.scheduler_components() & metrics.figure_jobs(ports))
                 seen = metrics.describe_scrapes(scrapes, since=self.observer.state.started)
             except (OSError, ValueError, KeyError) as err:  # the panels still go to the evidence, as they are
                 seen = f"Prometheus's targets unreadable: {err}"

@@ -54,6 +54,13 @@ def test_prometheus_scrapes_kai_kube_state_metrics_and_the_api_server(kai_lab):
     assert float(capacity["value"][1]) == kai_lab.gpus
     # a KAI series (the scheduler's own metrics), proving KAI's endpoints are really read
     assert query(kai_lab, '{job="scheduler", __name__=~".+"}')
+    # every 2 s what a run's figures read (KAI's queue series, GPU capacity); every 10 s the processes
+    # that export only Go's and controller-runtime's series; the API server's large page every 20 s
+    from kailab.stacks.kai import FIGURE_COMPONENTS
+    every = metrics.scrape_intervals(kai_lab.ports)
+    assert {job for job, s in every.items() if s == 2} == {*FIGURE_COMPONENTS, metrics.KSM}, every
+    assert {job for job, s in every.items() if s == 10} == set(versions.KAI_COMPONENTS) - set(FIGURE_COMPONENTS), every
+    assert every["kube-apiserver"] == 20 and metrics.figure_jobs(kai_lab.ports) == {*FIGURE_COMPONENTS, metrics.KSM}
 
 
 def test_each_lab_has_its_own_prometheus_and_env_prints_it(kai_lab, kailab_labs):

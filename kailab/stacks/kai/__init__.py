@@ -19,6 +19,7 @@ import yaml
 from ... import toolchain, versions
 from ...errors import KailabError
 from ...node_labels import SIMULATED_POOL_LABEL
+from ...runtimes import metrics as runtime_metrics
 from ...runtimes.addon import Addon, AdoptsCluster, InstallsFromCharts, ProcessHost, RunsAsProcesses
 from ...runtimes.base import ControlsProcesses, InstallsCharts, LabRecord, LabSpec, Runtime
 from ...runtimes.labkit import PROBE_NAMESPACE
@@ -31,6 +32,9 @@ from ...workloads import probe_objects, topology
 from . import binary, existing, kind, metrics
 from .probe import probe
 
+# KAI's processes whose series a run's figures read (stacks/kai/metrics.py's panels, the UsageDB's
+# allocation): scraped every 2 s; the others (Go's and controller-runtime's series only) every 10 s
+FIGURE_COMPONENTS = ("scheduler", "queuecontroller")
 
 class KaiAddon(Addon, RunsAsProcesses, InstallsFromCharts, AdoptsCluster):
     """KAI as a runtime runs it: five processes and its admission webhook server on the binary
@@ -77,7 +81,8 @@ class KaiAddon(Addon, RunsAsProcesses, InstallsFromCharts, AdoptsCluster):
         binary.start(host, self.recipe, toolchain.kai_tree(self.recipe))
 
     def scrape_jobs(self, ports: dict[str, int]) -> list[dict]:
-        return [{"job_name": comp, "static_configs": [{"targets": [f"127.0.0.1:{ports[comp + '.metrics']}"]}]}
+        # the scheduler's and the queue controller's series are the figures' (queues, fair share, latency)
+        return [runtime_metrics.scrape_job(comp, ports[comp + ".metrics"], figures=comp in FIGURE_COMPONENTS)
                 for comp in versions.KAI_COMPONENTS]
 
     # ------------------------------------------------------------ a cluster adopted

@@ -21,6 +21,7 @@ import base64
 import shutil
 
 from ...errors import LabError
+from ...runtimes import metrics
 from ...runtimes.addon import Addon, InstallsFromCharts, ProcessHost, RunsAsProcesses
 from ...runtimes.base import InstallsCharts, LabRecord, LabSpec, Runtime
 from ...runtimes.waits import wait_until
@@ -97,8 +98,7 @@ class VolcanoAddon(Addon, RunsAsProcesses, InstallsFromCharts):
             probe.run(host.kube, lab)
 
     def scrape_jobs(self, ports: dict[str, int]) -> list[dict]:
-        return [{"job_name": name, "static_configs": [{"targets": [f"127.0.0.1:{ports[name + '.metrics']}"]}]}
-                for name in (install.SCHEDULER, install.CONTROLLERS)]
+        return [metrics.scrape_job(name, ports[name + ".metrics"]) for name in (install.SCHEDULER, install.CONTROLLERS)]
 
     # ------------------------------------------------------------ clusters (kind)
     def deployments(self) -> dict[str, list[str]]:
