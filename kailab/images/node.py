@@ -173,13 +173,18 @@ def ensure_node_image(s: ImageSet, rs: dict[str, Recipe], node_fs: Path, slim_fs
     for spec in cp:
         if assemble.ensure(spec, phase, work):
             made.append(spec.ref)
-    key = assemble.inputs_key(base) + "+" + "+".join(assemble.inputs_key(c)[:8] for c in cp)
+    # and what every kind lab runs whatever schedules in it (KWOK, fake-gpu-operator, the metrics; built
+    # before this): `kind load` at a lab's `up` then skips them (kind/runtime.py's _preload), ~40 % of its
+    # bytes. KAI's images stay out: they are one version's, and the node image serves every version
+    baked = [*(c.ref for c in cp), *s.base_images]
+    key = (assemble.inputs_key(base) + "+" + "+".join(assemble.inputs_key(c)[:8] for c in cp)
+           + "+" + "+".join((docker.inputs_of(ref) or "?")[:8] for ref in s.base_images))
     if docker.inputs_of(s.node_image) == key:
         return made
-    phase(f"preloading {len(cp)} control-plane images into {s.node_image}")
+    phase(f"preloading {len(cp)} control-plane images and {len(s.base_images)} every lab runs into {s.node_image}")
     work.mkdir(parents=True, exist_ok=True)
     archive = work / "control-plane-images.tar"
-    docker.run("save", "-o", str(archive), *[c.ref for c in cp])
+    docker.run("save", "-o", str(archive), *baked)
     cid = docker.run("run", "-d", "--privileged", "--entrypoint", "sleep", "-v", f"{work}:/kailab-build:ro",
                      base.ref, "infinity").strip()
     try:

@@ -67,6 +67,23 @@ def test_up_installs_kai_from_its_chart_with_operator_and_webhook(kind_lab):
     assert shards, "KAI's operator objects (SchedulingShard) are there to configure the scheduler"
 
 
+def test_the_images_every_lab_runs_come_in_the_node_image_and_up_loads_only_kais(kind_lab):
+    """KWOK's, fake-gpu-operator's and the metrics' images are baked into kailab's node image: `up`'s
+    `kind load` (which saves every image it is given when any one is missing) names only KAI's."""
+    from kailab.images import image_set
+    from kailab.runtimes.kind.images import node_images
+
+    s = image_set(kind_lab.kai_version)
+    with kind_docker():
+        held = node_images("docker", f"kailab-{kind_lab.name}-control-plane")
+        ids = {ref: _docker("image", "inspect", "--format", "{{.Id}}", ref).strip() for ref in s.base_images}
+    assert s.base_images and all(held.get(ref) == ids[ref] != "" for ref in s.base_images), (held, ids)
+    (load,) = [line for line in (lab_dir(kind_lab.name) / "logs" / "kind-runtime.log").read_text().splitlines()
+               if line.startswith("$ kind load docker-image")]
+    assert not set(load.split()) & set(s.base_images), load
+    assert set(s.kai_images) <= set(load.split()), load
+
+
 def test_kai_runs_as_its_operator_renders_it_for_the_fleet_kailab_made(kind_lab):
     """The binder runs with --fake-gpu-nodes, which KAI's operator gives it only once fake-gpu-operator
     has marked the fleet's nodes: the lab is in the state any later reconcile of the operator (its own

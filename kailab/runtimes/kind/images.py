@@ -56,3 +56,20 @@ def choose_images(requested: str, kai_version: str, missing: list[str],
                    "--images published pulls the released ones")
     return None, (f"images: the published ones ({len(missing)} of the set built here are missing; {build} "
                   "makes them for hosts without a registry)")
+
+
+def node_images(docker: str, node: str) -> dict[str, str]:
+    """Image reference -> ID of what a kind node's containerd holds ({} when it cannot be asked): the
+    IDs `docker image inspect` gives, as kind compares them."""
+    import json
+    import subprocess
+
+    out = subprocess.run([docker, "exec", node, "crictl", "images", "-o", "json"], capture_output=True,
+                         text=True, timeout=60)
+    if out.returncode != 0:
+        return {}
+    held = {}
+    for image in json.loads(out.stdout or "{}").get("images") or []:
+        for ref in image.get("repoTags") or []:
+            held[ref] = image.get("id", "")
+    return held

@@ -38,7 +38,7 @@ from ..shell import progress, telling_line, run_logged
 # the kind runtime's parts, re-exported: what callers and tests name as kind.X
 from .host import (TOOL_ENV, HostFacts, check_kubectl, current_docker_host, docker_facts, engine_env,  # noqa: F401
                    find_tool, find_tools, host_problems)
-from .images import IMAGES, choose_images, missing_local  # noqa: F401
+from .images import IMAGES, choose_images, missing_local, node_images  # noqa: F401
 from .plan import (CONTROL_PLANE_SELECTOR, KWOK_CONFIG_DIR, KWOK_CONFIG_MAP, STAGE_CRD, KindPlan, build_plan, charts_of, cluster_name, dump, dump_all,  # noqa: F401
                         fake_gpu_operator_values, kind_config, kwok_config_map, kwok_deployment_patch,
                         kwok_release_config, kwok_stages_text, node_image, pinned_minor, render_plan)
@@ -177,8 +177,18 @@ class KindRuntime(Runtime, MakesLabs, InstallsCharts, AddsWorkers):  # workers: 
         docker = shutil.which("docker")
         if not docker:
             return
-        present = [image for image in plan.preload_images
-                   if subprocess.run([docker, "image", "inspect", image], capture_output=True, timeout=60).returncode == 0]
+        ids = {}
+        for image in plan.preload_images:
+            out = subprocess.run([docker, "image", "inspect", "--format", "{{.Id}}", image], capture_output=True,
+                                 text=True, timeout=60)
+            if out.returncode == 0:
+                ids[image] = out.stdout.strip()
+        # what the node image holds already (the images every lab runs are baked into kailab's): kind
+        # saves every image it is given when any one is missing, so only the missing ones are given
+        held = node_images(docker, kind_workers.control_plane(plan.cluster))
+        present = [image for image, id_ in ids.items() if held.get(image) != id_]
+        if len(present) < len(ids):
+            progress(f"{len(ids) - len(present)} images already in the node image")
         if present:
             progress(f"loading {len(present)} images into the node")
             argv = ["kind", "load", "docker-image", *present, "--name", plan.cluster]
