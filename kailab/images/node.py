@@ -25,7 +25,8 @@ from pathlib import Path
 from ..errors import BuildError
 from ..paths import cache_dir
 from ..toolchain import Recipe, build_all
-from . import ImageSet, assemble, docker, recipes
+from .. import versions
+from . import ImageSet, assemble, docker, image_set, recipes
 from .assemble import ImageSpec
 from .gomod import module_dir
 
@@ -173,15 +174,18 @@ def ensure_node_image(s: ImageSet, rs: dict[str, Recipe], node_fs: Path, slim_fs
     for spec in cp:
         if assemble.ensure(spec, phase, work):
             made.append(spec.ref)
-    # and what every kind lab runs whatever schedules in it (KWOK, fake-gpu-operator, the metrics; built
-    # before this): `kind load` at a lab's `up` then skips them (kind/runtime.py's _preload), ~40 % of its
-    # bytes. KAI's images stay out: they are one version's, and the node image serves every version
-    baked = [*(c.ref for c in cp), *s.base_images]
+    # and what a kind lab runs (built before this): `kind load` at a lab's `up` then skips them
+    # (kind/runtime.py's _preload). The images every lab runs whatever schedules in it (KWOK,
+    # fake-gpu-operator, the metrics), and the default KAI version's when Docker has them — the node
+    # image serves every version, so whichever set is built it holds the same ones and is not made again
+    default_kai = image_set(versions.DEFAULT_KAI).kai_images
+    extra = [*s.base_images, *(default_kai if all(docker.has(ref) for ref in default_kai) else [])]
+    baked = [*(c.ref for c in cp), *extra]
     key = (assemble.inputs_key(base) + "+" + "+".join(assemble.inputs_key(c)[:8] for c in cp)
-           + "+" + "+".join((docker.inputs_of(ref) or "?")[:8] for ref in s.base_images))
+           + "+" + "+".join((docker.inputs_of(ref) or "?")[:8] for ref in extra))
     if docker.inputs_of(s.node_image) == key:
         return made
-    phase(f"preloading {len(cp)} control-plane images and {len(s.base_images)} every lab runs into {s.node_image}")
+    phase(f"preloading {len(cp)} control-plane images and {len(extra)} a lab runs into {s.node_image}")
     work.mkdir(parents=True, exist_ok=True)
     archive = work / "control-plane-images.tar"
     docker.run("save", "-o", str(archive), *baked)

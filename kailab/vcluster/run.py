@@ -16,6 +16,7 @@ Over 500 lines would be a smell; the parts that are not the sequence itself live
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -142,8 +143,13 @@ class Trial:
                                    "host_kubeconfig": str(self.host_kubeconfig)})
             load = plan_mod.images_to_load(self.versions, self.th.kubernetes)
             if facts.kind_cluster:
+                from ..runtimes.kind.images import to_load
+
+                # the node image holds the default KAI version's already
+                load = to_load(shutil.which("docker") or "docker", facts.kind_cluster, load)
                 progress(f"[host] loading {len(load)} images (KAI's of every version, vCluster's) into its nodes")
-                self.run(["kind", "load", "docker-image", *load, "--name", facts.kind_cluster], "kind load")
+                if load:
+                    self.run(["kind", "load", "docker-image", *load, "--name", facts.kind_cluster], "kind load")
             for stage in host_mod.trial_stages():
                 kube.apply(stage)
             state.sentinel_up(kube, state.SENTINEL_NAMESPACE, [plan_mod.sync_label(p.slug) for p in self.plans])

@@ -73,3 +73,22 @@ def node_images(docker: str, node: str) -> dict[str, str]:
         for ref in image.get("repoTags") or []:
             held[ref] = image.get("id", "")
     return held
+
+
+def to_load(docker: str, cluster: str, refs: list[str]) -> list[str]:
+    """Of `refs`, what `kind load` must put into the cluster's nodes: all but the images its node (made
+    from one node image, kailab's holding what labs run) already holds with the local image's ID. kind
+    saves every image it is given when any one is missing, so it is given only these. A ref Docker
+    lacks stays in, for kind to name."""
+    import subprocess
+
+    from .workers import control_plane
+
+    held = node_images(docker, control_plane(cluster))
+    out = []
+    for ref in refs:
+        local = subprocess.run([docker, "image", "inspect", "--format", "{{.Id}}", ref], capture_output=True,
+                               text=True, timeout=60)
+        if local.returncode != 0 or held.get(ref) != local.stdout.strip():
+            out.append(ref)
+    return out

@@ -38,7 +38,7 @@ from ..shell import progress, telling_line, run_logged
 # the kind runtime's parts, re-exported: what callers and tests name as kind.X
 from .host import (TOOL_ENV, HostFacts, check_kubectl, current_docker_host, docker_facts, engine_env,  # noqa: F401
                    find_tool, find_tools, host_problems)
-from .images import IMAGES, choose_images, missing_local, node_images  # noqa: F401
+from .images import IMAGES, choose_images, missing_local, to_load  # noqa: F401
 from .plan import (CONTROL_PLANE_SELECTOR, KWOK_CONFIG_DIR, KWOK_CONFIG_MAP, STAGE_CRD, KindPlan, build_plan, charts_of, cluster_name, dump, dump_all,  # noqa: F401
                         fake_gpu_operator_values, kind_config, kwok_config_map, kwok_deployment_patch,
                         kwok_release_config, kwok_stages_text, node_image, pinned_minor, render_plan)
@@ -172,23 +172,17 @@ class KindRuntime(Runtime, MakesLabs, InstallsCharts, AddsWorkers):  # workers: 
         return rec
 
     def _preload(self, plan: KindPlan, kind: str, log: Path) -> None:
-        """Load images the local Docker has into the node (all of them when they were built here),
-        in one `kind load` so the node's containerd imports one archive."""
+        """Load images the local Docker has and the node lacks (with images built here: those of a KAI
+        version other than the default), in one `kind load` so the node's containerd imports one archive."""
         docker = shutil.which("docker")
         if not docker:
             return
-        ids = {}
-        for image in plan.preload_images:
-            out = subprocess.run([docker, "image", "inspect", "--format", "{{.Id}}", image], capture_output=True,
-                                 text=True, timeout=60)
-            if out.returncode == 0:
-                ids[image] = out.stdout.strip()
-        # what the node image holds already (the images every lab runs are baked into kailab's): kind
-        # saves every image it is given when any one is missing, so only the missing ones are given
-        held = node_images(docker, kind_workers.control_plane(plan.cluster))
-        present = [image for image, id_ in ids.items() if held.get(image) != id_]
-        if len(present) < len(ids):
-            progress(f"{len(ids) - len(present)} images already in the node image")
+        present = [image for image in plan.preload_images
+                   if subprocess.run([docker, "image", "inspect", image], capture_output=True, timeout=60).returncode == 0]
+        needed = to_load(docker, plan.cluster, present)
+        if len(needed) < len(present):
+            progress(f"{len(present) - len(needed)} images already in the node image")
+        present = needed
         if present:
             progress(f"loading {len(present)} images into the node")
             argv = ["kind", "load", "docker-image", *present, "--name", plan.cluster]
