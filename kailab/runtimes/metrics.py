@@ -25,6 +25,7 @@ PROMETHEUS, KSM = "prometheus", "kube-state-metrics"
 COMPONENTS = (PROMETHEUS, KSM)
 SCRAPE_INTERVAL_S = 2
 SCRAPE_INTERVAL = f"{SCRAPE_INTERVAL_S}s"
+PORTS = {PROMETHEUS: ["web"], KSM: ["metrics", "telemetry"]}
 # A process whose series no figure reads (only Go's and controller-runtime's: KAI's binder, pod grouper,
 # pod group controller, admission) is scraped every 10 s: two idle small labs side by side, 10.4 % of a
 # core with every scrape at 2 s, 9.1 % so (measured here); kept for `status` and for users' queries
@@ -37,7 +38,6 @@ def scrape_job(name: str, port: int, figures: bool = True) -> dict:
     if not figures:
         job.update({"scrape_interval": SLOW_SCRAPE_INTERVAL, "scrape_timeout": SLOW_SCRAPE_INTERVAL})
     return job
-PORTS = {PROMETHEUS: ["web"], KSM: ["metrics", "telemetry"]}
 
 
 def port_names() -> list[str]:
@@ -146,6 +146,7 @@ def wait_for_scrape(ports: dict[str, int], after: float, timeout: float | None =
     if timeout is None:
         every = scrape_intervals(ports)
         timeout = 3 * max([every[j] for j in every if jobs is None or j in jobs] or [SCRAPE_INTERVAL_S])
+
     def fresh():
         scrapes = last_scrapes(ports)
         return scrapes if all(at >= after for job, (at, _) in scrapes.items() if jobs is None or job in jobs) else None

@@ -5,12 +5,15 @@ what its scheduler's Addon names (`local_images`, `local_files`: the stack's own
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 from ...errors import LabError
 from ...images import ImageSet, image_set
 from ..addon import InstallsFromCharts
 from ...images import docker as images_docker
+from .workers import control_plane
 
 
 IMAGES = ("auto", "local", "published")
@@ -61,9 +64,6 @@ def choose_images(requested: str, kai_version: str, missing: list[str],
 def node_images(docker: str, node: str) -> dict[str, str]:
     """Image reference -> ID of what a kind node's containerd holds ({} when it cannot be asked): the
     IDs `docker image inspect` gives, as kind compares them."""
-    import json
-    import subprocess
-
     out = subprocess.run([docker, "exec", node, "crictl", "images", "-o", "json"], capture_output=True,
                          text=True, timeout=60)
     if out.returncode != 0:
@@ -80,9 +80,6 @@ def to_load(docker: str, cluster: str, refs: list[str]) -> list[str]:
     from one node image, kailab's holding what labs run) already holds with the local image's ID. kind
     saves every image it is given when any one is missing, so it is given only these. A ref Docker
     lacks stays in, for kind to name."""
-    import subprocess
-
-    from .workers import control_plane
 
     held = node_images(docker, control_plane(cluster))
     out = []

@@ -36,6 +36,7 @@ from .probe import probe
 # allocation): scraped every 2 s; the others (Go's and controller-runtime's series only) every 10 s
 FIGURE_COMPONENTS = ("scheduler", "queuecontroller")
 
+
 class KaiAddon(Addon, RunsAsProcesses, InstallsFromCharts, AdoptsCluster):
     """KAI as a runtime runs it: five processes and its admission webhook server on the binary
     runtime, its chart on kind."""
@@ -81,7 +82,6 @@ class KaiAddon(Addon, RunsAsProcesses, InstallsFromCharts, AdoptsCluster):
         binary.start(host, self.recipe, toolchain.kai_tree(self.recipe))
 
     def scrape_jobs(self, ports: dict[str, int]) -> list[dict]:
-        # the scheduler's and the queue controller's series are the figures' (queues, fair share, latency)
         return [runtime_metrics.scrape_job(comp, ports[comp + ".metrics"], figures=comp in FIGURE_COMPONENTS)
                 for comp in versions.KAI_COMPONENTS]
 
