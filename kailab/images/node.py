@@ -179,10 +179,11 @@ def ensure_node_image(s: ImageSet, rs: dict[str, Recipe], node_fs: Path, slim_fs
     # fake-gpu-operator, the metrics), and the default KAI version's when Docker has them — the node
     # image serves every version, so whichever set is built it holds the same ones and is not made again
     default_kai = image_set(versions.DEFAULT_KAI).kai_images
-    extra = [*s.base_images, *(default_kai if all(docker.has(ref) for ref in default_kai) else [])]
+    inputs = {ref: docker.inputs_of(ref) for ref in [*s.base_images, *default_kai]}  # None: Docker lacks it
+    extra = [*s.base_images, *(default_kai if all(inputs[ref] is not None for ref in default_kai) else [])]
     baked = [*(c.ref for c in cp), *extra]
     key = (assemble.inputs_key(base) + "+" + "+".join(assemble.inputs_key(c)[:8] for c in cp)
-           + "+" + "+".join((docker.inputs_of(ref) or "?")[:8] for ref in extra))
+           + "+" + "+".join((inputs[ref] or "?")[:8] for ref in extra))
     if docker.inputs_of(s.node_image) == key:
         return made
     phase(f"preloading {len(cp)} control-plane images and {len(extra)} a lab runs into {s.node_image}")

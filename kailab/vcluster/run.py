@@ -16,7 +16,6 @@ Over 500 lines would be a smell; the parts that are not the sequence itself live
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import threading
 import time
@@ -146,7 +145,8 @@ class Trial:
                 from ..runtimes.kind.images import to_load
 
                 # the node image holds the default KAI version's already
-                load = to_load(shutil.which("docker") or "docker", facts.kind_cluster, load)
+                lacks, absent = to_load(facts.kind_cluster, load)
+                load = lacks + absent  # one Docker lacks: kind names it
                 progress(f"[host] loading {len(load)} images (KAI's of every version, vCluster's) into its nodes")
                 if load:
                     self.run(["kind", "load", "docker-image", *load, "--name", facts.kind_cluster], "kind load")

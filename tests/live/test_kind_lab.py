@@ -78,7 +78,7 @@ def test_the_images_a_lab_runs_come_in_the_node_image_and_up_loads_none_of_them(
     s = image_set(kind_lab.kai_version)
     baked = [*s.base_images, *image_set(versions.DEFAULT_KAI).kai_images]
     with kind_docker():
-        held = node_images("docker", f"kailab-{kind_lab.name}-control-plane")
+        held = node_images(f"kailab-{kind_lab.name}-control-plane")
         ids = {ref: _docker("image", "inspect", "--format", "{{.Id}}", ref).strip() for ref in baked}
     assert s.base_images and all(held.get(ref) == ids[ref] != "" for ref in baked), (held, ids)
     loads = [line.split() for line in (lab_dir(kind_lab.name) / "logs" / "kind-runtime.log").read_text().splitlines()

@@ -61,11 +61,11 @@ def choose_images(requested: str, kai_version: str, missing: list[str],
                   "makes them for hosts without a registry)")
 
 
-def node_images(docker: str, node: str) -> dict[str, str]:
+def node_images(node: str) -> dict[str, str]:
     """Image reference -> ID of what a kind node's containerd holds ({} when it cannot be asked): the
     IDs `docker image inspect` gives, as kind compares them."""
-    out = subprocess.run([docker, "exec", node, "crictl", "images", "-o", "json"], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run([images_docker.client(), "exec", node, "crictl", "images", "-o", "json"],
+                         capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
         return {}
     held = {}
@@ -75,17 +75,16 @@ def node_images(docker: str, node: str) -> dict[str, str]:
     return held
 
 
-def to_load(docker: str, cluster: str, refs: list[str]) -> list[str]:
-    """Of `refs`, what `kind load` must put into the cluster's nodes: all but the images its node (made
-    from one node image, kailab's holding what labs run) already holds with the local image's ID. kind
-    saves every image it is given when any one is missing, so it is given only these. A ref Docker
-    lacks stays in, for kind to name."""
-
-    held = node_images(docker, control_plane(cluster))
-    out = []
+def to_load(cluster: str, refs: list[str]) -> tuple[list[str], list[str]]:
+    """Of `refs`: (what Docker has and the cluster's node lacks, what Docker lacks). The node (made from
+    one node image, kailab's holding what labs run) is compared by image ID, as kind compares; kind saves
+    every image it is given when any one is missing, so it is given only the first list."""
+    held = node_images(control_plane(cluster))
+    lacks, absent = [], []
     for ref in refs:
-        local = subprocess.run([docker, "image", "inspect", "--format", "{{.Id}}", ref], capture_output=True,
-                               text=True, timeout=60)
-        if local.returncode != 0 or held.get(ref) != local.stdout.strip():
-            out.append(ref)
-    return out
+        local = images_docker.image_id(ref)
+        if local is None:
+            absent.append(ref)
+        elif held.get(ref) != local:
+            lacks.append(ref)
+    return lacks, absent

@@ -174,18 +174,15 @@ class KindRuntime(Runtime, MakesLabs, InstallsCharts, AddsWorkers):  # workers: 
     def _preload(self, plan: KindPlan, kind: str, log: Path) -> None:
         """Load images the local Docker has and the node lacks (with images built here: those of a KAI
         version other than the default), in one `kind load` so the node's containerd imports one archive."""
-        docker = shutil.which("docker")
-        if not docker:
+        if not shutil.which("docker"):
             return
-        present = [image for image in plan.preload_images
-                   if subprocess.run([docker, "image", "inspect", image], capture_output=True, timeout=60).returncode == 0]
-        needed = to_load(docker, plan.cluster, present)
-        if len(needed) < len(present):
-            progress(f"{len(present) - len(needed)} images already in the node image")
-        present = needed
-        if present:
-            progress(f"loading {len(present)} images into the node")
-            argv = ["kind", "load", "docker-image", *present, "--name", plan.cluster]
+        lacks, absent = to_load(plan.cluster, plan.preload_images)  # what Docker lacks is pulled
+        held = len(plan.preload_images) - len(lacks) - len(absent)
+        if held:
+            progress(f"{held} images already in the node image")
+        if lacks:
+            progress(f"loading {len(lacks)} images into the node")
+            argv = ["kind", "load", "docker-image", *lacks, "--name", plan.cluster]
             run_logged([kind, *argv[1:]], log, shown=argv, what="kind load docker-image")
 
     # ---------------------------------------------------------------- deaths
