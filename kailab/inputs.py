@@ -149,6 +149,11 @@ def validate_all(model: type[M], data: object, path: Path,
         return None, [_input_error(group, path, fixes) for group in groups.values()]
 
 
+# pydantic's error type prefix (int_parsing, float_type, ...) -> what to write instead
+_SCALAR_FIXES = {"int": "write a whole number, like 2", "float": "write a number, like 0.5",
+                 "bool": "write true or false", "string": "write text; quote it if it reads as a number"}
+
+
 def _input_error(errors: list[dict], path: Path, fixes: dict[str, str] | None) -> InputError:
     """One problem's InputError from pydantic's errors at one place (several: a union's branches)."""
     first = errors[0]
@@ -167,6 +172,12 @@ def _input_error(errors: list[dict], path: Path, fixes: dict[str, str] | None) -
     else:
         problem = one_line(first["msg"].removeprefix("Value error, "))
         fix = ""
+        scalar = kind.split("_")[0]
+        if scalar in _SCALAR_FIXES and kind.endswith(("_parsing", "_type")):  # what was written, and what to write
+            given = first.get("input")
+            if isinstance(given, (str, int, float, bool)) or given is None:
+                problem += f", not {one_line(repr(given))[:40]}"
+            fix = _SCALAR_FIXES[scalar]
     for key, hint in (fixes or {}).items():
         if loc.endswith(key):
             fix = hint

@@ -228,11 +228,20 @@ def plan(spec: LabSpec) -> str:
     return runtime(spec.runtime).plan(with_addon(spec))
 
 
+def up_command(name: str, fleet: str | None = None) -> str:
+    """The `kailab up` that makes the lab `name` (of `fleet`), as a refusal suggests it."""
+    return " ".join(["kailab up", *(["--fleet", fleet] if fleet else []), *(["--name", name] if name != "default" else [])])
+
+
+def absent(name: str) -> KailabError:
+    return KailabError(f"no lab named {name!r}: bring one up with `{up_command(name)}`")
+
+
 def open(lab: "str | LabRecord") -> Lab:  # noqa: A001 - labs.open(name), as files are opened
     """The lab named `lab` (or of that record), as its record says; one line when there is none."""
     record = lab if isinstance(lab, LabRecord) else LabRecord.load(lab)
     if record is None:
-        raise KailabError(f"no lab named {lab!r}: bring one up with `kailab up --name {lab}`")
+        raise absent(lab)
     return Lab(record)
 
 
@@ -243,11 +252,13 @@ def down(name: str, runtime_name: str = "binary") -> list[str]:
     return runtime(record.runtime if record else runtime_name).down(name)
 
 
-def require_kai_lab(name: str, purpose: str, fleet: str | None = None, any_stack: bool = False) -> LabRecord:
+def require_kai_lab(name: str, purpose: str, fleet: str | None = None, any_stack: bool = False,
+                    up_fleet: str | None = None) -> LabRecord:
     """The running lab `name`, if it can run `purpose` (exercises, lessons): up, with KAI (or with
     any scheduler, `any_stack`: exercises, which each stack translates), and (when `fleet` is given)
-    with that fleet's GPU count. Otherwise one clear error."""
-    up_cmd = f"kailab up --fleet {fleet}" if fleet else "kailab up"
+    with that fleet's GPU count. Otherwise one clear error, whose `kailab up` names the lab and the
+    fleet (`fleet`, or `up_fleet`: the one to suggest where its size is checked later)."""
+    up_cmd = up_command(name, fleet or up_fleet)
     rec = LabRecord.load(name)
     if rec is None or rec.state != "up":
         raise KailabError(f"no lab named {name!r} is up: bring one up with `{up_cmd}`")

@@ -15,7 +15,8 @@ from .. import labs
 from ..labs import LabSpec
 from .common import _record, machine
 from ..exercise.load import load_exercise
-from ..exercise.runner import resolve_exercise, run_exercise
+from ..exercise.runner import run_exercise
+from ..exercise.load import resolve_exercise
 from ..labs import require_kai_lab
 from ..paths import exercises_dir
 

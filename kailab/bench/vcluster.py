@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..exercise.runner import resolve_exercise, run_exercise
+from ..exercise.runner import run_exercise
+from ..exercise.load import resolve_exercise
 from .. import labs
 from ..labs import LabRecord, LabSpec
 from ..evidence import new_folder

@@ -31,8 +31,8 @@ from .top import watch_lab, watch_option
 def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, namespace_labels, watch, name) -> None:
     """Run exercises (names from exercises/ or paths) against a running lab, or with --on as Jobs on a
     cluster, one lab per pod."""
-    from ..exercise.runner import resolve_exercise, run_exercise
-    from ..exercise.load import load_exercise
+    from ..exercise.runner import run_exercise
+    from ..exercise.load import load_exercise, resolve_exercise
 
     if watch and (labs > 1 or on):
         raise KailabError("--watch shows one lab: drop --labs and --on, or watch a lab with `kailab top --name LAB`")
@@ -40,9 +40,10 @@ def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, 
         sys.exit(_run_on(on, exercises, evidence_root, versions.normalise(kai_version), unit_cpu, unit_memory,
                          namespace_labels))
     paths = [resolve_exercise(e) for e in exercises]
-    for p in paths:  # every file is validated before anything is applied, or a lab is looked for
-        load_exercise(p)
-    rec = require_kai_lab(name, "exercises", any_stack=True)  # each exercise's fleet size is checked by its preflight
+    # every file is validated before anything is applied, or a lab is looked for
+    fleets = {load_exercise(p).fleet for p in paths}
+    # each exercise's fleet size is checked by its preflight; with no lab, `up` is told the fleet they share
+    rec = require_kai_lab(name, "exercises", any_stack=True, up_fleet=next(iter(fleets)) if len(fleets) == 1 else None)
     if labs > 1:  # the same machinery as `make exercises`: pytest-xdist, a lab per worker
         import pytest
 
@@ -55,7 +56,7 @@ def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, 
     with watch_lab(rec, watch):
         for p in paths:
             console.print(f"[bold]running[/] {p.stem} on lab {name!r} ...")
-            outcome = run_exercise(p, rec, Path(evidence_root) if evidence_root else None)
+            outcome = run_exercise(p, rec, Path(evidence_root) if evidence_root else None, raise_refusal=True)
             outcomes.append(outcome)
             out.print(outcome.report(), markup=False, highlight=False)
     from ..exercise.summary import print_summary
@@ -66,7 +67,7 @@ def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, 
 
 def _run_on(kubeconfig, exercises, evidence_root, kai_version, cpu, memory, pairs) -> int:
     """`kailab run --on`: each exercise a Job on the cluster (kailab/fanout), the evidence back here."""
-    from ..exercise.runner import resolve_exercise
+    from ..exercise.load import resolve_exercise
     from ..fanout.unit import exercise_unit
     from ..paths import evidence_dir
 
@@ -92,10 +93,12 @@ def report(evidence_dirs) -> None:
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 def validate(paths) -> None:
-    """Validate exercise files (default: every file in exercises/) without touching a cluster: every
-    problem of every file, one line each naming the file, the field and the fix."""
+    """Validate exercise files (default: every file in exercises/; a fleet file is checked as a fleet)
+    without touching a cluster: every problem of every file, one line each naming the file, the field
+    and the fix."""
     from ..errors import InputError, raise_all
     from ..exercise.load import load_exercise
+    from ..fleet import load_fleet
     from ..paths import exercises_dir
 
     files = [Path(p) for p in paths] or sorted(exercises_dir().glob("*.yaml"))
@@ -103,6 +106,10 @@ def validate(paths) -> None:
     problems: list[InputError] = []
     for f in files:
         try:
+            if _is_fleet(f):  # a fleet file given by mistake, or on purpose: checked as the fleet it is
+                fleet = load_fleet(str(f))
+                out.print(f"{f}: ok (a fleet: {fleet.nodes_total} nodes, {fleet.gpus_total} GPUs)")
+                continue
             ex = load_exercise(f)
         except InputError as err:  # every problem of every file, a line each, at the end
             problems.append(err)
@@ -119,6 +126,17 @@ def validate(paths) -> None:
     if unchecked:
         out.print(f"scheduler.shard fragments not checked against KAI (its source is not here: {unchecked})")
     raise_all(problems)
+
+
+def _is_fleet(path: Path) -> bool:
+    """A file with a fleet's `pools:` and no exercise's `steps:` (unreadable ones are the loader's to name)."""
+    from ..inputs import read_yaml
+
+    try:
+        data = read_yaml(path)
+    except Exception:  # noqa: BLE001 - the exercise loader says what is wrong with it, in one line
+        return False
+    return isinstance(data, dict) and "pools" in data and "steps" not in data
 
 
 @cli.command()

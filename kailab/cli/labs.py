@@ -35,7 +35,7 @@ from .base import cli, console, name_option, out
 @click.option("--without-metrics", is_flag=True,
               help="No Prometheus or kube-state-metrics (binary and kind runtimes; on by default).")
 @click.option("--kubeconfig", default=None, help="With --runtime existing: the cluster to adopt.")
-@click.option("--dry-run", is_flag=True, help="Print the plan (commands and manifests) without running it.")
+@click.option("--dry-run", is_flag=True, help="kind runtime: print the plan (commands and manifests) without running it.")
 @click.option("--images", default=lambda: os.environ.get("IMAGES", "auto"), show_default="auto",
               type=click.Choice(["auto", "local", "published"]),
               help="kind: images built here by `kailab tools images` (local), the published ones, or "
@@ -126,18 +126,30 @@ def scheduler_words(stack: dict, kai_version: str = "") -> str:
 @name_option
 def down(name) -> None:
     """Stop every process of the lab, free its ports and remove its state."""
+    known = LabRecord.load(name) is not None
     stopped = labs.down(name)
+    if not known and not stopped:  # nothing of that name: say so (a mistyped name leaves the real lab up)
+        others = _lab_names()
+        console.print(f"no lab named {name!r}: nothing to take down"
+                      + (f" (labs here: {', '.join(others)})" if others else ""))
+        return
     console.print(f"lab {name!r} is down" + (f" (stopped: {', '.join(stopped)})" if stopped else ""))
+
+
+def _lab_names() -> list[str]:
+    from ..paths import state_dir
+
+    return [p.name for p in sorted(state_dir().glob("*")) if p.is_dir() and LabRecord.load(p.name)]
 
 
 def _all_status(as_json: bool) -> None:
     """Every lab on this machine, one line each (a version trial's vClusters are labs of their own)."""
-    from ..paths import state_dir
-
-    recs = [r for p in sorted(state_dir().glob("*")) if p.is_dir() and (r := LabRecord.load(p.name))]
-    infos = [labs.open(r).status() for r in recs]
+    infos = [labs.open(n).status() for n in _lab_names()]
     if as_json:
         click.echo(json.dumps(infos, indent=2))
+        return
+    if not infos:
+        out.print("no labs on this machine: bring one up with `kailab up`")
         return
     table = Table(title=f"{len(infos)} lab(s)")
     for col in ("lab", "runtime", "state", "scheduler", "fleet", "components not running"):
@@ -161,7 +173,7 @@ def status(as_json, every, name) -> None:
     if rec is None:
         if as_json:  # scripts read the state from stdout; people the error line, as on every refusal
             out.print_json(json.dumps({"name": name, "state": "absent"}))
-        raise KailabError(f"no lab named {name!r}: bring one up with `kailab up`")
+        raise labs.absent(name)
     info = labs.open(rec).status()
     if as_json:
         click.echo(json.dumps(info, indent=2))
@@ -208,7 +220,7 @@ def env(name) -> None:
     """Print `export KUBECONFIG=...` for the lab (use: eval "$(kailab env)")."""
     rec = LabRecord.load(name)
     if rec is None:
-        raise KailabError(f"no lab named {name!r}: bring one up with `kailab up`")
+        raise labs.absent(name)
     click.echo(f"export KUBECONFIG={rec.kubeconfig}")
     if rec.metrics:  # the lab's Prometheus (HTTP API), for curl/promtool or a Grafana data source
         click.echo(f"export KAILAB_PROMETHEUS_URL={metrics.url(rec.ports)}")

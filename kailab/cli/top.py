@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 
 import click
 from rich.console import Console
@@ -26,7 +27,8 @@ from .base import cli, console, out
               help="Seconds between refreshes.")
 def top(name, kubeconfig, prometheus, once, as_json, interval) -> None:
     """Watch the scheduler work: queues (GPUs against fair share, quota and limit; who waits and KAI's
-    reason), GPUs per node pool and node, the last evictions. `q` quits."""
+    reason), GPUs per node pool and node, the last evictions. `q` quits. Not on a terminal (a pipe, a
+    file), a picture every --interval, one after another."""
     from ..top import Top
     from ..top.screen import live, render
 
@@ -44,9 +46,18 @@ def top(name, kubeconfig, prometheus, once, as_json, interval) -> None:
     with Top(kubeconfig, prometheus) as view:
         if as_json:
             click.echo(json.dumps(view.snapshot(), indent=2))
-        elif once:
+        elif once or not out.is_terminal:
             wide = Console(width=max(out.width, 160)) if not out.is_terminal else out
-            wide.print(render(view.snapshot(), title, width=wide.width))
+            # not a terminal (a pipe, a file): a picture every --interval, one after another, as `top -b`
+            try:
+                while True:
+                    wide.print(render(view.snapshot(), title, width=wide.width))
+                    if once:
+                        break
+                    wide.file.flush()
+                    time.sleep(interval)
+            except KeyboardInterrupt:
+                pass
         else:
             try:
                 live(view.snapshot, title, console=out, interval=interval)
@@ -126,3 +137,5 @@ class LabsWatch:
 
         with Live(get_renderable=self.picture, console=console, refresh_per_second=1, vertical_overflow="visible"):
             yield
+        if not console.is_terminal:  # as `watching`: the last picture's line closed
+            console.line()

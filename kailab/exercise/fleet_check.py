@@ -5,7 +5,7 @@ it, or on a fleet other pods still hold would be about a fleet it never saw."""
 
 from __future__ import annotations
 
-from ..errors import LabError
+from ..errors import KailabError, LabError
 from ..fleet import LIFECYCLE_TAINTS, fleet_difference, load_fleet
 from ..kube import Kube
 from ..runtimes.clusterinfo import pods_holding, ready_nodes_and_gpus
@@ -13,14 +13,15 @@ from ..runtimes.waits import wait_until
 
 
 def whole_and_free(kube: Kube, ex, lab) -> None:
-    """One line naming what differs, what is not Ready, or which pods hold the fleet (`lab`: a labs.Lab)."""
+    """One line naming what differs (a refusal: exit 2), what is not Ready, or which pods hold the fleet
+    (the lab's state: exit 3) (`lab`: a labs.Lab)."""
     fleet, prefix = load_fleet(ex.fleet), lab.record.fleet_prefix
     if prefix and ex.names_nodes:
-        raise LabError(f"exercise {ex.exercise} changes fleet nodes by name, and lab {lab.name!r} names "
+        raise KailabError(f"exercise {ex.exercise} changes fleet nodes by name, and lab {lab.name!r} names "
                        f"its fleet's nodes {prefix}NAME (a pool on a shared host): run it on a lab of its own")
     differs = fleet_difference(fleet, kube.list("v1", "Node"), prefix)
     if differs:
-        raise LabError(f"exercise {ex.exercise} is sized for fleet {fleet.name} ({fleet.nodes_total} nodes, "
+        raise KailabError(f"exercise {ex.exercise} is sized for fleet {fleet.name} ({fleet.nodes_total} nodes, "
                        f"{fleet.gpus_total} GPUs) but lab {lab.name!r} runs {differs}: run it on a lab "
                        f"brought up with `kailab up --fleet {ex.fleet}`")
     nodes = {n["metadata"]["name"] for n in fleet.node_manifests(prefix)}

@@ -3,6 +3,8 @@ choices, device classes, placeholders) — one line naming file and field for an
 
 from __future__ import annotations
 
+import difflib
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +13,7 @@ from pathlib import Path
 
 from ..errors import InputError, raise_all
 from ..fleet import (Fleet, fleet_path, load_fleet)
-from ..paths import fleets_dir
+from ..paths import exercises_dir, fleets_dir
 from ..inputs import one_line, read_yaml, validate_all
 
 from .spec import (CountExpect, EventExpect, Exercise, ExpectItem, NodeChoice, ObjectExpect, Step, WaitExpect,
@@ -225,11 +227,12 @@ def load_exercise(path: Path | str) -> Exercise:
             label = one_line(str(step.get("name", "?"))) if isinstance(step, dict) else "?"
             err = InputError(path, f"steps[{m.group(1)}] ({label}){m.group(2)}", err.problem, err.fix)
         errors.append(err)
+    name = data.get("exercise") if isinstance(data, dict) else None
+    if isinstance(name, str) and name != path.stem:  # with the file's other problems: a copied exercise has it
+        errors.append(InputError(path, "exercise", f"name {name!r} differs from the file name {path.stem!r}",
+                                 "make them equal"))
     if ex is None:
         raise_all(sorted(errors, key=lambda e: _order(e.field)))
-    if ex.exercise != path.stem:
-        errors.append(InputError(path, "exercise", f"name {ex.exercise!r} differs from the file name {path.stem!r}",
-                                 "make them equal"))
     ex.fleet = fleet_reference(ex.fleet, path)
     try:
         fleet = load_fleet(ex.fleet)
@@ -245,3 +248,18 @@ def _order(field: str) -> tuple:
     """A field's place in the file, roughly: steps in their order, top-level fields first."""
     m = re.match(r"steps\[(\d+)\]", field)
     return (1, int(m.group(1))) if m else (0, 0)
+
+
+def resolve_exercise(name_or_path: str) -> Path:
+    """A path as given, or the shipped exercise of that name; a name that is none says which are."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or os.sep in name_or_path:
+        return p
+    shipped = exercises_dir() / f"{name_or_path}.yaml"
+    if not shipped.is_file():
+        names = sorted(f.stem for f in exercises_dir().glob("*.yaml"))
+        close = difflib.get_close_matches(name_or_path, names, n=3)
+        hint = f"did you mean {' or '.join(close)}?" if close else f"the exercises: {', '.join(names)}."
+        raise InputError(name_or_path, "", f"no exercise of that name in {exercises_dir()}",
+                         f"{hint} A file of your own goes by its path")
+    return shipped

@@ -4,8 +4,9 @@ evidence after every step, clean-up always (also on failure, Ctrl-C or a dying K
 from __future__ import annotations
 
 import contextlib
-import os
+import re
 import secrets
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,7 +31,6 @@ from ..stacks.base import QueueDecl, Ref
 from .load import load_exercise
 from .match import fill
 from .spec import Exercise, Step, seconds
-from ..paths import exercises_dir
 from ..runtimes import metrics
 from .actions import Scheduler
 
@@ -69,9 +69,12 @@ class Outcome:
         lines += [f"  {r.line()}" for r in self.results if not r.passed]
         lines += [f"  why: {x}" for x in self.explanations]
         lines += [f"  warning: {w}" for w in self.warnings]
-        if self.not_checked:  # each one is in verdict.json
-            lines.append(f"  not checked here: {len(self.not_checked)} expectation(s) written for other stacks "
-                         f"(verdict.json: not_checked)")
+        if self.not_checked:  # each one is in verdict.json, ending "(for STACKS only; this lab runs STACK)"
+            said = [re.search(r"\(for (.+) only; this lab runs (\S+)\)$", n) for n in self.not_checked]
+            others = sorted({s for m in said if m for s in m.group(1).split(", ")})
+            here = next((m.group(2) for m in said if m), "this lab's")
+            lines.append(f"  not checked on {here}: {len(self.not_checked)} expectation(s) the file keeps for "
+                         f"{', '.join(others) or 'other schedulers'} (verdict.json: not_checked)")
         return "\n".join(lines)
 
 
@@ -130,6 +133,7 @@ class ExerciseRun:
         self.scheduler_changed = False  # a step reconfigured KAI's scheduler: put the default back
         self.scheduler_settings: dict = {}  # step index -> its kai.SchedulerChange, rendered in preflight
         self.topology_name = self.names.topology if ex.topology else None
+        self.refusal: KailabError | None = None  # the preflight's, when it refused the run
         # fleet nodes a `nodes:` step changed -> the label keys it touched (put back at the end)
         self.nodes_changed: dict[str, set[str]] = {}
 
@@ -154,7 +158,13 @@ class ExerciseRun:
             self.evidence.write("scheduler-conf/00-lab.unreadable.txt", f"{type(err).__name__}: {err}\n")
         try:
             with self._timed("set-up"):
-                self._preflight()
+                try:
+                    self._preflight()
+                except ComponentDied:
+                    raise
+                except KailabError as err:  # what the lab cannot run, said before anything was made
+                    self.refusal = err
+                    raise
                 self._mark_logs()
                 self.observer.start()
                 self._setup()
@@ -468,15 +478,15 @@ class ExerciseRun:
                 self.delete(self.stack.topology_leftovers(self.topology_name))
 
 
-def run_exercise(path: str | Path, lab: LabRecord, evidence_root: Path | None = None) -> Outcome:
+def run_exercise(path: str | Path, lab: LabRecord, evidence_root: Path | None = None,
+                 raise_refusal: bool = False) -> Outcome:
+    """One run; with `raise_refusal` (`kailab run`), a run its preflight refused leaves no evidence and
+    raises the refusal (one line, exit 2 or 3) instead of returning an `error` verdict."""
     path = Path(path)
     ex = load_exercise(path)  # rejected before anything is applied
-    return ExerciseRun(ex, path, lab, evidence_root).run()
-
-
-def resolve_exercise(name_or_path: str) -> Path:
-    p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or os.sep in name_or_path:
-        return p
-    return exercises_dir() / f"{name_or_path}.yaml"
-
+    run = ExerciseRun(ex, path, lab, evidence_root)
+    outcome = run.run()
+    if raise_refusal and run.refusal is not None:
+        shutil.rmtree(outcome.evidence, ignore_errors=True)  # nothing was made: no run to keep, or to report on
+        raise run.refusal
+    return outcome

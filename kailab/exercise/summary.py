@@ -25,6 +25,14 @@ def summary_table(outcomes) -> Table:
     return table
 
 
+def heading(outcomes) -> str:
+    """What the lines below say, in one: 'exercises: 3 passed, 1 failed'."""
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[o.verdict] = counts.get(o.verdict, 0) + 1
+    return "exercises: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+
+
 def summary_lines(outcomes) -> list[str]:
     """One uncut line per exercise: verdict, every figure, the evidence's full path."""
     return [f"{o.exercise}: {o.verdict}  {_figures(o)}  evidence: {o.evidence}" for o in outcomes]
@@ -45,7 +53,7 @@ def print_summary(console, outcomes) -> None:
     if console.is_terminal:
         console.print(summary_table(outcomes))
     else:
-        console.print("exercises", markup=False, highlight=False)
+        console.print(heading(outcomes), markup=False, highlight=False)
         for line in summary_lines(outcomes):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     for line in retry_lines(outcomes):

@@ -120,7 +120,10 @@ def status_report(rec: LabRecord, healthy: bool, nodes: int, gpus: int, componen
 
 
 class Unsupported(LabError):
-    """The lab's runtime cannot do what was asked (one line naming what would)."""
+    """The lab's runtime cannot do what was asked (one line naming what would): refused before
+    anything ran, so exit 2 as a bad flag is, not 3 (a lab that cannot come up)."""
+
+    exit_code = 2
 
 
 class Runtime(ABC):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from .. import kwok_stages
-from ..errors import LabBusy, LabError
+from ..errors import KailabError, LabBusy, LabError
 from ..kube import Kube
 from ..paths import state_dir
 from .addon import addon_of
@@ -183,5 +183,6 @@ def refuse_other_lab(rec: LabRecord, spec: LabSpec, runtime: str, fleet: str, ka
             "stages": list(rec.stages)}
     if wanted != have:
         diff = ", ".join(f"{k} {have[k]} (asked {wanted[k]})" for k in wanted if wanted[k] != have[k])
-        raise LabError(f"lab {rec.name!r} is already up with {diff}: run `kailab down` first, "
-                       "or use --name for a second lab")
+        # refused before anything ran (exit 2): the lab as it was is untouched
+        raise KailabError(f"lab {rec.name!r} is already up with {diff}: run `kailab down --name {rec.name}` first, "
+                          "or use --name for a second lab")

@@ -205,3 +205,5 @@ def watching(take, title: str, console, interval: float = 1.0, history_len: int 
     with Live(get_renderable=picture, console=console, refresh_per_second=1 / interval, transient=False,
               vertical_overflow="visible"):
         yield
+    if not console.is_terminal:  # rich leaves the last picture's line open in a file: what follows starts a line of its own
+        console.line()

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers import kailab_cli
+
 from kailab.exercise.runner import ExerciseRun
 from kailab.exercise.load import load_exercise
 from kailab.fleet import fleet_difference, load_fleet
@@ -65,6 +67,11 @@ def test_a_lab_of_another_fleet_is_refused_before_anything_is_applied(kailab_lab
         assert not [n for n in kube.list("v1", "Namespace") if n["metadata"]["name"].startswith("kx-zoned-")]
     finally:
         kube.close()
+    # 3. `kailab run` says it as a refusal: one line, exit 2, and no run directory left to report on
+    done = kailab_cli("run", "rack-placement", "--name", lab.name, "--evidence", str(tmp_path / "cli-evidence"))
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert done.stderr.splitlines()[-1].startswith("kailab: error: exercise rack-placement is sized for fleet racks")
+    assert "Traceback" not in done.stderr and not any((tmp_path / "cli-evidence").glob("*rack-placement*"))
 
 
 OBJECTS = """\

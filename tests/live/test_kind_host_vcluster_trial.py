@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from kailab.exercise.load import load_exercise
-from kailab.exercise.runner import ExerciseRun, resolve_exercise
+from kailab.exercise.runner import ExerciseRun
+from kailab.exercise.load import resolve_exercise
 from kailab.kube import Kube
 from kailab.paths import state_dir
 from kailab.testing.labs import kind_docker

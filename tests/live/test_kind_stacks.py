@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kailab.exercise.runner import resolve_exercise, run_exercise
+from kailab.exercise.runner import run_exercise
+from kailab.exercise.load import resolve_exercise
 from kailab import labs
 from kailab.labs import LabSpec
 from kailab.paths import lab_dir

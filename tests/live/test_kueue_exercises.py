@@ -10,7 +10,8 @@ import os
 import pytest
 
 from helpers import refused_with_nothing_made
-from kailab.exercise.runner import resolve_exercise, run_exercise
+from kailab.exercise.runner import run_exercise
+from kailab.exercise.load import resolve_exercise
 from kailab import labs
 from kailab.labs import LabSpec
 

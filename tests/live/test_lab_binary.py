@@ -88,8 +88,8 @@ def test_second_up_on_a_healthy_lab_is_a_no_op(infra_lab):
 def test_up_with_another_fleet_on_a_running_lab_says_so(infra_lab):
     out = kailab("up", "--runtime", "binary", "--fleet", "small", "--name", infra_lab.name,
                  *([] if stack_of(infra_lab).kai_inside else ["--without-kai"]), check=False)
-    assert out.returncode != 0
-    assert "already up with fleet tiny (asked small)" in out.stderr
+    assert out.returncode == 2  # refused before anything ran
+    assert "already up with fleet tiny (asked small)" in out.stderr and f"kailab down --name {infra_lab.name}" in out.stderr
 
 
 def _bound_pod(kube: Kube, name: str, node: str, annotations: dict | None = None) -> None:

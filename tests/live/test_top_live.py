@@ -100,6 +100,14 @@ def test_top_once_prints_the_picture_and_refuses_what_it_cannot_show(kai_lab, ka
         cells = row.split()
         assert cells[1] == "3" and cells[3:5] == ["2", "3"] and cells[6:8] == ["3", "1"], row
         assert "OverLimit" in row, row
+        # not on a terminal and without --once: a picture every --interval, one after another (as `top -b`)
+        try:
+            kailab_cli("top", "--name", kai_lab.name, "--interval", "0.5", timeout=6)
+        except subprocess.TimeoutExpired as cut:
+            batch = (cut.stdout or b"").decode() if isinstance(cut.stdout, bytes) else (cut.stdout or "")
+        else:
+            raise AssertionError("kailab top ended by itself with no --once")
+        assert sum(1 for line in batch.splitlines() if line.strip().startswith(f"{q}-a ")) >= 2, batch
     absent = kailab_cli("top", "--once", "--name", "no-such-lab")
     assert absent.returncode == 2 and absent.stderr.strip().startswith("kailab: error: no lab named 'no-such-lab'"), absent
     assert len(absent.stderr.strip().splitlines()) == 1, absent.stderr

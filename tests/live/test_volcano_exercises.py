@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from helpers import refused_with_nothing_made, stack_lab
-from kailab.exercise.runner import resolve_exercise, run_exercise
+from kailab.exercise.runner import run_exercise
+from kailab.exercise.load import resolve_exercise
 from kailab.stacks.volcano import install
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("volcano_labs")]  # one lab, its runs one at a time

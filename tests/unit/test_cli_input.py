@@ -202,5 +202,63 @@ def test_run_names_an_unknown_exercise_before_it_looks_for_a_lab(tmp_path):
     """`kailab run no-such-exercise --name X` with no lab: the exercise is the first thing wrong (it said
     "no lab named X" before)."""
     done = kailab_cli("run", "no-such-exercise", "--name", "nolab", env={"KAILAB_STATE": str(tmp_path / "state")})
-    assert done.returncode == 2 and "no-such-exercise.yaml: file not found" in done.stderr, done.stderr
-    assert "no lab" not in done.stderr
+    assert done.returncode == 2 and "no-such-exercise: no exercise of that name in" in done.stderr, done.stderr
+    assert "no lab" not in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_misspelt_exercise_name_gets_the_names_it_is_close_to():
+    done = kailab_cli("run", "quotta")
+    assert done.returncode == 2 and "(did you mean quota? A file of your own goes by its path)" in done.stderr, done.stderr
+
+
+# ----------------------------------------------------------------------------- what a new user mistypes
+def _invoke(monkeypatch, tmp_path, *args):
+    monkeypatch.setenv("KAILAB_STATE", str(tmp_path / "state"))
+    monkeypatch.delenv("KAILAB_LAB", raising=False)
+    return CliRunner().invoke(cli, list(args), standalone_mode=False)
+
+
+def test_run_with_no_lab_suggests_the_up_its_exercise_needs_by_fleet_and_name(monkeypatch, tmp_path):
+    """`kailab up` alone would make a `small` lab: topology's fleet is `racks`, and a lab named X is
+    made with --name X."""
+    for args, up in ((["run", "topology"], "`kailab up --fleet racks`"),
+                     (["run", "quota", "--name", "mine"], "`kailab up --fleet small --name mine`"),
+                     (["run", "quota", "topology"], "`kailab up`")):
+        result = _invoke(monkeypatch, tmp_path, *args)
+        assert isinstance(result.exception, KailabError), result.exception
+        assert str(result.exception).endswith(f"is up: bring one up with {up}"), result.exception
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())
+
+
+def test_down_of_a_name_no_lab_has_says_so_and_names_the_labs_there(monkeypatch, tmp_path):
+    result = _invoke(monkeypatch, tmp_path, "down", "--name", "nosuch")
+    assert result.exception is None and "no lab named 'nosuch': nothing to take down" in result.output, result.output
+    assert "is down" not in result.output
+    result = _invoke(monkeypatch, tmp_path, "status", "--all")
+    assert result.exception is None and "no labs on this machine" in result.output, result.output
+
+
+def test_what_a_runtime_cannot_do_is_refused_with_exit_2_before_anything_ran(monkeypatch, tmp_path):
+    result = _invoke(monkeypatch, tmp_path, "up", "--runtime", "binary", "--fleet", "tiny", "--dry-run")
+    assert isinstance(result.exception, KailabError) and result.exception.exit_code == 2, result.exception
+    assert "--dry-run is not supported by the binary runtime" in str(result.exception)
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())
+
+
+def test_validate_names_a_copied_exercises_name_with_its_other_problems(tmp_path):
+    """A copy keeps the original's `exercise:` name: that problem is listed with the file's others, not
+    only once they are mended."""
+    text = (PROJECT_ROOT / "exercises" / "quota.yaml").read_text().replace("priorityClass: train", "priorityClas: train")
+    (tmp_path / "mine.yaml").write_text(text)
+    result = CliRunner().invoke(cli, ["validate", str(tmp_path / "mine.yaml")], standalone_mode=False)
+    lines = str(result.exception).splitlines()
+    assert lines[0].endswith("exercise: name 'quota' differs from the file name 'mine' (make them equal)"), lines
+    assert len(lines) == 3 and all("priorityClas: unknown field" in line for line in lines[1:]), lines
+
+
+def test_validate_checks_a_fleet_file_as_a_fleet(tmp_path):
+    result = CliRunner().invoke(cli, ["validate", str(PROJECT_ROOT / "fleets" / "tiny.yaml")], standalone_mode=False)
+    assert result.exception is None and "tiny.yaml: ok (a fleet: 2 nodes, 8 GPUs)" in result.output, result.output
+    (tmp_path / "f.yaml").write_text("name: f\npools: [{name: a, count: 0, gpus: 8}]\n")
+    result = CliRunner().invoke(cli, ["validate", str(tmp_path / "f.yaml")], standalone_mode=False)
+    assert isinstance(result.exception, InputError) and result.exception.field == "pools[0].count", result.exception

@@ -225,7 +225,7 @@ def test_lesson_refuses_unknown_names_misplaced_check_and_a_missing_lab(tmp_path
     out = kailab("lesson", "quota", "--no-pause", "--name", "nolab", env=env)
     assert out.returncode != 0
     assert out.stderr.strip().splitlines() == [
-        "kailab: error: no lab named 'nolab' is up: bring one up with `kailab up --fleet small`"]
+        "kailab: error: no lab named 'nolab' is up: bring one up with `kailab up --fleet small --name nolab`"]
     assert not (tmp_path / "state" / "course.json").exists()
 
 

@@ -39,7 +39,7 @@ def the_error(proc: subprocess.CompletedProcess) -> str:
 
 def test_status_of_a_lab_that_does_not_exist(kailab):
     proc = kailab("status", "--name", "no-such-lab")
-    assert the_error(proc) == "no lab named 'no-such-lab': bring one up with `kailab up`"
+    assert the_error(proc) == "no lab named 'no-such-lab': bring one up with `kailab up --name no-such-lab`"
     assert proc.stderr.count("\n") == 1 and proc.stdout == "", proc
 
 

@@ -149,7 +149,7 @@ MISTAKES = [
      [f"{STEP1}.expect[0].bound", "needs min, max or both"]),
     ("negative-count", _set(["steps", 1, "expect", 0, "bound"], -3), [f"{STEP1}.expect[0].bound", "greater than or equal"]),
     ("pods-count-zero", _pods(count=0), [f"{STEP0}.apply[0].pods.count", "greater than or equal to 1"]),
-    ("pods-count-string", _pods(count="many"), [f"{STEP0}.apply[0].pods.count", "valid integer"]),
+    ("pods-count-string", _pods(count="many"), [f"{STEP0}.apply[0].pods.count", "valid integer, not 'many' (write a whole number, like 2)"]),
     ("bad-timeout", _set(["steps", 1, "timeout"], "15 seconds"), [f"{STEP1}.timeout", "pattern"]),
     ("bad-settle", _set(["steps", 1, "settle"], "15 seconds"), [f"{STEP1}.settle", "pattern"]),
     ("bad-run-duration", _pods(runDuration="15 seconds"), [f"{STEP0}.apply[0].pods.runDuration", "pattern"]),

@@ -15,7 +15,7 @@ import pytest
 from kailab import versions
 from kailab.compare import compare_units, merge_fanned_out
 from kailab.errors import KailabError
-from kailab.exercise.runner import resolve_exercise
+from kailab.exercise.load import resolve_exercise
 from kailab.fanout.unit import UnitResult
 
 from helpers import kailab_cli

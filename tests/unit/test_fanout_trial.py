@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kailab.errors import InputError
-from kailab.exercise.runner import resolve_exercise
+from kailab.exercise.load import resolve_exercise
 from kailab.fanout.unit import UnitResult
 from kailab.trial import all_passed, merge_fanned_out as merge_units, trial_units
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kailab.errors import InputError
-from kailab.exercise.runner import resolve_exercise
+from kailab.exercise.load import resolve_exercise
 from kailab.fanout.run import _extract
 from kailab.fanout.unit import CAPABILITIES, DONE, RUN_LABEL, SCRIPT, exercise_unit, objects
 

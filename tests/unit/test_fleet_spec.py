@@ -130,7 +130,7 @@ def test_gpuless_pool_has_no_gpu_resource(tmp_path):
 BAD_DOCS = [
     ("negative-count", {"name": "f", "pools": [pool(count=-1)]}, ["pools[0].count", "greater than or equal to 1"]),
     ("zero-count", {"name": "f", "pools": [pool(count=0)]}, ["pools[0].count", "greater than or equal to 1"]),
-    ("gpus-as-string", {"name": "f", "pools": [pool(gpus="eight")]}, ["pools[0].gpus", "valid integer"]),
+    ("gpus-as-string", {"name": "f", "pools": [pool(gpus="eight")]}, ["pools[0].gpus", "valid integer, not 'eight' (write a whole number, like 2)"]),
     ("too-many-gpus", {"name": "f", "pools": [pool(gpus=65)]}, ["pools[0].gpus", "less than or equal to 64"]),
     ("unknown-pool-field", {"name": "f", "pools": [pool(colour="blue")]}, ["pools[0].colour", "unknown field"]),
     ("unknown-top-field", {"name": "f", "nodez": 3, "pools": [pool()]}, ["nodez", "unknown field"]),

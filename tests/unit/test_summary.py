@@ -26,7 +26,7 @@ def test_without_a_terminal_every_path_and_figure_is_whole():
     # figures in words and units, as the report names them; never the verdict's machine keys
     assert LONG in text and "step 2: held after 1.7 s" in text and "…" not in text
     assert "expected_after_s" not in text
-    assert text.splitlines()[1].startswith("fractional: passed")
+    assert text.splitlines()[0] == "exercises: 1 passed" and text.splitlines()[1].startswith("fractional: passed")
 
 
 def test_on_a_terminal_the_table_stays():
@@ -81,3 +81,24 @@ def test_start_retries_are_counted_once_per_lab():
     buf = io.StringIO()
     print_summary(Console(file=buf, width=200), [Outcome("borrow", "passed", lab="b")])
     assert "retries" not in buf.getvalue()
+
+
+def test_a_watched_runs_last_picture_ends_its_line_in_a_file():
+    """`kailab run --watch > log`: the summary's heading starts a line of its own, never glued to the
+    picture's last line ("none yetexercises")."""
+    from kailab.top.screen import watching
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=100)
+    snap = {"cluster": {"utilisation": 0}}
+    import kailab.top.screen as screen
+    real = screen.render
+    screen.render = lambda *a, **k: "last evictions: none yet"
+    try:
+        with watching(lambda: snap, "lab", console, interval=0.1):
+            pass
+    finally:
+        screen.render = real
+    print_summary(console, _outcomes())
+    lines = buf.getvalue().splitlines()
+    assert "exercises: 1 passed" in lines and not any(line.endswith("none yetexercises: 1 passed") for line in lines), lines
