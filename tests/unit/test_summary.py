@@ -102,3 +102,22 @@ def test_a_watched_runs_last_picture_ends_its_line_in_a_file():
     print_summary(console, _outcomes())
     lines = buf.getvalue().splitlines()
     assert "exercises: 1 passed" in lines and not any(line.endswith("none yetexercises: 1 passed") for line in lines), lines
+
+
+def test_expectations_for_other_schedulers_are_named_with_the_schedulers():
+    o = Outcome("quota", "passed", not_checked=[
+        "step 'a' expect: {} (for kueue, volcano only; this lab runs kai)", "step 'b' expect: {} (for volcano only; this lab runs kai)"])
+    assert o.report().splitlines()[-1] == ("  not checked on kai: 2 expectation(s) the file keeps for kueue, volcano "
+                                           "(verdict.json: not_checked)")
+
+
+def test_the_clis_consoles_are_200_columns_wide_into_a_pipe_unless_columns_says():
+    from pathlib import Path
+
+    code = "from kailab.cli.base import console, out; print(out.width, console.width)"
+    root = Path(__file__).resolve().parents[2]
+    env = {"PATH": "/usr/bin:/bin", "TERM": "xterm"}
+    piped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env=env)
+    assert piped.stdout.split() == ["200", "200"], piped.stderr
+    told = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env={**env, "COLUMNS": "90"})
+    assert told.stdout.split() == ["90", "90"], told.stderr
