@@ -1,6 +1,6 @@
 # kailab — the two commands a newcomer needs:
-#   make exercises   bring a lab up (if none is running) and run every exercise against it
-#   make exercises-all  the same, and the replays and fills (exercises/replays, exercises/fills)
+#   make exercises   bring a lab up (if none is running) and run the everyday exercises against it
+#   make exercises-all  the same, and the replays, fills and operator exercises (labs of their own)
 #   make unit        the unit tier alone (tests/unit: no lab, no network; it reads the registered sources)
 #   make test        the whole suite: the unit tier first (failing fast), then the live tier (tests/live: real labs)
 PYTHON      ?= python3
@@ -53,10 +53,10 @@ test-full: unit         ## the whole live tier, the long `full` runs too (the 1/
 	$(BIN)/pytest tests/live -n $(TEST_LABS) --dist loadgroup -m "not alone" --kailab-not-run "$$not_run" || exit $$?; \
 	$(BIN)/pytest tests/live -m alone --kailab-not-run "$$not_run"; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
 
-exercises: lab-up       ## the everyday set, every exercise: on the running lab and, with LABS, labs of its kind beside it (evidence/report.html too)
+exercises: lab-up       ## the everyday set: on the running lab and, with LABS, labs of its kind beside it (evidence/report.html too)
 	$(BIN)/pytest exercises/ --kailab-lab $(NAME) -n $(LABS) --dist worksteal
 
-exercises-all: setup    ## the everyday set and the replays and fills (minutes each, on labs of their own)
+exercises-all: setup    ## the everyday set, and the replays, fills and operator exercises (minutes each, on labs of their own)
 	@$(KAILAB) trace source alibaba-gpu-2023 >/dev/null  # the fill reads Alibaba's trace: refused in seconds, before any lab, when it is not registered
 	$(MAKE) lab-up
 	$(BIN)/pytest exercises/ --kailab-all --kailab-lab $(NAME) -n $(LABS) --dist worksteal

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 
 import click
@@ -16,7 +17,7 @@ from .base import cli, console, out
 
 
 @cli.command()
-@click.option("--name", default=None, help="The lab to watch (default: the lab `default`, unless --kubeconfig).")
+@click.option("--name", default=None, help="The lab to watch (default: $KAILAB_LAB, else `default`; not with --kubeconfig).")
 @click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Any cluster running KAI instead of a lab (read only).")
 @click.option("--prometheus", default=None, metavar="URL",
@@ -37,7 +38,7 @@ def top(name, kubeconfig, prometheus, once, as_json, interval) -> None:
     if kubeconfig:
         title = f"cluster {kubeconfig}"
     else:
-        name = name or "default"
+        name = name or os.environ.get("KAILAB_LAB", "default")
         rec = LabRecord.load(name)
         if rec is None or rec.state != "up":
             raise KailabError(f"no lab named {name!r} is up: bring one up with `kailab up --name {name}`, "

@@ -20,11 +20,11 @@ NON_PREEMPTIBLE_FROM = 100
 # KAI decides a gang in one scheduling cycle, then commits it one BindRequest per pod (10 pods in
 # ~0.2 s on an idle lab; 1-2 s apart when the API server it writes to is loaded): any
 # instant of that commit shows a partial gang. A gang may pass through partial states while being
-# committed or evicted; resting partial this long — with no member allocated meanwhile (10 of the
-# lab's 500 ms scheduling periods) — means it was left below its minimum. The clock restarts at each
+# committed or evicted; resting partial this long with no member allocated meanwhile means it was
+# left below its minimum. The clock restarts at each
 # new member: a slow commit is progress, not rest. CI under load (15-30 runnable tasks on 2 cores) saw
 # the binder pause 5.2 s between a gang's members, twice (8 of 10, and 1 of 10, each then completed):
-# 15 s (30 periods) still calls a gang left below its minimum partial, and a starved binder's pause not.
+# 15 s (15 of the lab's 1 s periods) still calls a gang left below its minimum partial, and a starved binder's pause not.
 GANG_COMMIT_GRACE = 15.0
 
 
