@@ -120,10 +120,13 @@ def how_it_ended(pid: int) -> str:
     (reaped here), else 'ended' (not our child, or already reaped)."""
     child = _CHILDREN.get(pid)
     if child is not None:
-        if child.poll() is None:
+        # a wait, not a poll: a poll says None while another thread (a `start`'s reap) holds the Popen's
+        # wait lock, and CI's retry then read "how is not known" for a child killed by SIGKILL
+        try:
+            _ENDINGS[pid] = _ending(child.wait(timeout=2))
+        except subprocess.TimeoutExpired:
             return "ended"  # not yet, as far as its parent knows
-        _ENDINGS[pid] = _ending(child.returncode)
-        del _CHILDREN[pid]
+        _CHILDREN.pop(pid, None)
     if pid in _ENDINGS:
         return _ENDINGS[pid]
     try:

@@ -262,3 +262,10 @@ def test_validate_checks_a_fleet_file_as_a_fleet(tmp_path):
     (tmp_path / "f.yaml").write_text("name: f\npools: [{name: a, count: 0, gpus: 8}]\n")
     result = CliRunner().invoke(cli, ["validate", str(tmp_path / "f.yaml")], standalone_mode=False)
     assert isinstance(result.exception, InputError) and result.exception.field == "pools[0].count", result.exception
+
+
+def test_top_watches_the_lab_kailab_lab_names_as_every_command_does(monkeypatch, tmp_path):
+    monkeypatch.setenv("KAILAB_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("KAILAB_LAB", "mine")
+    result = CliRunner().invoke(cli, ["top", "--once"], standalone_mode=False)
+    assert isinstance(result.exception, KailabError) and "no lab named 'mine' is up" in str(result.exception), result.exception

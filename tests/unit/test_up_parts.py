@@ -3,6 +3,7 @@ Pure functions and real files and threads; the labs that use them are tested in 
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -120,3 +121,32 @@ def test_a_started_process_keeps_its_exit_status_past_other_starts(tmp_path):
     processes.start(tmp_path, "other", ["sleep", "5"])
     assert processes.how_it_ended(rec.pid) == "exited with status 7"
     processes.stop_all(tmp_path)
+
+
+def test_a_killed_child_is_told_as_killed_while_another_thread_holds_its_wait_lock(tmp_path):
+    """CI: kube-state-metrics killed at start read "how is not known: not this process's child" — the
+    Popen's poll said None while another thread's reap held its wait lock."""
+    import signal
+    import threading
+    import time
+
+    from kailab.runtimes import processes
+
+    rec = processes.start(tmp_path, "sleeper", ["sleep", "30"])
+    child = processes._CHILDREN[rec.pid]
+    os.kill(rec.pid, signal.SIGKILL)
+    time.sleep(0.2)
+    held = threading.Event()
+
+    def hold():
+        with child._waitpid_lock:  # as a concurrent `start`'s reap holds it
+            held.set()
+            time.sleep(0.5)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait()
+    try:
+        assert processes.how_it_ended(rec.pid) == "was killed by SIGKILL"
+    finally:
+        t.join()
