@@ -18,8 +18,7 @@ from .errors import InputError, KailabError
 from .fanout.costs import requests_for
 from .fanout.unit import Kind, Unit, UnitResult, bring_back, cli_command, dns_label, summary_outcome
 from .fleet import fleet_path, load_fleet
-from .exercise.load import resolve_exercise
-from .exercise.load import load_exercise
+from .exercise.load import load_exercise, resolve_exercise
 from .paths import evidence_dir
 from .labs import LabSpec
 from .runtimes import processes

@@ -14,9 +14,8 @@ from ..paths import evidence_dir
 from .. import labs
 from ..labs import LabSpec
 from .common import _record, machine
-from ..exercise.load import load_exercise
+from ..exercise.load import load_exercise, resolve_exercise
 from ..exercise.runner import run_exercise
-from ..exercise.load import resolve_exercise
 from ..labs import require_kai_lab
 from ..paths import exercises_dir
 

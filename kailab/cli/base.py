@@ -10,12 +10,11 @@ from rich.console import Console
 
 # into a file or a pipe (no terminal, no COLUMNS) a table is as wide as its cells, up to 200 columns,
 # not rich's 80: `kailab tools list > f` keeps whole paths
-_WIDTH = None if os.environ.get("COLUMNS") else 200
 console = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 for _c in (console, out):
-    if not _c.is_terminal and _WIDTH:
-        _c.width = _WIDTH
+    if not _c.is_terminal and not os.environ.get("COLUMNS"):
+        _c.width = 200
 
 
 def name_option(f):

@@ -129,22 +129,22 @@ def down(name) -> None:
     known = LabRecord.load(name) is not None
     stopped = labs.down(name)
     if not known and not stopped:  # nothing of that name: say so (a mistyped name leaves the real lab up)
-        others = _lab_names()
+        others = [r.name for r in _lab_records()]
         console.print(f"no lab named {name!r}: nothing to take down"
                       + (f" (labs here: {', '.join(others)})" if others else ""))
         return
     console.print(f"lab {name!r} is down" + (f" (stopped: {', '.join(stopped)})" if stopped else ""))
 
 
-def _lab_names() -> list[str]:
+def _lab_records() -> list[LabRecord]:
     from ..paths import state_dir
 
-    return [p.name for p in sorted(state_dir().glob("*")) if p.is_dir() and LabRecord.load(p.name)]
+    return [r for p in sorted(state_dir().glob("*")) if p.is_dir() and (r := LabRecord.load(p.name))]
 
 
 def _all_status(as_json: bool) -> None:
     """Every lab on this machine, one line each (a version trial's vClusters are labs of their own)."""
-    infos = [labs.open(n).status() for n in _lab_names()]
+    infos = [labs.open(r).status() for r in _lab_records()]
     if as_json:
         click.echo(json.dumps(infos, indent=2))
         return

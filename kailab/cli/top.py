@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 
 from ..errors import KailabError
-from ..labs import LabRecord
+from ..labs import LabRecord, up_command
 from ..runtimes import metrics
 from .base import cli, console, out
 
@@ -41,7 +41,7 @@ def top(name, kubeconfig, prometheus, once, as_json, interval) -> None:
         name = name or os.environ.get("KAILAB_LAB", "default")
         rec = LabRecord.load(name)
         if rec is None or rec.state != "up":
-            raise KailabError(f"no lab named {name!r} is up: bring one up with `kailab up --name {name}`, "
+            raise KailabError(f"no lab named {name!r} is up: bring one up with `{up_command(name)}`, "
                               "or watch another cluster with --kubeconfig FILE")
         kubeconfig, prometheus, title = rec.kubeconfig, prometheus or lab_prometheus(rec), f"lab {name!r}"
     with Top(kubeconfig, prometheus) as view:

@@ -18,12 +18,12 @@ def whole_and_free(kube: Kube, ex, lab) -> None:
     fleet, prefix = load_fleet(ex.fleet), lab.record.fleet_prefix
     if prefix and ex.names_nodes:
         raise KailabError(f"exercise {ex.exercise} changes fleet nodes by name, and lab {lab.name!r} names "
-                       f"its fleet's nodes {prefix}NAME (a pool on a shared host): run it on a lab of its own")
+                          f"its fleet's nodes {prefix}NAME (a pool on a shared host): run it on a lab of its own")
     differs = fleet_difference(fleet, kube.list("v1", "Node"), prefix)
     if differs:
         raise KailabError(f"exercise {ex.exercise} is sized for fleet {fleet.name} ({fleet.nodes_total} nodes, "
-                       f"{fleet.gpus_total} GPUs) but lab {lab.name!r} runs {differs}: run it on a lab "
-                       f"brought up with `kailab up --fleet {ex.fleet}`")
+                          f"{fleet.gpus_total} GPUs) but lab {lab.name!r} runs {differs}: run it on a lab "
+                          f"brought up with `kailab up --fleet {ex.fleet}`")
     nodes = {n["metadata"]["name"] for n in fleet.node_manifests(prefix)}
     await_ready(kube, ex, lab, fleet, nodes)
     await_free(kube, ex, lab, nodes)
