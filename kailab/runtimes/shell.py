@@ -5,11 +5,17 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ..errors import LabError
 
 COMMAND_TIMEOUT = 1800  # seconds; every command has its own shorter --timeout/--wait as well
+
+# `kubectl wait --for=condition=...` on an object whose status has no conditions yet (a CRD created a
+# moment ago) fails at once with this, instead of waiting (a CI's kind lab met it on KWOK's Stage CRD)
+TOO_EARLY_FOR_CONDITIONS = ".status.conditions accessor error: <nil> is of the type <nil>"
+TOO_EARLY_RETRY_FOR = 60.0  # seconds of asking again, one a second
 
 
 def progress(message: str) -> None:
@@ -22,12 +28,20 @@ def run_logged(argv: list[str], log: Path, shown: list[str], what: str = "") -> 
     with log.open("a") as f:
         f.write(f"$ {shlex.join(shown)}\n")
         f.flush()
-        try:
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            raise LabError(f"{step}`{short(shown)}` did not finish in {COMMAND_TIMEOUT}s; "
-                           f"log: {log}") from None
-        f.write(out.stdout + out.stderr + f"(exit {out.returncode})\n")
+        deadline = time.monotonic() + TOO_EARLY_RETRY_FOR
+        while True:
+            try:
+                out = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                raise LabError(f"{step}`{short(shown)}` did not finish in {COMMAND_TIMEOUT}s; "
+                               f"log: {log}") from None
+            f.write(out.stdout + out.stderr + f"(exit {out.returncode})\n")
+            if out.returncode == 0 or TOO_EARLY_FOR_CONDITIONS not in out.stderr + out.stdout \
+                    or time.monotonic() > deadline:
+                break
+            f.write("(the object has no conditions yet: asking again in 1 s)\n")
+            f.flush()
+            time.sleep(1)
     if out.returncode != 0:
         raise LabError(f"{step}`{short(shown)}` failed (exit {out.returncode}): "
                        f"{telling_line(out.stderr or out.stdout)}; full command and output: {log}")

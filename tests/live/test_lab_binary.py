@@ -244,3 +244,59 @@ def test_run_refuses_a_lab_without_kai_before_applying_anything(kailab_labs):
     assert out.stderr.strip().splitlines()[-1] == (
         f"kailab: error: lab {bare.name!r} runs without KAI (--without-kai): exercises need KAI "
         f"(`kailab down --name {bare.name}` then `kailab up --fleet ...`)")
+
+
+CONDITIONLESS_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.retry.kailab.test}
+spec:
+  group: retry.kailab.test
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+"""
+
+
+def test_a_kubectl_wait_on_an_object_without_conditions_yet_waits_for_them(infra_lab, tmp_path):
+    # the CI's kind lab: `kubectl wait --for=condition=Established` on a CRD created a moment before
+    # failed at once ("accessor error: <nil>"); run_logged asks again until the conditions come
+    import threading
+
+    from kailab.runtimes.shell import run_logged
+
+    kubectl = ["kubectl", "--kubeconfig", infra_lab.kubeconfig]
+
+    def k(*args: str, stdin: str | None = None) -> None:
+        out = subprocess.run([*kubectl, *args], input=stdin, text=True, capture_output=True)
+        assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
+
+    k("apply", "-f", "-", stdin=CONDITIONLESS_CRD)
+    try:
+        k("wait", "--for=condition=Established", "crd/widgets.retry.kailab.test", "--timeout=30s")
+        k("apply", "-f", "-", stdin="apiVersion: retry.kailab.test/v1\nkind: Widget\n"
+                                    "metadata: {name: w, namespace: default}\n")
+        # a status whose conditions are null, as a CRD's is the moment it is created
+        widget = json.loads(subprocess.run([*kubectl, "-n", "default", "get", "widget", "w", "-o", "json"],
+                                           capture_output=True, text=True, check=True).stdout)
+        k("replace", "--subresource=status", "-f", "-",
+          stdin=json.dumps({**widget, "status": {"conditions": None, "phase": "new"}}))
+        condition = {"status": {"conditions": [{"type": "Done", "status": "True"}]}}
+        later = threading.Timer(3, k, ("-n", "default", "patch", "widget", "w", "--subresource=status",
+                                       "--type=merge", "-p", json.dumps(condition)))
+        later.start()
+        log = tmp_path / "run.log"
+        argv = [*kubectl, "-n", "default", "wait", "--for=condition=Done", "widget/w", "--timeout=20s"]
+        run_logged(argv, log, shown=argv, what="wait for the widget")
+        later.join()
+        text = log.read_text()
+        assert "accessor error: <nil>" in text, text  # the case happened: kubectl failed before the patch
+        assert "condition met" in text, text
+    finally:
+        subprocess.run([*kubectl, "delete", "crd", "widgets.retry.kailab.test", "--wait=false"],
+                       capture_output=True)
