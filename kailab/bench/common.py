@@ -84,9 +84,10 @@ def _commit() -> str | None:
 
 class _MachineSampler:
     """The whole machine's CPU (busy cores, from /proc/stat) and memory in use (MemTotal -
-    MemAvailable) sampled once a second while a command runs: what labs side by side cost."""
+    MemAvailable) sampled once a second (`every`) while a command runs: what labs side by side cost."""
 
-    def __init__(self):
+    def __init__(self, every: float = 1.0):
+        self.every = every
         self.stop = threading.Event()
         self.busy_cores: list[float] = []
         self.mem_mib: list[int] = []
@@ -112,7 +113,7 @@ class _MachineSampler:
     def _run(self) -> None:
         cores = os.cpu_count() or 1
         busy0, total0 = self._cpu()
-        while not self.stop.wait(1.0):
+        while not self.stop.wait(self.every):
             busy, total = self._cpu()
             if total > total0:
                 self.busy_cores.append(round(cores * (busy - busy0) / (total - total0), 2))
