@@ -22,6 +22,7 @@ import time
 import pytest
 
 import cpu_accounting
+from kailab.testing.labs import builds_pending
 
 # xdist_group name, or "file::test" for a long test of no group: about how long it keeps a worker
 LONGEST = {
@@ -97,7 +98,7 @@ def pytest_collection_modifyitems(session, config, items):
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.id in getattr(item.module, "FULL_ONLY", ()):
             item.add_marker(pytest.mark.full)
-    building = bool(os.environ.get(BUILDS_PENDING_ENV))
+    building = builds_pending()
     items.sort(key=lambda item: (building and _unit(item) in BUILT_IN_BACKGROUND_GROUPS, -LONGEST.get(_unit(item), 0),
                                  building and item.path.name in BUILT_IN_BACKGROUND_FILES,
                                  SHARED_KIND_LAB.get(item.path.name, 0)))  # stable
@@ -107,7 +108,6 @@ def pytest_collection_modifyitems(session, config, items):
 # Kueue's and Volcano's binaries, KAI's e2e suites, KAI v0.16.8) and says so in this variable: the groups
 # that use them, and the files of other groups that do, run after the rest, so those builds have the
 # longest to get made. A test that comes to one first only waits on its build's lock: order, not correctness.
-BUILDS_PENDING_ENV = "KAILAB_BUILDS_PENDING"
 BUILT_IN_BACKGROUND_GROUPS = ("operator_labs", "kueue_labs", "volcano_labs")
 BUILT_IN_BACKGROUND_FILES = ("test_compare.py", "test_kai_e2e.py", "test_kueue_lab.py", "test_trial_live.py",
                              "test_volcano_lab.py")

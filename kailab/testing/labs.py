@@ -57,6 +57,12 @@ def kind_unavailable_reason() -> str | None:
 # A cold CI builds the kind images in the background while the other tests run (.ci/run): this names
 # the file that says "running", then "done" or "failed …"
 PENDING_ENV = "KAILAB_KIND_IMAGES_PENDING"
+# and what only some tests need (.ci/builds): set while it builds, so those tests run last
+BUILDS_PENDING_ENV = "KAILAB_BUILDS_PENDING"
+
+
+def builds_pending() -> bool:
+    return bool(os.environ.get(BUILDS_PENDING_ENV))
 
 
 def wait_for_kind_images(status: str, timeout: float = 90 * 60, every: float = 5.0) -> None:
