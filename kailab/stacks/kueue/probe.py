@@ -62,5 +62,15 @@ def run(kube, lab: Path, probe_pod=None, extra: list[dict] | None = None) -> Non
     kube.delete("batch/v1", "Job", "kailab-probe", NAMESPACE)
     kube.delete_pods(NAMESPACE)
     # the probe has answered: its queues go, so a user's `kubectl get clusterqueues` sees none of kailab's
-    for obj in reversed(objects()[1:] + list(extra or [])):
+    removed = list(reversed(objects()[1:] + list(extra or [])))
+    for obj in removed:
         kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
+
+    # gone, not just deleted: Kueue's finalizers keep a ClusterQueue and its ResourceFlavor until the
+    # probe's Workload has gone, and `up` said they would not be there
+    def gone() -> bool:
+        return all(kube.get(o["apiVersion"], o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) is None
+                   for o in removed)
+
+    wait_until("the probe's queues to be gone (Kueue's finalizers)", gone, timeout="exercise-clean-up", lab=lab,
+               component="kueue", hint="kubectl get clusterqueues,resourceflavors,workloads -A -o yaml; see kueue's log")
