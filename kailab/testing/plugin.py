@@ -151,8 +151,8 @@ def pytest_runtest_setup(item):
     error = getattr(item.config, "_kailab_kind_error", None)
     if error:
         pytest.fail(f"KAILAB_REQUIRE_KIND=1 but {error}", pytrace=False)
-    if os.environ.get(PENDING_ENV):
-        wait_for_kind_images(os.environ[PENDING_ENV])
+    if os.environ.get(PENDING_ENV):  # the `alone` phase's use images the main phase's do not
+        wait_for_kind_images(os.environ[PENDING_ENV], every_image=item.get_closest_marker("alone") is not None)
 
 
 @pytest.hookimpl(optionalhook=True)

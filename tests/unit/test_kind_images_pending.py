@@ -21,6 +21,16 @@ def test_the_wait_returns_once_the_file_says_done(tmp_path):
     assert time.monotonic() - started >= 0.25
 
 
+def test_the_main_phases_images_ready_free_its_kind_tests_but_not_the_alone_phases(tmp_path):
+    status = tmp_path / "status"
+    status.write_text("main\n")
+    wait_for_kind_images(str(status), timeout=10, every=0.05, every_image=False)
+    with pytest.raises(pytest.fail.Exception, match="still building after 0.2 s"):
+        wait_for_kind_images(str(status), timeout=0.2, every=0.05)
+    threading.Timer(0.2, lambda: status.write_text("done\n")).start()
+    wait_for_kind_images(str(status), timeout=10, every=0.05)
+
+
 def test_a_failed_build_fails_the_test_with_what_the_file_says(tmp_path):
     status = tmp_path / "status"
     status.write_text("failed: .ci/images exited 2 (its log: /tmp/x)\n")
