@@ -47,16 +47,19 @@ lab-status: setup
 unit: setup             ## the unit tier: no lab, no network (it reads the registered sources and KAI's renderer, `kailab tools build`)
 	$(BIN)/pytest tests/unit -n $(UNIT_WORKERS)
 
+# The `alone` phase in two streams (xdist groups): the heavy one (the vCluster trial, then the fan-out), the
+# light one beside it (KAI's operator suites, then the kind lab's own tests); never beside the main phase.
+ALONE := -n 2 --dist loadgroup
 # Both live phases write what they deselected (no Docker engine, no KAI) to one file; the last says it all in red, at the end.
 test: unit              ## then the live tier (but the `full` runs): labs on workers side by side, then the tests that need the machine alone
 	not_run=$$(mktemp); trap 'rm -f "$$not_run"' EXIT; \
 	$(BIN)/pytest tests/live -n $(TEST_LABS) --dist loadgroup -m "not alone and not full" --kailab-not-run "$$not_run" || exit $$?; \
-	$(BIN)/pytest tests/live -m "alone and not full" --kailab-not-run "$$not_run"; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]  # 5: none selected (no Docker engine, say)
+	$(BIN)/pytest tests/live -m "alone and not full" $(ALONE) --kailab-not-run "$$not_run"; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]  # 5: none selected (no Docker engine, say)
 
 test-full: unit         ## the whole live tier, the long `full` runs too (the 1/8 Alibaba fill, KAI's three e2e suites, …)
 	not_run=$$(mktemp); trap 'rm -f "$$not_run"' EXIT; \
 	$(BIN)/pytest tests/live -n $(TEST_LABS) --dist loadgroup -m "not alone" --kailab-not-run "$$not_run" || exit $$?; \
-	$(BIN)/pytest tests/live -m alone --kailab-not-run "$$not_run"; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
+	$(BIN)/pytest tests/live -m alone $(ALONE) --kailab-not-run "$$not_run"; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
 
 exercises: lab-up       ## the everyday set: on the running lab and, with LABS, labs of its kind beside it (evidence/report.html too)
 	$(BIN)/pytest exercises/ --kailab-lab $(NAME) -n $(LABS) --dist worksteal

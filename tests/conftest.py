@@ -4,8 +4,9 @@ Tiers: tests/unit/ needs no lab, no network, no build and no browser (`make unit
 tests/live/ brings labs up (marked `lab`, `kind` or `alone`) or opens a real browser (marked `browser`).
 A test in the wrong folder for its marks is a collection error, so the tiers stay what their names say.
 
-Order (`make test`: pytest -n, --dist loadgroup): longest first; in the `alone` phase, the vCluster
-trial before the kind lab's tests, which share its kind lab and take it down last.
+Order (`make test`: pytest -n, --dist loadgroup): longest first; the `alone` phase in two streams of
+one xdist group each: the vCluster trial, then the fan-out (the two that load the cores most, never
+side by side); KAI's operator suites, then the kind lab's own tests.
 
 xdist's own order puts the groups with the most tests first and leaves every one-test unit in
 collection order: CI's 1/8 fill (one test, ~1,300-1,800 s there) started half-way through the run
@@ -73,6 +74,9 @@ def pytest_configure(config):
 
 
 LIVE_MARKS = ("lab", "kind", "alone", "browser")
+# The `alone` phase's two streams (the Makefile's ALONE: -n 2 --dist loadgroup). The vCluster trial and the
+# fan-out share the heavy one, so they never run side by side; an `alone` test of neither would run beside both
+ALONE_STREAMS = ("kind_heavy", "kind_light")
 LAB_FIXTURES = ("kailab_labs", "kai_lab", "infra_lab", "kind_lab")  # each brings a lab up
 
 
@@ -86,6 +90,8 @@ def _misplaced(item) -> str | None:
         return f"{item.nodeid}: uses {', '.join(labs)} (a lab) in tests/unit (move it to tests/live, marked lab)"
     if tier == "live" and not live:
         return f"{item.nodeid}: in tests/live without a lab, kind, alone or browser mark (mark it, or move it to tests/unit)"
+    if tier == "live" and item.get_closest_marker("alone") and _unit(item) not in ALONE_STREAMS:
+        return f"{item.nodeid}: marked alone in neither of its streams (add xdist_group {' or '.join(ALONE_STREAMS)}: tests/conftest.py)"
     return None
 
 
@@ -101,7 +107,7 @@ def pytest_collection_modifyitems(session, config, items):
     building = builds_pending()
     items.sort(key=lambda item: (building and _unit(item) in BUILT_IN_BACKGROUND_GROUPS, -LONGEST.get(_unit(item), 0),
                                  building and item.path.name in BUILT_IN_BACKGROUND_FILES,
-                                 SHARED_KIND_LAB.get(item.path.name, 0)))  # stable
+                                 KIND_ORDER.get(item.path.name, 0)))  # stable
 
 
 # A cold CI builds what only some tests need in the background (.ci/builds: the workload operators,
@@ -113,11 +119,12 @@ BUILT_IN_BACKGROUND_FILES = ("test_compare.py", "test_kai_e2e.py", "test_kueue_l
                              "test_volcano_lab.py")
 
 
-# The `alone` phase's one kind lab (the small fleet's): the vCluster trial adopts it as its host first,
-# then the kind lab's own tests run on it, their `down` last - one kind cluster's start for both; then
-# the fan-out's host of three nodes, by itself. In the main phase's kind group, Kueue's kind lab first
-SHARED_KIND_LAB = {"test_kind_host_vcluster_trial.py": 1, "test_kind_lab.py": 2, "test_kind_stacks.py": 1,
-                   "test_fanout_live.py": 3}
+# Within a kind group: in the `alone` phase's heavy stream, the vCluster trial (which downs its host when
+# done) before the fan-out's host of three nodes; in its light stream KAI's operator suites (a file of
+# other groups: 0) before the kind lab's own tests, their `down` last. In the main phase's kind group,
+# Kueue's kind lab first
+KIND_ORDER = {"test_kind_host_vcluster_trial.py": 1, "test_kind_lab.py": 2, "test_kind_stacks.py": 1,
+              "test_fanout_live.py": 2}
 
 
 # ---- what each live test cost in CPU (tests/cpu_accounting.py): printed after the run, the costliest first

@@ -164,6 +164,16 @@ class LabPool:
                 labs.down(rec.name)
                 del self.labs[key]
 
+    def down(self, rec: LabRecord) -> None:
+        """Down one of the session's labs now, not at the session's end (a later `get` brings one up again)."""
+        with kind_docker():
+            labs.down(rec.name)
+        self.forget(rec.name)
+
+    def forget(self, name: str) -> None:
+        """The lab `name` was taken down by other means (a test's own `kailab down`)."""
+        self.labs = {key: rec for key, rec in self.labs.items() if rec.name != name}
+
     def close(self) -> None:
         for rec in self.labs.values():
             with kind_docker():

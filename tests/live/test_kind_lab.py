@@ -35,7 +35,7 @@ from helpers import kailab_cli
 from top_scenario import EXPECTED, scene, shown, top_json
 
 # alone: with the vCluster trial, on the one kind lab they share (above); down last
-pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.alone]
+pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.alone, pytest.mark.xdist_group("kind_light")]
 FLEET = "small"
 
 
@@ -249,7 +249,7 @@ def test_down_leaves_no_container_network_or_file(kind_lab, kailab_labs):
         made_in = current_docker_host()
     assert json.loads((lab_dir(kind_lab.name) / "lab.json").read_text())["docker_host"] == made_in
     out = kailab_cli("down", "--name", kind_lab.name, without=("DOCKER_HOST",), timeout=300)
-    kailab_labs.labs.pop(("kind", FLEET, True), None)
+    kailab_labs.forget(kind_lab.name)
     assert out.returncode == 0, out.stderr
     assert not lab_dir(kind_lab.name).exists()
     containers = _docker("ps", "-a", "--filter", f"label=io.x-k8s.kind.cluster={cluster}", "--format", "{{.Names}}")

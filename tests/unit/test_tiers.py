@@ -20,9 +20,13 @@ def test_no_unit_test_opens_a_browser():
     assert not found, "a browser in the unit tier (move the test to tests/live, marked browser):\n" + "\n".join(found)
 
 
-def _item(folder: str, marks: tuple[str, ...]):
+def _item(folder: str, marks: tuple[str, ...], group: str = ""):
+    def marker(m):
+        if m == "xdist_group":
+            return SimpleNamespace(args=(group,), kwargs={}) if group else None
+        return m if m in marks else None
     return SimpleNamespace(path=Path("tests") / folder / "test_x.py", nodeid=f"tests/{folder}/test_x.py::t",
-                           fixturenames=(), get_closest_marker=lambda m: m if m in marks else None)
+                           originalname="t", fixturenames=(), get_closest_marker=marker)
 
 
 def test_a_browser_test_belongs_to_the_live_tier():
@@ -30,6 +34,17 @@ def test_a_browser_test_belongs_to_the_live_tier():
     assert "browser" in tiers._misplaced(_item("unit", ("browser",)))
     assert tiers._misplaced(_item("live", ("browser",))) is None
     assert "without a lab, kind, alone or browser mark" in tiers._misplaced(_item("live", ()))
+
+
+def test_an_alone_test_runs_in_one_of_the_alone_phases_two_streams():
+    """`make test` runs the `alone` phase on two workers, one xdist group each: a test in neither would
+    run beside the vCluster trial or the fan-out, the two that must not run beside each other."""
+    tiers = sys.modules["conftest"]
+    assert "in neither of its streams" in tiers._misplaced(_item("live", ("kind", "alone")))
+    assert "in neither of its streams" in tiers._misplaced(_item("live", ("kind", "alone"), "kind"))
+    for stream in ("kind_heavy", "kind_light"):
+        assert tiers._misplaced(_item("live", ("kind", "alone"), stream)) is None
+    assert tiers._misplaced(_item("live", ("kind",), "kind")) is None
 
 
 def _marked_kind(fn, module_kind: bool) -> bool:
