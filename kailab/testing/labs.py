@@ -55,11 +55,12 @@ def kind_unavailable_reason() -> str | None:
 
 
 # A cold CI builds the kind images in the background while the other tests run (.ci/run): this names
-# the file that says "running", then "main" (what the main phase's kind tests use is ready: the node
-# image, the stacks' and the operators'), then "done" (the `alone` phase's too: vCluster's, KAI v0.16.8's,
-# the lab image) or "failed …"
+# the file that says "running", then each stage as it is ready — "main" (the node image, the stacks' and
+# the operators': what most kind tests use), "trial" (vCluster's and KAI v0.16.8's too: the vCluster
+# trial's), "done" (the lab image too: the fan-out's) — or "failed …". A test marked `kind` waits for
+# the stage it names (`pytest.mark.kind(images="trial")`): by default "main", "done" when marked `alone`
 PENDING_ENV = "KAILAB_KIND_IMAGES_PENDING"
-MAIN_READY = "main"
+IMAGE_STAGES = ("running", "main", "trial", "done")
 # and what only some tests need (.ci/builds): set while it builds, so those tests run last
 BUILDS_PENDING_ENV = "KAILAB_BUILDS_PENDING"
 
@@ -68,16 +69,19 @@ def builds_pending() -> bool:
     return bool(os.environ.get(BUILDS_PENDING_ENV))
 
 
-def wait_for_kind_images(status: str, timeout: float = 90 * 60, every: float = 5.0, every_image: bool = True) -> None:
-    """Return once the file `status` says the kind images are ready (all of them, or with
-    `every_image=False` those the main phase uses); fail the test when it says their build failed,
-    or when it still says they build after `timeout` seconds."""
+def wait_for_kind_images(status: str, timeout: float = 90 * 60, every: float = 5.0, stage: str = "done") -> None:
+    """Return once the file `status` says the kind images of `stage` are ready (IMAGE_STAGES: a later
+    stage holds the earlier ones' too); fail the test when it says their build failed, or when it
+    still says they build after `timeout` seconds."""
+    if stage not in IMAGE_STAGES[1:]:
+        pytest.fail(f"pytest.mark.kind(images={stage!r}): no such stage of the kind images (one of "
+                    f"{', '.join(IMAGE_STAGES[1:])})", pytrace=False)
     deadline = time.monotonic() + timeout
     while True:
         text = Path(status).read_text().strip() if Path(status).is_file() else "(no such file)"
-        if text == "done" or (text == MAIN_READY and not every_image):
+        if text in IMAGE_STAGES and IMAGE_STAGES.index(text) >= IMAGE_STAGES.index(stage):
             return
-        if text not in ("running", MAIN_READY):
+        if text not in IMAGE_STAGES:
             pytest.fail(f"the kind images built in the background ({PENDING_ENV}={status}) are not ready: {text}",
                         pytrace=False)
         if time.monotonic() > deadline:

@@ -151,8 +151,14 @@ def pytest_runtest_setup(item):
     error = getattr(item.config, "_kailab_kind_error", None)
     if error:
         pytest.fail(f"KAILAB_REQUIRE_KIND=1 but {error}", pytrace=False)
-    if os.environ.get(PENDING_ENV):  # the `alone` phase's use images the main phase's do not
-        wait_for_kind_images(os.environ[PENDING_ENV], every_image=item.get_closest_marker("alone") is not None)
+    if os.environ.get(PENDING_ENV):
+        wait_for_kind_images(os.environ[PENDING_ENV], stage=images_stage(item))
+
+
+def images_stage(item) -> str:
+    """The stage of the kind images a test marked `kind` waits for while they build (IMAGE_STAGES): the
+    one it names, else the main phase's, or every image for a test marked `alone`."""
+    return item.get_closest_marker("kind").kwargs.get("images") or ("done" if item.get_closest_marker("alone") else "main")
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -103,7 +103,7 @@ def test_kais_pytorch_and_ray_integration_suites_pass_on_a_lab_with_their_operat
         assert LabRecord.load(ln["lab"]["lab"]) is None
 
 
-@pytest.mark.kind  # a kind lab of its own (KAI from its chart, operator included), in the `alone` phase's
+@pytest.mark.kind(images="main")  # a kind lab of its own (KAI from its chart, operator included), in the `alone` phase's
 @pytest.mark.alone  # light stream: beside the vCluster trial, then the kind lab's own tests after it
 @pytest.mark.xdist_group("kind_light")
 def test_kais_operator_suites_pass_on_a_kind_lab_of_their_own(tmp_path):

@@ -30,7 +30,7 @@ from helpers import kailab_cli
 # their liveness probes, a synced node briefly not Ready (CI, 2026-11-26)
 # In the `alone` phase's heavy stream: nothing else that loads the cores runs beside it (the fan-out comes
 # after it on the same worker; KAI's operator suites and the kind lab's own tests, lighter, on the other)
-pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.alone, pytest.mark.xdist_group("kind_heavy")]
+pytestmark = [pytest.mark.kind(images="trial"), pytest.mark.kai, pytest.mark.lab, pytest.mark.alone, pytest.mark.xdist_group("kind_heavy")]
 VERSIONS = ["v0.16.8", "v0.17.0"]
 # lean for CI (its budget is near full): borrow (a queue's quota, limit and borrowing through a
 # vCluster) and fractional (KAI's RuntimeClass, synced from the host); the five are `kailab trial

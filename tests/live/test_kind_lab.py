@@ -35,7 +35,7 @@ from helpers import kailab_cli
 from top_scenario import EXPECTED, scene, shown, top_json
 
 # alone: with the vCluster trial, on the one kind lab they share (above); down last
-pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.alone, pytest.mark.xdist_group("kind_light")]
+pytestmark = [pytest.mark.kind(images="main"), pytest.mark.kai, pytest.mark.lab, pytest.mark.alone, pytest.mark.xdist_group("kind_light")]
 FLEET = "small"
 
 

@@ -3,13 +3,18 @@ wait for the file that says they are ready, and come last (kailab/testing/plugin
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from kailab.testing import plugin
-from kailab.testing.labs import PENDING_ENV, wait_for_kind_images
+from kailab.testing.labs import IMAGE_STAGES, PENDING_ENV, wait_for_kind_images
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_wait_returns_once_the_file_says_done(tmp_path):
@@ -21,14 +26,27 @@ def test_the_wait_returns_once_the_file_says_done(tmp_path):
     assert time.monotonic() - started >= 0.25
 
 
-def test_the_main_phases_images_ready_free_its_kind_tests_but_not_the_alone_phases(tmp_path):
+def test_each_stage_frees_the_tests_that_name_it_or_an_earlier_one(tmp_path):
     status = tmp_path / "status"
     status.write_text("main\n")
-    wait_for_kind_images(str(status), timeout=10, every=0.05, every_image=False)
+    wait_for_kind_images(str(status), timeout=10, every=0.05, stage="main")
+    for later in ("trial", "done"):
+        with pytest.raises(pytest.fail.Exception, match="still building after 0.2 s"):
+            wait_for_kind_images(str(status), timeout=0.2, every=0.05, stage=later)
+    status.write_text("trial\n")
+    wait_for_kind_images(str(status), timeout=10, every=0.05, stage="main")
+    wait_for_kind_images(str(status), timeout=10, every=0.05, stage="trial")
     with pytest.raises(pytest.fail.Exception, match="still building after 0.2 s"):
         wait_for_kind_images(str(status), timeout=0.2, every=0.05)
     threading.Timer(0.2, lambda: status.write_text("done\n")).start()
     wait_for_kind_images(str(status), timeout=10, every=0.05)
+
+
+def test_a_stage_of_no_such_name_is_named_not_waited_on(tmp_path):
+    status = tmp_path / "status"
+    status.write_text("running\n")
+    with pytest.raises(pytest.fail.Exception, match=r"images='vcluster'\): no such stage .*main, trial, done"):
+        wait_for_kind_images(str(status), timeout=10, every=0.05, stage="vcluster")
 
 
 def test_a_failed_build_fails_the_test_with_what_the_file_says(tmp_path):
@@ -48,6 +66,22 @@ def test_a_build_still_running_at_the_deadline_fails_the_test(tmp_path):
 def test_a_missing_file_is_named_not_waited_on(tmp_path):
     with pytest.raises(pytest.fail.Exception, match=r"no such file"):
         wait_for_kind_images(str(tmp_path / "gone"), timeout=10, every=0.05)
+
+
+def _marked(kind: dict, alone: bool):
+    marks = {"kind": SimpleNamespace(kwargs=kind), "alone": SimpleNamespace(kwargs={}) if alone else None}
+    return SimpleNamespace(get_closest_marker=marks.get)
+
+
+def test_a_kind_test_waits_for_the_stage_it_names_else_main_or_every_image_when_alone():
+    assert plugin.images_stage(_marked({}, alone=False)) == "main"
+    assert plugin.images_stage(_marked({}, alone=True)) == "done"
+    assert plugin.images_stage(_marked({"images": "trial"}, alone=True)) == "trial"
+
+
+def test_ci_images_says_each_stage_in_the_order_the_tests_read_them():
+    said = re.findall(r'^ready "\$\{1:-\}" (\w+)$', (ROOT / ".ci" / "images").read_text(), re.M)
+    assert said == list(IMAGE_STAGES[1:-1]), said  # "done" is .ci/run's, once the script has ended
 
 
 class _Item:
