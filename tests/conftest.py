@@ -121,8 +121,8 @@ BUILT_IN_BACKGROUND_FILES = ("test_compare.py", "test_kai_e2e.py", "test_kueue_l
 
 # Within a kind group: in the `alone` phase's heavy stream, the vCluster trial (which downs its host when
 # done) before the fan-out's host of three nodes; in its light stream KAI's operator suites (a file of
-# other groups: 0) before the kind lab's own tests, their `down` last. In the main phase's kind group,
-# Kueue's kind lab first
+# other groups: 0) before the kind lab's own tests, their `down` last (after them while .ci/builds still
+# builds KAI's e2e suites: BUILT_IN_BACKGROUND_FILES). In the main phase's kind group, Kueue's kind lab first
 KIND_ORDER = {"test_kind_host_vcluster_trial.py": 1, "test_kind_lab.py": 2, "test_kind_stacks.py": 1,
               "test_fanout_live.py": 2}
 

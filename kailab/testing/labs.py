@@ -165,8 +165,7 @@ class LabPool:
         for key, rec in list(self.labs.items()):
             with_operators = len(key) > 3  # a lab with the workload operators: its group's alone
             if (rec.fleet not in keep_fleets or with_operators) and rec.runtime == "binary":
-                labs.down(rec.name)
-                del self.labs[key]
+                self.down(rec)
 
     def down(self, rec: LabRecord) -> None:
         """Down one of the session's labs now, not at the session's end (a later `get` brings one up again)."""
@@ -179,10 +178,8 @@ class LabPool:
         self.labs = {key: rec for key, rec in self.labs.items() if rec.name != name}
 
     def close(self) -> None:
-        for rec in self.labs.values():
-            with kind_docker():
-                labs.down(rec.name)
-        self.labs.clear()
+        for rec in list(self.labs.values()):
+            self.down(rec)
 
 
 def lab_pool(config) -> LabPool:
