@@ -17,7 +17,9 @@ from click.testing import CliRunner
 import kailab.bench as bench_mod
 from helpers import kailab_cli
 from kailab.bench import figures, top, twin_scale, vcluster
-from kailab.cli import cli
+from kailab.cli import every_verb
+
+cli = every_verb()  # the whole tree: a verb's module is imported when the verb is named
 from kailab.cli import bench as bench_cli
 from kailab.paths import PROJECT_ROOT
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import click
 import rich.console
 
-from kailab.cli import cli
+from kailab.cli import every_verb
+
+cli = every_verb()  # the whole tree: a verb's module is imported when the verb is named
 from kailab.errors import InputError, KailabError, LabError
 from kailab.paths import PROJECT_ROOT
 from kailab.testing import plugin

@@ -11,7 +11,9 @@ import subprocess
 import click
 import pytest
 
-from kailab.cli import cli
+from kailab.cli import every_verb
+
+cli = every_verb()  # the whole tree: a verb's module is imported when the verb is named
 from kailab.paths import PROJECT_ROOT
 
 

@@ -9,7 +9,9 @@ import re
 import click
 import pytest
 
-from kailab.cli import cli
+from kailab.cli import every_verb
+
+cli = every_verb()  # the whole tree: a verb's module is imported when the verb is named
 from kailab.paths import PROJECT_ROOT
 
 # (command, former spelling, new spelling, its parameter, a value, what else the command needs to parse)
