@@ -17,10 +17,16 @@ from kailab.testing.labs import IMAGE_STAGES, PENDING_ENV, wait_for_kind_images
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _say(status: Path, text: str) -> None:
+    """Write the status file as .ci/images and .ci/run do once a test may read it: whole, by a rename."""
+    status.with_name("new").write_text(text)
+    status.with_name("new").replace(status)
+
+
 def test_the_wait_returns_once_the_file_says_done(tmp_path):
     status = tmp_path / "status"
     status.write_text("running\n")
-    threading.Timer(0.3, lambda: status.write_text("done\n")).start()
+    threading.Timer(0.3, lambda: _say(status, "done\n")).start()
     started = time.monotonic()
     wait_for_kind_images(str(status), timeout=10, every=0.05)
     assert time.monotonic() - started >= 0.25
@@ -33,12 +39,12 @@ def test_each_stage_frees_the_tests_that_name_it_or_an_earlier_one(tmp_path):
     for later in ("lab", "done"):
         with pytest.raises(pytest.fail.Exception, match="still building after 0.2 s"):
             wait_for_kind_images(str(status), timeout=0.2, every=0.05, stage=later)
-    status.write_text("lab\n")
+    _say(status, "lab\n")
     wait_for_kind_images(str(status), timeout=10, every=0.05, stage="main")
     wait_for_kind_images(str(status), timeout=10, every=0.05, stage="lab")
     with pytest.raises(pytest.fail.Exception, match="still building after 0.2 s"):
         wait_for_kind_images(str(status), timeout=0.2, every=0.05)
-    threading.Timer(0.2, lambda: status.write_text("done\n")).start()
+    threading.Timer(0.2, lambda: _say(status, "done\n")).start()
     wait_for_kind_images(str(status), timeout=10, every=0.05)
 
 
@@ -110,3 +116,14 @@ def test_without_images_building_the_order_is_untouched(monkeypatch):
     items = _items()
     plugin._kind_after_images_still_building(items)
     assert [i.name for i in items] == ["kind-a", "lab-a", "kind-b", "lab-b"]
+
+
+def test_an_empty_file_is_a_writer_midway_not_a_verdict(tmp_path):
+    """A status file read between its truncation and its write (`echo done > F`) holds nothing yet."""
+    status = tmp_path / "status"
+    status.write_text("")
+    threading.Timer(0.2, lambda: _say(status, "done\n")).start()
+    wait_for_kind_images(str(status), timeout=10, every=0.05)
+    status.write_text("")
+    with pytest.raises(pytest.fail.Exception, match="still building after 0.2 s"):
+        wait_for_kind_images(str(status), timeout=0.2, every=0.05)
