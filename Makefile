@@ -47,7 +47,7 @@ lab-status: setup
 unit: setup             ## the unit tier: no lab, no network (it reads the registered sources and KAI's renderer, `kailab tools build`)
 	$(BIN)/pytest tests/unit -n $(UNIT_WORKERS)
 
-# The `alone` phase in two streams (xdist groups): the heavy one (the fan-out, then the vCluster trial), the
+# The `alone` phase in two streams (xdist groups): the heavy one (the vCluster trial, then the fan-out), the
 # light one beside it (KAI's operator suites, then the kind lab's own tests); never beside the main phase.
 ALONE := -n 2 --dist loadgroup
 # Both live phases write what they deselected (no Docker engine, no KAI) to one file; the last says it all in red, at the end.

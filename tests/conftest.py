@@ -74,8 +74,8 @@ def pytest_configure(config):
 
 
 LIVE_MARKS = ("lab", "kind", "alone", "browser")
-# The `alone` phase's two streams (the Makefile's ALONE: -n 2 --dist loadgroup). The fan-out and the
-# vCluster trial share the heavy one, so they never run side by side; an `alone` test of neither would run beside both
+# The `alone` phase's two streams (the Makefile's ALONE: -n 2 --dist loadgroup). The vCluster trial and the
+# fan-out share the heavy one, so they never run side by side; an `alone` test of neither would run beside both
 ALONE_STREAMS = ("kind_heavy", "kind_light")
 LAB_FIXTURES = ("kailab_labs", "kai_lab", "infra_lab", "kind_lab")  # each brings a lab up
 
@@ -119,12 +119,12 @@ BUILT_IN_BACKGROUND_FILES = ("test_compare.py", "test_kai_e2e.py", "test_kueue_l
                              "test_volcano_lab.py")
 
 
-# Within a kind group: in the `alone` phase's heavy stream, the fan-out's host of three nodes (down at its
-# module's end) before the vCluster trial, whose images (.ci/images's last) build meanwhile; in its light stream KAI's operator suites (a file of
+# Within a kind group: in the `alone` phase's heavy stream, the vCluster trial (which downs its host when
+# done) before the fan-out's host of three nodes; in its light stream KAI's operator suites (a file of
 # other groups: 0) before the kind lab's own tests, their `down` last (after them while .ci/builds still
 # builds KAI's e2e suites: BUILT_IN_BACKGROUND_FILES). In the main phase's kind group, Kueue's kind lab first
-KIND_ORDER = {"test_fanout_live.py": 1, "test_kind_host_vcluster_trial.py": 2, "test_kind_lab.py": 2,
-              "test_kind_stacks.py": 1}
+KIND_ORDER = {"test_kind_host_vcluster_trial.py": 1, "test_kind_lab.py": 2, "test_kind_stacks.py": 1,
+              "test_fanout_live.py": 2}
 
 
 # ---- what each live test cost in CPU (tests/cpu_accounting.py): printed after the run, the costliest first

@@ -56,11 +56,11 @@ def kind_unavailable_reason() -> str | None:
 
 # A cold CI builds the kind images in the background while the other tests run (.ci/run): this names
 # the file that says "running", then each stage as it is ready — "main" (the node image, the stacks' and
-# the operators': what most kind tests use), "lab" (the lab image too: the fan-out's), "done" (vCluster's
-# and KAI v0.16.8's too: the vCluster trial's) — or "failed …". A test marked `kind` waits for the stage
-# it names (`pytest.mark.kind(images="lab")`): by default "main", "done" when marked `alone`
+# the operators': what most kind tests use), "trial" (vCluster's and KAI v0.16.8's too: the vCluster
+# trial's), "done" (the lab image too: the fan-out's) — or "failed …". A test marked `kind` waits for
+# the stage it names (`pytest.mark.kind(images="trial")`): by default "main", "done" when marked `alone`
 PENDING_ENV = "KAILAB_KIND_IMAGES_PENDING"
-IMAGE_STAGES = ("running", "main", "lab", "done")
+IMAGE_STAGES = ("running", "main", "trial", "done")
 # and what only some tests need (.ci/builds): set while it builds, so those tests run last
 BUILDS_PENDING_ENV = "KAILAB_BUILDS_PENDING"
 

@@ -35,9 +35,8 @@ from helpers import KAILAB, kailab_cli
 
 # in the `alone` phase: its host of three kind nodes, each unit pod a binary lab, beside the main phase's
 # labs held 2 cores saturated (load average 46 in a fresh CI; the units never left Pending); beside the
-# vCluster trial, load ~35 (by hand, 2026-12-01): on the same worker (the heavy stream), before it, as
-# soon as the lab image is ready (the trial's images, .ci/images's last, build meanwhile)
-pytestmark = [pytest.mark.kind(images="lab"), pytest.mark.kai, pytest.mark.lab, pytest.mark.alone, pytest.mark.xdist_group("kind_heavy")]
+# vCluster trial, load ~35 (by hand, 2026-12-01): after it, on the same worker (the heavy stream)
+pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.alone, pytest.mark.xdist_group("kind_heavy")]
 # the host is a 2-core machine whose three kind nodes share its cores with the labs inside the pods:
 # each pod asks for little, as a user's cluster would be asked for more (the default: 1 CPU)
 SMALL = ["--unit-cpu", "100m", "--unit-memory", "512Mi"]

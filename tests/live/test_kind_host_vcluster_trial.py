@@ -29,9 +29,8 @@ from helpers import kailab_cli
 # ~27, 3 workers) broke it by CPU alone — KAI's operators, on the host and in a vCluster, restarted by
 # their liveness probes, a synced node briefly not Ready (CI, 2026-11-26)
 # In the `alone` phase's heavy stream: nothing else that loads the cores runs beside it (the fan-out comes
-# before it on the same worker, while its images build; KAI's operator suites and the kind lab's own tests,
-# lighter, on the other)
-pytestmark = [pytest.mark.kind, pytest.mark.kai, pytest.mark.lab, pytest.mark.alone, pytest.mark.xdist_group("kind_heavy")]
+# after it on the same worker; KAI's operator suites and the kind lab's own tests, lighter, on the other)
+pytestmark = [pytest.mark.kind(images="trial"), pytest.mark.kai, pytest.mark.lab, pytest.mark.alone, pytest.mark.xdist_group("kind_heavy")]
 VERSIONS = ["v0.16.8", "v0.17.0"]
 # lean for CI (its budget is near full): borrow (a queue's quota, limit and borrowing through a
 # vCluster) and fractional (KAI's RuntimeClass, synced from the host); the five are `kailab trial
@@ -119,7 +118,7 @@ def trial(kailab_labs, tmp_path_factory):
     # the lab is the session's: whatever runs on it next finds its fleet's GPUs free again
     wait_until("the host's own workload to go", lambda: not kube.list("v1", "Pod", OWN) or None, timeout=180)
     kube.close()
-    kailab_labs.down(host)  # now, not at the session's end: nothing of the trial outlives it
+    kailab_labs.down(host)  # now, not at the session's end: the fan-out's three kind nodes come next on this worker
 
 
 def test_both_versions_pass_every_exercise_in_their_own_vcluster_at_once(trial):

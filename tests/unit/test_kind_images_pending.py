@@ -36,12 +36,12 @@ def test_each_stage_frees_the_tests_that_name_it_or_an_earlier_one(tmp_path):
     status = tmp_path / "status"
     status.write_text("main\n")
     wait_for_kind_images(str(status), timeout=10, every=0.05, stage="main")
-    for later in ("lab", "done"):
+    for later in ("trial", "done"):
         with pytest.raises(pytest.fail.Exception, match="still building after 0.2 s"):
             wait_for_kind_images(str(status), timeout=0.2, every=0.05, stage=later)
-    _say(status, "lab\n")
+    _say(status, "trial\n")
     wait_for_kind_images(str(status), timeout=10, every=0.05, stage="main")
-    wait_for_kind_images(str(status), timeout=10, every=0.05, stage="lab")
+    wait_for_kind_images(str(status), timeout=10, every=0.05, stage="trial")
     with pytest.raises(pytest.fail.Exception, match="still building after 0.2 s"):
         wait_for_kind_images(str(status), timeout=0.2, every=0.05)
     threading.Timer(0.2, lambda: _say(status, "done\n")).start()
@@ -51,7 +51,7 @@ def test_each_stage_frees_the_tests_that_name_it_or_an_earlier_one(tmp_path):
 def test_a_stage_of_no_such_name_is_named_not_waited_on(tmp_path):
     status = tmp_path / "status"
     status.write_text("running\n")
-    with pytest.raises(pytest.fail.Exception, match=r"images='vcluster'\): no such stage .*main, lab, done"):
+    with pytest.raises(pytest.fail.Exception, match=r"images='vcluster'\): no such stage .*main, trial, done"):
         wait_for_kind_images(str(status), timeout=10, every=0.05, stage="vcluster")
 
 
@@ -82,7 +82,7 @@ def _marked(kind: dict, alone: bool):
 def test_a_kind_test_waits_for_the_stage_it_names_else_main_or_every_image_when_alone():
     assert plugin.images_stage(_marked({}, alone=False)) == "main"
     assert plugin.images_stage(_marked({}, alone=True)) == "done"
-    assert plugin.images_stage(_marked({"images": "lab"}, alone=True)) == "lab"
+    assert plugin.images_stage(_marked({"images": "trial"}, alone=True)) == "trial"
 
 
 def test_ci_images_says_each_stage_in_the_order_the_tests_read_them():
