@@ -34,7 +34,7 @@ import pod_endings
 from helpers import kailab_cli
 from top_scenario import EXPECTED, scene, shown, top_json
 
-# alone: with the vCluster trial, on the one kind lab they share (above); down last
+# alone: the light stream (beside the vCluster trial's host), with KAI's operator suites; its lab down last
 pytestmark = [pytest.mark.kind(images="main"), pytest.mark.kai, pytest.mark.lab, pytest.mark.alone, pytest.mark.xdist_group("kind_light")]
 FLEET = "small"
 

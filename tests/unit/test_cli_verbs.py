@@ -11,13 +11,14 @@ from kailab.cli import every_verb
 from kailab.cli.base import VERBS
 
 
+def _module(cmd) -> str:
+    """The verb module that registered a command (a group without a callback of its own: its first subcommand's)."""
+    callback = cmd.callback or next(iter(cmd.commands.values())).callback
+    return callback.__module__.rsplit(".", 1)[-1]
+
+
 def test_every_verb_is_in_the_map_with_the_module_that_registers_it():
-    registered = {name: cmd.callback.__module__.rsplit(".", 1)[-1] if cmd.callback else None
-                  for name, cmd in every_verb().commands.items()}
-    groups = {name: cmd for name, cmd in every_verb().commands.items() if cmd.callback is None}
-    for name, cmd in groups.items():  # a group of subcommands without a callback of its own: its first subcommand's
-        registered[name] = next(iter(cmd.commands.values())).callback.__module__.rsplit(".", 1)[-1]
-    assert registered == VERBS
+    assert {name: _module(cmd) for name, cmd in every_verb().commands.items()} == VERBS
 
 
 def test_naming_one_verb_imports_only_its_module():
