@@ -21,7 +21,12 @@ MAX_SPEC_BYTES = 1 << 20  # spec files are hand-written: a megabyte is already a
 MAX_EXPANDED_NODES = 100_000
 
 
-class _BoundedAliasLoader(yaml.SafeLoader):
+# libyaml's parser where PyYAML has it (the pure-Python one was most of a `validate`'s CPU); the
+# constructor and the resolvers below are Python either way
+_BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _BoundedAliasLoader(_BASE):  # type: ignore[misc,valid-type]
     """Safe YAML whose anchors/aliases (and `<<:` merges) may expand to MAX_EXPANDED_NODES at most."""
 
     # YAML 1.2's booleans: only true/false. YAML 1.1 also reads on/off/yes/no as booleans, which
@@ -29,9 +34,10 @@ class _BoundedAliasLoader(yaml.SafeLoader):
     yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
                                for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 
-    def compose_document(self):  # type: ignore[override]
-        node = super().compose_document()
-        _expanded_size(node, {}, set())
+    def get_single_node(self):  # type: ignore[override]
+        node = super().get_single_node()
+        if node is not None:
+            _expanded_size(node, {}, set())
         return node
 
 
@@ -87,6 +93,8 @@ def read_yaml(path: Path) -> object:
     try:
         return yaml.load(text, Loader=_BoundedAliasLoader)  # noqa: S506 - safe subclass
     except yaml.YAMLError as err:
+        if "nesting depth" in str(getattr(err, "problem", "")):  # libyaml's bound: 1,000 levels
+            raise InputError(path, "YAML", "nested too deeply", "flatten it") from None
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "YAML"
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]

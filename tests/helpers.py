@@ -17,6 +17,8 @@ from kailab.errors import InputError
 from kailab.paths import PROJECT_ROOT
 from kailab.runtimes import processes
 
+import cli_zygote
+
 
 def assert_one_line_input_error(load, path, *fragments: str) -> str:
     """`load(path)` must raise an InputError of one line naming the file and every fragment."""
@@ -136,10 +138,11 @@ def kailab_cli(*args: str, env: dict | None = None, without: tuple[str, ...] = (
     full = {k: v for k, v in os.environ.items() if k not in ("KAILAB_LAB", "KAILAB_FLEETS", "KAILAB_EXERCISES", *without)}
     full.update({"NO_COLOR": "1", "COLUMNS": "200"})
     full.update(env or {})  # what the caller sets wins (a wider terminal, say)
-    if "input" not in run:
-        run.setdefault("stdin", subprocess.DEVNULL)
-    return subprocess.run([*KAILAB, *args],
-                          capture_output=True, text=True, env=full, timeout=timeout, **run)
+    check = run.pop("check", False)
+    done = cli_zygote.run(list(args), full, timeout=timeout, **run)
+    if check:
+        done.check_returncode()
+    return done
 
 
 # resources that exist only where KAI's CRDs are installed

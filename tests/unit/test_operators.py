@@ -4,7 +4,6 @@ Their behaviour on a lab is tests/live/test_operators_live.py."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,8 @@ import yaml
 
 from kailab import operators, workloads
 from kailab.errors import KailabError
-from helpers import KAILAB
+
+import cli_zygote
 
 CONTAINER = {"name": "main", "image": "kailab.io/never-pulled"}
 
@@ -98,8 +98,7 @@ def test_up_refuses_an_unknown_operator_and_another_runtime_in_one_line_before_a
     for args, says in [(["--operators", "kubeflow,nope"], "unknown operator 'nope'"),
                        (["--operators", "ray", "--runtime", "existing", "--kubeconfig", "/nonexistent"],
                         "the existing runtime runs no workload operators yet")]:
-        done = subprocess.run([*KAILAB, "up", "--name", "ops-refused", *args],
-                              capture_output=True, text=True, env=env)
+        done = cli_zygote.run(["up", "--name", "ops-refused", *args], env)
         assert done.returncode != 0 and says in done.stderr, done.stderr
         assert len([line for line in done.stderr.splitlines() if line.strip()]) == 1, done.stderr
     assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())

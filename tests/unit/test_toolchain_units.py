@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from kailab import toolchain, versions
+from kailab import toolchain, versions, yamlfast
 from kailab.stacks.kai import install as kai
 
 
@@ -71,7 +71,7 @@ def test_the_operators_own_crds_are_not_installed():
     assert names.isdisjoint(kai.OPERATOR_ONLY_CRDS)
     assert {"queues.scheduling.run.ai", "podgroups.scheduling.run.ai", "bindrequests.scheduling.run.ai",
             "topologies.kai.scheduler"} <= names
-    shipped = {yaml.safe_load(f.read_text())["metadata"]["name"]
+    shipped = {yamlfast.load(f.read_text())["metadata"]["name"]
                for f in (tree / "deployments" / "kai-scheduler" / "crds").glob("*.yaml")}
     assert kai.OPERATOR_ONLY_CRDS <= shipped  # still KAI's names: a rename would show up here
 

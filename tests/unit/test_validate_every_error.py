@@ -6,7 +6,6 @@ subprocess; no cluster."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest
@@ -16,16 +15,14 @@ from kailab.errors import InputError, InputErrors
 from kailab.exercise.load import load_exercise
 from kailab.inputs import read_yaml
 from kailab.paths import PROJECT_ROOT
-from helpers import KAILAB
+from helpers import kailab_cli
 
 ERROR = "kailab: error: "
 
 
 def _validate(tmp_path, *paths) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("KAILAB_FLEETS", "KAILAB_EXERCISES")}
-    env.update(KAILAB_STATE=str(tmp_path / "state"), KAILAB_CACHE=str(tmp_path / "cache"), NO_COLOR="1")
-    return subprocess.run([*KAILAB, "validate", *map(str, paths)], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=120)
+    env = {"KAILAB_STATE": str(tmp_path / "state"), "KAILAB_CACHE": str(tmp_path / "cache")}
+    return kailab_cli("validate", *map(str, paths), env=env, cwd=tmp_path, timeout=120)
 
 
 def _reclaim(tmp_path, change, name: str = "reclaim"):
