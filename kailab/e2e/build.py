@@ -53,7 +53,7 @@ def ensure(kai_version: str, suites: list[Suite], on_phase=lambda s: None) -> tu
             target.parent.mkdir(parents=True, exist_ok=True)
             partial = target.with_name(target.name + ".partial")
             with open(work / f"{suite.name}.log", "w") as log:
-                toolchain.run_go(["test", "-c", *toolchain.COMPILE_FLAGS, "-o", str(partial), "./" + suite.path], tree, log,
+                toolchain.run_go(["test", "-c", *toolchain.TEST_COMPILE_FLAGS, "-o", str(partial), "./" + suite.path], tree, log,
                                  readonly=True)
             os.replace(partial, target)
     return tree, out

@@ -210,3 +210,11 @@ def test_a_binary_lab_builds_no_node_binaries_and_a_kind_node_adds_only_those(tm
     toolchain.build(node)  # cached now: nothing asked
     assert asked == [set(toolchain.CONTROL_PLANE), set(toolchain.NODE_ONLY)]
     assert set(toolchain.manifest("kubernetes-node", k8s)["binaries"]) == set(node.binaries)
+
+
+@pytest.mark.parametrize("pkg, name", [("go.etcd.io/etcd/server/v3", "server"), ("helm.sh/helm/v3/cmd/helm", "helm"),
+                                       ("example.com/tool/v1", "v1"), ("./cmd/containerd-shim-runc-v2", "containerd-shim-runc-v2"),
+                                       ("k8s.io/kubernetes/cmd/kube-apiserver/", "kube-apiserver"), ("example.com/x/v12", "x")])
+def test_the_names_go_build_gives_binaries_in_a_folder(pkg, name):
+    """One `go build -o dir/` makes a recipe's binaries; kailab renames them from the names Go gives."""
+    assert toolchain._exec_name(pkg) == name

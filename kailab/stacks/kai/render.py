@@ -64,7 +64,7 @@ def _compile(recipe: toolchain.Recipe, tree: Path, out: Path, on_phase) -> Path:
     on_phase(f"compiling KAI {recipe.version}'s operator rendering (once per version)")
     partial = out.with_name(out.name + ".partial")
     with open(work / "build.log", "w") as log:
-        toolchain.run_go(["test", "-c", *toolchain.COMPILE_FLAGS, f"-overlay={overlay}", "-o", str(partial), "./" + PACKAGE],
+        toolchain.run_go(["test", "-c", *toolchain.TEST_COMPILE_FLAGS, f"-overlay={overlay}", "-o", str(partial), "./" + PACKAGE],
                          tree, log, readonly=True)
     os.replace(partial, out)
     return out
