@@ -365,7 +365,7 @@ def _compile(recipe: Recipe, pkgs: list[str], cwd: Path, out: Path, ldflags: str
     Kubernetes' API server alone) and compiles what they share once; else one each."""
     build = ["build", *COMPILE_FLAGS, *_tags(recipe), f"-ldflags={ldflags}", "-o"]
     names = list(recipe.binaries)
-    built = [out / _exec_name(pkg) for pkg in pkgs]
+    built = [out / _exec_name(pkg) for pkg in recipe.binaries.values()]  # import paths: `./` is a module's root
     if len({b.name for b in built}) < len(built):
         for name, pkg in zip(names, pkgs):
             _run_go([*build, str(out / name), pkg], cwd, log, readonly=readonly, recipe=recipe)

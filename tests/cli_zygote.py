@@ -77,6 +77,7 @@ class _Parent:
     def __init__(self) -> None:
         requests_r, self._requests = os.pipe()
         self._answers, answers_w = os.pipe()
+        self.python_env = _python_env(os.environ)  # what shaped the parent's interpreter
         self.proc = subprocess.Popen([sys.executable, "-c", _PARENT, str(requests_r), str(answers_w)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      pass_fds=(requests_r, answers_w))
@@ -135,9 +136,8 @@ def _parent() -> _Parent:
     return parent
 
 
-def _starts_python_alike(env: dict) -> bool:
-    mine = {k: v for k, v in os.environ.items() if k.startswith("PYTHON")}
-    return mine == {k: v for k, v in env.items() if k.startswith("PYTHON")}
+def _python_env(env) -> dict:
+    return {k: v for k, v in env.items() if k.startswith("PYTHON")}
 
 
 def run(args: list[str], env: dict, cwd: str | os.PathLike | None = None, input: str | None = None,
@@ -146,7 +146,8 @@ def run(args: list[str], env: dict, cwd: str | os.PathLike | None = None, input:
     input=input, timeout=timeout, stdin=DEVNULL unless input)`; `entry` is kailab's unless a test of this
     module says otherwise."""
     argv = [sys.executable, "-c", entry, *args]
-    if not _starts_python_alike(env):
+    parent = _parent()
+    if _python_env(env) != parent.python_env:
         return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, input=input, timeout=timeout,
                               **({} if input is not None else {"stdin": subprocess.DEVNULL}))
-    return _parent().run(argv, dict(env), os.path.abspath(cwd or os.getcwd()), input, timeout)
+    return parent.run(argv, dict(env), os.path.abspath(cwd or os.getcwd()), input, timeout)
