@@ -58,7 +58,9 @@ def run(exercises, evidence_root, labs, on, kai_version, unit_cpu, unit_memory, 
             console.print(f"[bold]running[/] {p.stem} on lab {name!r} ...")
             outcome = run_exercise(p, rec, Path(evidence_root) if evidence_root else None, raise_refusal=True)
             outcomes.append(outcome)
-            out.print(outcome.report(), markup=False, highlight=False)
+            report = outcome.report(evidence=False)
+            if "\n" in report:  # what went wrong, warnings; the summary below says each verdict and evidence once
+                out.print(report, markup=False, highlight=False)
     from ..exercise.summary import print_summary
 
     print_summary(out, outcomes)

@@ -62,8 +62,8 @@ class Outcome:
     def failures(self) -> list[Result]:
         return [r for r in self.results if not r.passed]
 
-    def report(self) -> str:
-        lines = [f"{self.exercise}: {self.verdict.upper()}  (evidence: {self.evidence})"]
+    def report(self, evidence: bool = True) -> str:
+        lines = [f"{self.exercise}: {self.verdict.upper()}" + (f"  (evidence: {self.evidence})" if evidence else "")]
         if self.error:
             lines.append(f"  {self.error}")
         lines += [f"  {r.line()}" for r in self.results if not r.passed]

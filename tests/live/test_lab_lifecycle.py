@@ -239,8 +239,10 @@ def test_a_start_retry_is_recorded_and_counted_in_the_run(tmp_path):
         assert out.returncode == 0, out.stdout + out.stderr
         assert f"lab start retries: {len(retries)}" in out.stdout, out.stdout
         assert "kube-state-metrics: signal: killed by SIGKILL" in out.stdout, out.stdout
-        verdict = json.loads(next((tmp_path / "runs").glob("*borrow*/verdict.json")).read_text())
+        evidence = next((tmp_path / "runs").glob("*borrow*"))
+        verdict = json.loads((evidence / "verdict.json").read_text())
         assert verdict["lab_start_retries"] == retries
+        assert out.stdout.count(str(evidence)) == 1, out.stdout  # once, in the summary
     finally:
         if proc.poll() is None:
             proc.kill()
