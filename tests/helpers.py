@@ -127,7 +127,7 @@ def refused_with_nothing_made(lab, path, queues: tuple[str, str], evidence: Path
 
 # the real entry point as the console script runs it: for a test that needs the process itself (Popen, a
 # terminal, a tmux pane); kailab_cli below runs it to the end
-KAILAB = [sys.executable, "-c", "from kailab.cli import main; main()"]
+KAILAB = [sys.executable, "-c", cli_zygote.ENTRY]
 
 
 def kailab_cli(*args: str, env: dict | None = None, without: tuple[str, ...] = (), timeout: float | None = 120,
