@@ -284,3 +284,12 @@ def tools_clean_seeds() -> None:
 
     n = seed.remove_all()
     console.print(f"removed {n} seed(s) from {seed.seeds_dir()}")
+
+
+@tools.command("clean-go-cache")
+def tools_clean_go_cache() -> None:
+    """Empty kailab's Go build cache (the packages its builds compiled, ~18 GB after a cold build of
+    everything); every binary and image it built stays, and only a new build compiles again."""
+    freed = toolchain.clean_go_cache()
+    out.print(f"removed {freed / 2**30:.1f} GiB of compiled packages from {toolchain.go_cache()}",
+              markup=False, highlight=False)

@@ -4,6 +4,7 @@ process flags. (The builds themselves run for real in every lab test.)"""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -218,3 +219,31 @@ def test_a_binary_lab_builds_no_node_binaries_and_a_kind_node_adds_only_those(tm
 def test_the_names_go_build_gives_binaries_in_a_folder(pkg, name):
     """One `go build -o dir/` makes a recipe's binaries; kailab renames them from the names Go gives."""
     assert toolchain._exec_name(pkg) == name
+
+
+def test_builds_compile_into_kailabs_own_go_cache_and_clean_go_cache_empties_only_it(cache, tmp_path, monkeypatch):
+    """A real `go build` through kailab's runner lands in kailab's Go build cache, never the user's;
+    `kailab tools clean-go-cache` empties it and says how much it held, and a built binary stays."""
+    from helpers import kailab_cli
+
+    users = tmp_path / "users-go-cache"
+    monkeypatch.setenv("GOCACHE", str(users))
+    mod = tmp_path / "m"
+    mod.mkdir()
+    (mod / "go.mod").write_text("module example.com/m\n\ngo 1.22\n")
+    (mod / "m.go").write_text("package m\n\nfunc F() int { return 1 }\n")
+    binary = cache / "bin" / "x" / "v1" / "x"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("stays")
+    with open(tmp_path / "build.log", "w") as log:
+        toolchain.run_go(["build", "./"], mod, log)
+
+    def entries(root):
+        return [f for f in root.rglob("*-d")] if root.is_dir() else []
+
+    assert entries(toolchain.go_cache()) and toolchain.go_cache() == cache / "go-build"
+    assert not entries(users)
+    run = kailab_cli("tools", "clean-go-cache", check=True)
+    assert re.search(r"removed \d+\.\d GiB of compiled packages from .*go-build", run.stdout)
+    assert not entries(toolchain.go_cache()) and binary.read_text() == "stays"
+
