@@ -26,13 +26,14 @@ def pins() -> dict:
 def host_tools() -> list[Recipe]:
     """kind and helm for the host (kubectl comes with the node's Kubernetes build)."""
     p = pins()
-    return [Recipe("kind", p["kind"], "sigs.k8s.io/kind", {"kind": "sigs.k8s.io/kind"}),
+    return [Recipe("kind", p["kind"], "sigs.k8s.io/kind", {"kind": "sigs.k8s.io/kind"}, optimize=False),
             Recipe("helm", p["helm"], "helm.sh/helm/v3", {"helm": "helm.sh/helm/v3/cmd/helm"})]
 
 
 def node_recipes(kubernetes: str) -> list[Recipe]:
     """What the node image runs: Kubernetes' node binaries and control plane, the container
-    runtime, CNI plugins and crictl."""
+    runtime, CNI plugins and crictl (these three, run per container or by hand, and kind's CLI compiled
+    quickly: Recipe.optimize)."""
     p = pins()
     containerd = "github.com/containerd/containerd/v2"
     cni = "github.com/containernetworking/plugins/plugins/"
@@ -45,12 +46,12 @@ def node_recipes(kubernetes: str) -> list[Recipe]:
                tags=("no_aufs", "no_zfs", "no_btrfs", "no_devmapper")),
         # runc's nsenter is C, and seccomp needs libseccomp (Debian: libseccomp-dev)
         Recipe("runc", p["runc"], "github.com/opencontainers/runc",
-               {"runc": "github.com/opencontainers/runc"}, cgo=True, tags=("seccomp",)),
+               {"runc": "github.com/opencontainers/runc"}, cgo=True, tags=("seccomp",), optimize=False),
         Recipe("cni-plugins", p["cni_plugins"], "github.com/containernetworking/plugins",
                {"host-local": cni + "ipam/host-local", "loopback": cni + "main/loopback",
-                "ptp": cni + "main/ptp", "portmap": cni + "meta/portmap"}),
+                "ptp": cni + "main/ptp", "portmap": cni + "meta/portmap"}, optimize=False),
         Recipe("crictl", p["crictl"], "sigs.k8s.io/cri-tools", {"crictl": "sigs.k8s.io/cri-tools/cmd/crictl"},
-               repository="cri-tools", vendor=True),
+               repository="cri-tools", vendor=True, optimize=False),
     ]
 
 

@@ -247,3 +247,10 @@ def test_builds_compile_into_kailabs_own_go_cache_and_clean_go_cache_empties_onl
     assert re.search(r"removed \d+\.\d GiB of compiled packages from .*go-build", run.stdout)
     assert not entries(toolchain.go_cache()) and binary.read_text() == "stays"
 
+
+def test_only_tools_doing_none_of_a_labs_steady_work_compile_without_optimizations():
+    from kailab.images import recipes
+
+    quick = {r.component for r in recipes.all_recipes("v0.17.0") if not r.optimize}
+    assert quick == {"kind", "runc", "cni-plugins", "crictl"}
+    assert all(r.optimize for r in toolchain.recipes_for("v0.17.0") + toolchain.metrics_recipes())
