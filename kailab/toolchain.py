@@ -332,8 +332,8 @@ TEST_COMPILE_FLAGS = (*COMPILE_FLAGS, "-vet=off")
 def go_cache() -> Path:
     """kailab's own Go build cache (compiled packages, shared by every build kailab makes): in its cache,
     apart from the user's, so `kailab tools clean-go-cache` can free it (a cold build fills ~18 GB) without
-    touching anything else; the binaries it built stay."""
-    return cache_dir() / "go-build"
+    touching anything else; the binaries it built stay. KAILAB_GO_CACHE puts it elsewhere."""
+    return Path(os.environ.get("KAILAB_GO_CACHE") or cache_dir() / "go-build")
 
 
 def clean_go_cache() -> int:

@@ -191,8 +191,11 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """kailab's cache in a fresh folder (KAILAB_CACHE), no KAI source of the developer's (KAILAB_KAI_SOURCE)."""
+def cache(tmp_path, tmp_path_factory, monkeypatch):
+    """kailab's cache in a fresh folder (KAILAB_CACHE), no KAI source of the developer's (KAILAB_KAI_SOURCE);
+    Go's compiled packages shared by every test and worker (KAILAB_GO_CACHE): a build in a fresh one
+    compiles Go's runtime again (~9 s a test)."""
     monkeypatch.setenv("KAILAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KAILAB_GO_CACHE", str(tmp_path_factory.getbasetemp().parent / "go-build"))
     monkeypatch.delenv("KAILAB_KAI_SOURCE", raising=False)
     return tmp_path / "cache"

@@ -228,6 +228,7 @@ def test_builds_compile_into_kailabs_own_go_cache_and_clean_go_cache_empties_onl
 
     users = tmp_path / "users-go-cache"
     monkeypatch.setenv("GOCACHE", str(users))
+    monkeypatch.delenv("KAILAB_GO_CACHE")  # the default: in kailab's cache
     mod = tmp_path / "m"
     mod.mkdir()
     (mod / "go.mod").write_text("module example.com/m\n\ngo 1.22\n")
