@@ -447,7 +447,7 @@ def test_host_problems_each_with_its_fix():
     assert "CAP_SYS_RESOURCE" in msg and "docker-host.sh" in msg and "\n" not in msg
     assert kind_rt.host_problems(no_cap, "kailab-runc", 50.0, "/x") == []  # the wrapper is in place
     [low] = kind_rt.host_problems(kind_rt.HostFacts(), "runc", 1.5, "/var/lib/docker")
-    assert "1.5 GiB free" in low and "/var/lib/docker" in low
+    assert "1.5 GiB free" in low and "/var/lib/docker" in low and "kailab tools clean-go-cache" in low
     assert kind_rt.host_problems(kind_rt.HostFacts(), "runc", None, "") == []  # a remote engine: unknown
 
 

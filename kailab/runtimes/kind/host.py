@@ -125,7 +125,8 @@ def host_problems(host: HostFacts, docker_runtime: str, free_gib: float | None, 
                    "capability; docs/kind-runtime.md, Hosts) or give the host CAP_SYS_RESOURCE")
     if free_gib is not None and free_gib < MIN_FREE_GIB:
         out.append(f"only {free_gib:.1f} GiB free under Docker's root {docker_root}: a kind lab needs at least "
-                   f"{MIN_FREE_GIB} GiB (free space there, or `docker image prune`)")
+                   f"{MIN_FREE_GIB} GiB (free space there: `docker image prune`, or `kailab tools clean-go-cache` "
+                   "where kailab's cache shares that disk)")
     return out
 
 
