@@ -336,12 +336,18 @@ def go_cache() -> Path:
     return Path(os.environ.get("KAILAB_GO_CACHE") or cache_dir() / "go-build")
 
 
+def go_cache_bytes() -> int:
+    """What kailab's Go build cache holds on disk."""
+    root = go_cache()
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
+
+
 def clean_go_cache() -> int:
     """Empty kailab's Go build cache with Go's own `go clean -cache`; the bytes it held."""
     root = go_cache()
     if not root.is_dir():
         return 0
-    held = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    held = go_cache_bytes()
     proc = subprocess.run([go_binary(), "clean", "-cache"], env={**os.environ, "GOCACHE": str(root),
                           "GOTOOLCHAIN": "local", "GOFLAGS": ""}, capture_output=True, text=True)
     if proc.returncode != 0:

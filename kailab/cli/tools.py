@@ -254,6 +254,8 @@ def tools_list() -> None:
         table.add_row(e["component"], e["version"], ", ".join(e["binaries"]), _source_text(e),
                       e["built_at"], str(e.get("build_seconds", "")))
     out.print(table if entries else "the binary cache is empty: run `kailab tools build`")
+    out.print(f"Go build cache {toolchain.go_cache()}: {_size(toolchain.go_cache_bytes())} of compiled packages "
+              "(`kailab tools clean-go-cache` empties it; the binaries stay)", markup=False, highlight=False)
     from .. import sources
     from ..runtimes.kind.host import install_line, missing_host_packages
 
@@ -291,5 +293,9 @@ def tools_clean_go_cache() -> None:
     """Empty kailab's Go build cache (the packages its builds compiled, ~18 GB after a cold build of
     everything); every binary and image it built stays, and only a new build compiles again."""
     freed = toolchain.clean_go_cache()
-    out.print(f"removed {freed / 2**30:.1f} GiB of compiled packages from {toolchain.go_cache()}",
+    out.print(f"removed {_size(freed)} of compiled packages from {toolchain.go_cache()}",
               markup=False, highlight=False)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"

@@ -244,9 +244,14 @@ def test_builds_compile_into_kailabs_own_go_cache_and_clean_go_cache_empties_onl
 
     assert entries(toolchain.go_cache()) and toolchain.go_cache() == cache / "go-build"
     assert not entries(users)
+    held = toolchain.go_cache_bytes()
+    assert held > 0
+    listed = kailab_cli("tools", "list", check=True)
+    assert f"Go build cache {cache / 'go-build'}: {held / 2**20:.0f} MiB of compiled packages" in listed.stdout
     run = kailab_cli("tools", "clean-go-cache", check=True)
-    assert re.search(r"removed \d+\.\d GiB of compiled packages from .*go-build", run.stdout)
+    assert f"removed {held / 2**20:.0f} MiB of compiled packages from {cache / 'go-build'}" in run.stdout
     assert not entries(toolchain.go_cache()) and binary.read_text() == "stays"
+    assert f"Go build cache {cache / 'go-build'}: 0 MiB" in kailab_cli("tools", "list", check=True).stdout
 
 
 def test_only_tools_doing_none_of_a_labs_steady_work_compile_without_optimizations():
