@@ -348,8 +348,7 @@ def clean_go_cache() -> int:
     if not root.is_dir():
         return 0
     held = go_cache_bytes()
-    proc = subprocess.run([go_binary(), "clean", "-cache"], env={**os.environ, "GOCACHE": str(root),
-                          "GOTOOLCHAIN": "local", "GOFLAGS": ""}, capture_output=True, text=True)
+    proc = subprocess.run([go_binary(), "clean", "-cache"], cwd=root, env=_go_env(root), capture_output=True, text=True)
     if proc.returncode != 0:
         raise BuildError(f"`go clean -cache` of {root} failed: {proc.stderr.strip()[-200:]}")
     return held

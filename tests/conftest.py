@@ -18,6 +18,7 @@ run, nothing asserts them, and a test missing here just keeps its place after th
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 
 import pytest
@@ -191,11 +192,11 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture
-def cache(tmp_path, tmp_path_factory, monkeypatch):
+def cache(tmp_path, monkeypatch):
     """kailab's cache in a fresh folder (KAILAB_CACHE), no KAI source of the developer's (KAILAB_KAI_SOURCE);
-    Go's compiled packages shared by every test and worker (KAILAB_GO_CACHE): a build in a fresh one
-    compiles Go's runtime again (~9 s a test)."""
+    Go's compiled packages in one folder for every test, worker and run (KAILAB_GO_CACHE): a build in a
+    fresh one compiles Go's runtime again (~9 s a test)."""
     monkeypatch.setenv("KAILAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("KAILAB_GO_CACHE", str(tmp_path_factory.getbasetemp().parent / "go-build"))
+    monkeypatch.setenv("KAILAB_GO_CACHE", os.path.join(tempfile.gettempdir(), f"kailab-tests-go-build-{os.getuid()}"))
     monkeypatch.delenv("KAILAB_KAI_SOURCE", raising=False)
     return tmp_path / "cache"

@@ -4,7 +4,6 @@ process flags. (The builds themselves run for real in every lab test.)"""
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 import yaml
