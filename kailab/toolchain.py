@@ -64,10 +64,22 @@ class Recipe:
     # lab's steady work (a CLI run a few times, a plugin run per container) and shares no module version with
     # an optimized build (its shared packages would be compiled twice)
     optimize: bool = True
+    # a main package of kailab's own (Go source), built as the recipe's one binary in place of the upstream
+    # main: for a program whose own main links far more than a lab runs (CoreDNS: every plugin, cloud SDKs
+    # among them); its import path is own_main(component, binary)
+    main_source: str = ""
 
     @property
     def key(self) -> str:
         return f"{self.component}/{self.version}"
+
+
+def own_main(component: str, binary: str) -> str:
+    """The import path of a Recipe.main_source main package, in the wrapper module kailab writes."""
+    return f"{WRAPPER_MODULE}/{component}/cmd/{binary}"
+
+
+WRAPPER_MODULE = "kailab.local/build"
 
 
 def _k8s_staging_version(_module: str, version: str) -> str:
@@ -303,7 +315,7 @@ def module_gomod(module: str, version: str, work: Path, log) -> dict:
 
 def wrapper_gomod(recipe: Recipe, upstream: dict) -> str:
     """go.mod text of the wrapper module: require the upstream, repeat its replaces."""
-    lines = ["module kailab.local/build/" + recipe.component, "",
+    lines = [f"module {WRAPPER_MODULE}/{recipe.component}", "",
              f"go {upstream.get('Go') or '1.25'}", "", f"require {recipe.module} {recipe.version}", ""]
     for rep in upstream.get("Replace") or []:
         old, new = rep["Old"], rep["New"]
@@ -368,8 +380,18 @@ def _build_wrapped(recipe: Recipe, work: Path, out: Path, log, on_phase) -> None
     on_phase("reading upstream go.mod")
     upstream = module_gomod(recipe.module, recipe.version, work, log)
     (work / "go.mod").write_text(wrapper_gomod(recipe, upstream))
-    imports = "\n".join(f'\t_ "{pkg}"' for pkg in recipe.binaries.values())
-    (work / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
+    if recipe.main_source:
+        (name,) = recipe.binaries
+        main = work / "cmd" / name / "main.go"
+        main.parent.mkdir(parents=True, exist_ok=True)
+        main.write_text(recipe.main_source)
+    own = f"{WRAPPER_MODULE}/{recipe.component}/"
+    imports = "\n".join(f'\t_ "{pkg}"' for pkg in recipe.binaries.values() if not pkg.startswith(own))
+    tools = work / "tools.go"
+    if imports:
+        tools.write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
+    else:
+        tools.unlink(missing_ok=True)
     on_phase("resolving modules")
     resolve = ["mod", "tidy"] if recipe.tidy else ["get", *_tags(recipe), *recipe.binaries.values()]
     _run_go(resolve, work, log, lambda l: on_phase(l[:70]) if l.startswith("go: downloading") else None)

@@ -67,6 +67,22 @@ def test_up_installs_kai_from_its_chart_with_operator_and_webhook(kind_lab):
     assert shards, "KAI's operator objects (SchedulingShard) are there to configure the scheduler"
 
 
+def test_the_clusters_dns_is_ready_on_kailabs_coredns(kind_lab):
+    """kubeadm's CoreDNS runs kailab's CoreDNS build (a main linking the plugins a lab's Corefiles use): its
+    pods are ready, which CoreDNS's `ready` plugin says only once every plugin of kubeadm's Corefile is (the
+    kubernetes plugin's caches synced with the API server); a plugin missing from the build is a crash at start."""
+    kube = Kube(kind_lab.kubeconfig)
+
+    def ready():
+        dns = kube.get("apps/v1", "Deployment", "coredns", "kube-system")
+        return dns["spec"]["replicas"] >= 1 and dns["status"].get("readyReplicas", 0) == dns["spec"]["replicas"]
+
+    try:
+        wait_until("CoreDNS's pods ready", ready, timeout=120)
+    finally:
+        kube.close()
+
+
 def test_the_images_a_lab_runs_come_in_the_node_image_and_up_loads_none_of_them(kind_lab):
     """KWOK's, fake-gpu-operator's, the metrics' and the default KAI version's images are baked into
     kailab's node image: `up`'s `kind load` (which saves every image it is given when any one is

@@ -259,3 +259,16 @@ def test_only_tools_doing_none_of_a_labs_steady_work_compile_without_optimizatio
     quick = {r.component for r in recipes.all_recipes("v0.17.0") if not r.optimize}
     assert quick == {"kind", "runc", "cni-plugins", "crictl"}
     assert all(r.optimize for r in toolchain.recipes_for("v0.17.0") + toolchain.metrics_recipes())
+
+
+def test_coredns_is_built_from_a_main_of_kailabs_own_with_the_plugins_of_the_labs_corefiles():
+    from kailab.images.node import coredns_recipe
+
+    dns = coredns_recipe("v1.14.2")
+    assert not dns.optimize and dns.binaries == {"coredns": "kailab.local/build/coredns-lab/cmd/coredns"}
+    # every directive of kubeadm's Corefile (a kind node's cluster DNS) and of vCluster's (its CoreDNS runs the
+    # host's image); `prometheus` is the metrics plugin's directive, `import` caddy's own
+    for plugin in ("errors", "health", "ready", "kubernetes", "metrics", "forward", "cache", "loop", "reload",
+                   "loadbalance", "rewrite", "hosts"):
+        assert f'_ "github.com/coredns/coredns/plugin/{plugin}"' in dns.main_source, plugin
+    assert '"github.com/coredns/coredns/core/plugin"' not in dns.main_source  # the package linking every plugin
