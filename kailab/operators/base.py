@@ -45,6 +45,9 @@ class Pin:
     kinds: dict
     pod_label: str = ""
     role: str = ""   # the module's kubebuilder RBAC (kind labs)
+    # the spec of a dry-run object of its first kind that its CRD's schema lets reach its webhooks (kind labs:
+    # `up` waits until one is answered through its Service)
+    webhook_probe: dict | None = None
 
     @classmethod
     def of(cls, name: str, version: str | None = None) -> "Pin":

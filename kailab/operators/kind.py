@@ -21,6 +21,7 @@ import yaml
 
 from .. import yamlfast
 from ..runtimes.addon import InstallsFromCharts
+from ..runtimes.waits import wait_until
 from . import MANAGED
 
 IMAGE_REPO = "kailab.local"
@@ -235,4 +236,31 @@ class OnKind(InstallsFromCharts):
         return ""
 
     def await_ready(self, kube) -> None:
-        """Its rollout (a step) proved it: ready once its certificates are in place."""
+        """Its rollout (a step) proved its pod ready once its certificates are in place; the API server reaches
+        its webhooks through its Service once kube-proxy has that pod among the Service's endpoints. A test
+        creating an LWS just after `up`, on a loaded machine, was refused so ("failed calling webhook ...
+        connection refused"): `up` waits until a dry run of its first kind is answered by its webhooks."""
+        if not self.pin.webhooks:
+            return
+        ns = self.pin.namespace
+        wait_until(f"{self.pin.title}'s webhooks to answer through their Service", lambda: webhooks_answer(self, kube),
+                   timeout="operator-ready",
+                   hint=f"kubectl -n {ns} get endpointslices; kubectl -n {ns} logs deployment/{deployment(self)}")
+
+
+def webhooks_answer(op: "OnKind", kube) -> bool:
+    """A dry-run object of its first kind came back without failing to call a webhook: created, denied by its
+    webhook or refused by the schema after its mutating webhook ran (each pin's `webhook_probe` passes the
+    schema, so its validating webhooks are called too)."""
+    from kubernetes.client.exceptions import ApiException
+
+    kind, api = next(iter(op.pin.kinds.items()))
+    body = {"apiVersion": api, "kind": kind, "metadata": {"name": "kailab-webhook-probe", "namespace": "default"},
+            "spec": dict(op.pin.webhook_probe or {})}
+    try:
+        kube.resource(api, kind).create(body=body, namespace="default", dry_run="All")
+    except ApiException as err:
+        return "failed calling webhook" not in str(err.body)
+    except Exception:  # noqa: BLE001 - the kind not served yet, the API server not answering: not yet
+        return False
+    return True

@@ -189,6 +189,32 @@ def test_jobset_lws_and_raycluster_are_grouped_by_kais_plugins_and_placed(lab, k
         assert all(p["metadata"]["annotations"].get("pod-group-name") for p in pods)
 
 
+def test_the_webhook_probe_a_kind_lab_waits_on_reaches_each_operators_webhooks_and_fails_while_one_is_stopped(lab):
+    """A kind lab's `up` waits until a dry run of each operator's first kind is answered by its webhooks
+    (kailab/operators/kind.py): each pin's probe passes its CRD's schema (so its validating webhooks are called,
+    the training-operator's among them), and a webhook that does not answer keeps the wait going."""
+    import signal
+    import types
+
+    from kailab.operators.base import Pin
+    from kailab.operators.kind import webhooks_answer
+
+    kube = Kube(lab.kubeconfig)
+    try:
+        with_webhooks = [n for n in OPERATORS if Pin.of(n).webhooks]
+        assert set(with_webhooks) == {"kubeflow", "jobset", "lws"}, with_webhooks
+        for name in with_webhooks:
+            assert webhooks_answer(types.SimpleNamespace(pin=Pin.of(name)), kube), name
+        pid = processes.records(lab.dir)["lws-controller"].pid  # stopped, not killed: the lab stays as it was
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            assert not webhooks_answer(types.SimpleNamespace(pin=Pin.of("lws")), kube)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    finally:
+        kube.close()
+
+
 def test_an_operator_that_dies_is_a_named_dead_component(lab):
     proc = PROCESSES["ray"]
     held = labs.open(lab)
