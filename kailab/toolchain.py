@@ -74,12 +74,12 @@ class Recipe:
         return f"{self.component}/{self.version}"
 
 
+WRAPPER_MODULE = "kailab.local/build"  # the wrapper modules' path (+ /<component>)
+
+
 def own_main(component: str, binary: str) -> str:
     """The import path of a Recipe.main_source main package, in the wrapper module kailab writes."""
     return f"{WRAPPER_MODULE}/{component}/cmd/{binary}"
-
-
-WRAPPER_MODULE = "kailab.local/build"
 
 
 def _k8s_staging_version(_module: str, version: str) -> str:

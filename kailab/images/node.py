@@ -143,16 +143,15 @@ def control_plane_specs(s: ImageSet, rs: dict[str, Recipe], slim_fs: Path, log, 
     its tag names."""
     kn = cache_dir() / "bin" / "kubernetes-node" / s.kubernetes
     refs = control_plane_refs(kn / "kubeadm", s.kubernetes)
-    extra: list[Recipe] = []
+    by: dict[str, Recipe] = {}  # an image's name -> the recipe of its binary
     for ref in refs:
         name, tag = ref.rsplit("/", 1)[-1].split(":")
         if name == "etcd":
-            extra.append(Recipe("etcd", "v" + tag.split("-")[0], "go.etcd.io/etcd/server/v3",
-                                {"etcd": "go.etcd.io/etcd/server/v3"}))
+            by[name] = Recipe("etcd", "v" + tag.split("-")[0], "go.etcd.io/etcd/server/v3",
+                              {"etcd": "go.etcd.io/etcd/server/v3"})
         elif name == "coredns":
-            extra.append(coredns_recipe(tag))
-    build_all(extra)
-    by = {r.component: r for r in extra}
+            by[name] = coredns_recipe(tag)
+    build_all(list(by.values()))
     specs = []
     for ref in refs + ["registry.k8s.io/pause:3.10"]:  # kind's containerd config pins pause:3.10
         name = ref.rsplit("/", 1)[-1].split(":")[0]
@@ -161,7 +160,7 @@ def control_plane_specs(s: ImageSet, rs: dict[str, Recipe], slim_fs: Path, log, 
         elif name == "kube-proxy":  # needs iptables
             specs.append(ImageSpec(ref, (("/usr/local/bin/kube-proxy", kn / name, 0o755),), base=slim_fs))
         elif name in ("etcd", "coredns"):
-            r = by["coredns-lab" if name == "coredns" else name]
+            r = by[name]
             path = "/usr/local/bin/etcd" if name == "etcd" else "/coredns"
             specs.append(ImageSpec(ref, ((path, cache_dir() / "bin" / r.component / r.version / name, 0o755),),
                                    entrypoint=(path,) if name == "coredns" else ()))

@@ -243,20 +243,20 @@ class OnKind(InstallsFromCharts):
         if not self.pin.webhooks:
             return
         ns = self.pin.namespace
-        wait_until(f"{self.pin.title}'s webhooks to answer through their Service", lambda: webhooks_answer(self, kube),
+        wait_until(f"{self.pin.title}'s webhooks to answer through their Service", lambda: webhooks_answer(self.pin, kube),
                    timeout="operator-ready",
                    hint=f"kubectl -n {ns} get endpointslices; kubectl -n {ns} logs deployment/{deployment(self)}")
 
 
-def webhooks_answer(op: "OnKind", kube) -> bool:
+def webhooks_answer(pin, kube) -> bool:
     """A dry-run object of its first kind came back without failing to call a webhook: created, denied by its
     webhook or refused by the schema after its mutating webhook ran (each pin's `webhook_probe` passes the
     schema, so its validating webhooks are called too)."""
     from kubernetes.client.exceptions import ApiException
 
-    kind, api = next(iter(op.pin.kinds.items()))
+    kind, api = next(iter(pin.kinds.items()))
     body = {"apiVersion": api, "kind": kind, "metadata": {"name": "kailab-webhook-probe", "namespace": "default"},
-            "spec": dict(op.pin.webhook_probe or {})}
+            "spec": dict(pin.webhook_probe or {})}
     try:
         kube.resource(api, kind).create(body=body, namespace="default", dry_run="All")
     except ApiException as err:

@@ -194,7 +194,6 @@ def test_the_webhook_probe_a_kind_lab_waits_on_reaches_each_operators_webhooks_a
     (kailab/operators/kind.py): each pin's probe passes its CRD's schema (so its validating webhooks are called,
     the training-operator's among them), and a webhook that does not answer keeps the wait going."""
     import signal
-    import types
 
     from kailab.operators.base import Pin
     from kailab.operators.kind import webhooks_answer
@@ -204,11 +203,11 @@ def test_the_webhook_probe_a_kind_lab_waits_on_reaches_each_operators_webhooks_a
         with_webhooks = [n for n in OPERATORS if Pin.of(n).webhooks]
         assert set(with_webhooks) == {"kubeflow", "jobset", "lws"}, with_webhooks
         for name in with_webhooks:
-            assert webhooks_answer(types.SimpleNamespace(pin=Pin.of(name)), kube), name
+            assert webhooks_answer(Pin.of(name), kube), name
         pid = processes.records(lab.dir)["lws-controller"].pid  # stopped, not killed: the lab stays as it was
         os.kill(pid, signal.SIGSTOP)
         try:
-            assert not webhooks_answer(types.SimpleNamespace(pin=Pin.of("lws")), kube)
+            assert not webhooks_answer(Pin.of("lws"), kube)
         finally:
             os.kill(pid, signal.SIGCONT)
     finally:
