@@ -116,14 +116,18 @@ def recipes_for(kai_version: str) -> list[Recipe]:
     return cluster_recipes(kai_version) + [kai_recipe(versions.kai_release(kai_version))]
 
 
+def etcd_recipe(version: str) -> Recipe:
+    """etcd's server at `version`: a binary lab's store, and a kind node's etcd image at the tag kubeadm asks."""
+    return Recipe("etcd", version, "go.etcd.io/etcd/server/v3", {"etcd": "go.etcd.io/etcd/server/v3"})
+
+
 def cluster_recipes(kai_version: str) -> list[Recipe]:
     """A binary-runtime lab's control plane and fleet, at the Kubernetes version KAI `kai_version`
     pins (versions.yaml), whatever schedules in it."""
     release = versions.kai_release(kai_version)
     k8s = release.kubernetes
     return [
-        Recipe("etcd", versions.ETCD_VERSION, "go.etcd.io/etcd/server/v3",
-               {"etcd": "go.etcd.io/etcd/server/v3"}),
+        etcd_recipe(versions.ETCD_VERSION),
         kubernetes_recipe(k8s),
         Recipe("kwok", versions.KWOK_VERSION, "sigs.k8s.io/kwok",
                {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),

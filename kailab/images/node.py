@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import BuildError
 from ..paths import cache_dir
-from ..toolchain import Recipe, build_all, own_main
+from ..toolchain import Recipe, build_all, etcd_recipe, own_main
 from .. import versions
 from . import ImageSet, assemble, docker, image_set, recipes
 from .assemble import ImageSpec
@@ -147,8 +147,7 @@ def control_plane_specs(s: ImageSet, rs: dict[str, Recipe], slim_fs: Path, log, 
     for ref in refs:
         name, tag = ref.rsplit("/", 1)[-1].split(":")
         if name == "etcd":
-            by[name] = Recipe("etcd", "v" + tag.split("-")[0], "go.etcd.io/etcd/server/v3",
-                              {"etcd": "go.etcd.io/etcd/server/v3"})
+            by[name] = etcd_recipe("v" + tag.split("-")[0])
         elif name == "coredns":
             by[name] = coredns_recipe(tag)
     build_all(list(by.values()))
