@@ -248,11 +248,11 @@ def tools_list() -> None:
     """Show what the binary cache holds, and where each build's source came from."""
     entries = toolchain.cached()
     table = Table(title=f"binary cache {toolchain.cache_dir() / 'bin'}")
-    for col in ("component", "version", "binaries", "source", "built", "seconds"):
+    for col in ("component", "version", "binaries", "source", "built", "seconds", "CPU-s"):
         table.add_column(col)
     for e in entries:
         table.add_row(e["component"], e["version"], ", ".join(e["binaries"]), _source_text(e),
-                      e["built_at"], str(e.get("build_seconds", "")))
+                      e["built_at"], str(e.get("build_seconds", "")), str(e.get("build_cpu_seconds", "")))
     out.print(table if entries else "the binary cache is empty: run `kailab tools build`")
     out.print(f"Go build cache {toolchain.go_cache()}: {_size(toolchain.go_cache_bytes())} of compiled packages "
               "(`kailab tools clean-go-cache` empties it; the binaries stay)", markup=False, highlight=False)

@@ -52,8 +52,10 @@ def ensure(kai_version: str, suites: list[Suite], on_phase=lambda s: None) -> tu
             on_phase(f"compiling KAI {recipe.version}'s e2e suite {suite.name} ({i}/{len(suites)}; once per version)")
             target.parent.mkdir(parents=True, exist_ok=True)
             partial = target.with_name(target.name + ".partial")
+            cpu = toolchain.go_cpu_seconds()
             with open(work / f"{suite.name}.log", "w") as log:
                 toolchain.run_go(["test", "-c", *toolchain.TEST_COMPILE_FLAGS, "-o", str(partial), "./" + suite.path], tree, log,
                                  readonly=True)
             os.replace(partial, target)
+            on_phase(f"compiled KAI {recipe.version}'s e2e suite {suite.name}: {toolchain.go_cpu_seconds() - cpu:.0f} CPU-s")
     return tree, out

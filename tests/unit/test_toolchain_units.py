@@ -235,8 +235,10 @@ def test_builds_compile_into_kailabs_own_go_cache_and_clean_go_cache_empties_onl
     binary = cache / "bin" / "x" / "v1" / "x"
     binary.parent.mkdir(parents=True)
     binary.write_text("stays")
+    cpu = toolchain.go_cpu_seconds()
     with open(tmp_path / "build.log", "w") as log:
         toolchain.run_go(["build", "./"], mod, log)
+    assert toolchain.go_cpu_seconds() > cpu  # the build's CPU is counted (what `built` lines and manifests say)
 
     def entries(root):
         return [f for f in root.rglob("*-d")] if root.is_dir() else []
