@@ -552,8 +552,7 @@ def build(recipe: Recipe, on_phase: Callable[[str], None] = lambda s: None) -> P
 
 
 def _build_locked(recipe: Recipe, work: Path, dest: Path, on_phase: Callable[[str], None]) -> Path:
-    started = time.time()
-    _build_cpu.seconds = 0.0
+    started, cpu = time.time(), go_cpu_seconds()
     with open(work / "build.log", "a") as log:
         on_phase("finding the source")
         tree, source = _source_of(recipe)
@@ -577,7 +576,7 @@ def _build_locked(recipe: Recipe, work: Path, dest: Path, on_phase: Callable[[st
             "binaries": {n: _sha256(dest / n) for n in recipe.binaries},
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "build_seconds": round(time.time() - started, 1),
-            "build_cpu_seconds": round(_build_cpu.seconds, 1),
+            "build_cpu_seconds": round(go_cpu_seconds() - cpu, 1),
             "go": subprocess.run([go_binary(), "env", "GOVERSION"], capture_output=True,
                                  text=True).stdout.strip(),
         }
@@ -634,12 +633,14 @@ def build_all(recipes: list[Recipe], console=None) -> dict[str, Path]:
 
             heartbeat = _Heartbeat(lambda: phase(progress.tasks[task].description))
             heartbeat.start()
+            cpu = go_cpu_seconds()
             try:
                 done[recipe.key] = build(recipe, phase)
             finally:
                 heartbeat.stop()
-            cpu = (manifest(recipe.component, recipe.version) or {}).get("build_cpu_seconds")
-            progress.update(task, description="[green]built" + (f", {cpu:.0f} CPU-s" if cpu is not None else ""),
+            # another kailab may have built it while this one waited for its lock: then it cost nothing here
+            spent = go_cpu_seconds() - cpu
+            progress.update(task, description=f"[green]built, {spent:.0f} CPU-s" if spent else "[green]built by another kailab",
                             total=1, completed=1)
     return done
 

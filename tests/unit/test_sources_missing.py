@@ -115,3 +115,20 @@ def test_a_missing_file_the_build_compiles_is_one_line(cache, tmp_path):
     msg = str(err.value)
     assert "\n" not in msg and "lacks cmd/holes/extra.go" in msg and "which the build needs" in msg
     assert not toolchain.is_cached(_recipe())
+
+
+def test_a_build_says_and_records_its_own_cpu_and_a_cached_one_none(cache, tmp_path):
+    """What a cold CI's CPU went to, per build: its `built` line and its manifest carry the CPU-seconds of
+    the Go commands it ran; a build already cached costs nothing and says nothing."""
+    import io
+
+    from rich.console import Console
+
+    sources.register("holes", str(_repo(tmp_path / "r", [])))
+    shown = io.StringIO()
+    toolchain.build_all([_recipe()], Console(file=shown, width=200))
+    spent = toolchain.manifest("holes", "v1.0.0")["build_cpu_seconds"]
+    assert spent > 0 and re.search(r"holes/v1\.0\.0\s+built, \d+ CPU-s", shown.getvalue())
+    again = io.StringIO()
+    toolchain.build_all([_recipe()], Console(file=again, width=200))
+    assert again.getvalue() == "" and toolchain.manifest("holes", "v1.0.0")["build_cpu_seconds"] == spent
