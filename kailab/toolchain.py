@@ -547,6 +547,8 @@ def build(recipe: Recipe, on_phase: Callable[[str], None] = lambda s: None) -> P
         if have:  # the manifest lists every binary the folder holds
             record = json.loads((dest / "manifest.json").read_text())
             record["binaries"] = {**{b: before["binaries"][b] for b in have}, **record["binaries"]}
+            for cost in ("build_seconds", "build_cpu_seconds"):  # what the folder's binaries cost, both builds
+                record[cost] = round(record.get(cost, 0) + before.get(cost, 0), 1)
             (dest / "manifest.json").write_text(json.dumps(record, indent=2))
         return dest
 

@@ -201,7 +201,8 @@ def test_a_binary_lab_builds_no_node_binaries_and_a_kind_node_adds_only_those(tm
         dest.mkdir(parents=True, exist_ok=True)
         for name in recipe.binaries:
             (dest / name).write_text(name)
-        (dest / "manifest.json").write_text(json.dumps({"binaries": {n: "sha-" + n for n in recipe.binaries}}))
+        (dest / "manifest.json").write_text(json.dumps({"binaries": {n: "sha-" + n for n in recipe.binaries},
+                                                        "build_cpu_seconds": 10.0 * len(recipe.binaries)}))
         return dest
 
     monkeypatch.setattr(toolchain, "_build_locked", fake_build)
@@ -210,6 +211,8 @@ def test_a_binary_lab_builds_no_node_binaries_and_a_kind_node_adds_only_those(tm
     toolchain.build(node)  # cached now: nothing asked
     assert asked == [set(toolchain.CONTROL_PLANE), set(toolchain.NODE_ONLY)]
     assert set(toolchain.manifest("kubernetes-node", k8s)["binaries"]) == set(node.binaries)
+    # and what the folder's binaries cost, both builds (`kailab tools list`'s CPU-s)
+    assert toolchain.manifest("kubernetes-node", k8s)["build_cpu_seconds"] == 10.0 * len(node.binaries)
 
 
 @pytest.mark.parametrize("pkg, name", [("go.etcd.io/etcd/server/v3", "server"), ("helm.sh/helm/v3/cmd/helm", "helm"),
