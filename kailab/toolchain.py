@@ -275,20 +275,24 @@ run_go = _run_go  # for builds beside the recipes' (kai_render's test binary)
 
 # The CPU-seconds of the `go` commands one thread's build ran (go and the compilers and linker it waited
 # for): a cold CI is bound by its CPU, and each build's share is what says where a cut must be
-_build_cpu = threading.local()
+class _GoCpu(threading.local):
+    seconds = 0.0
+
+
+_build_cpu = _GoCpu()
 
 
 def _wait_counting_cpu(proc: subprocess.Popen) -> int:
     """Wait for `proc` as Popen.wait does, adding its tree's CPU (wait4's rusage) to this thread's build."""
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    _build_cpu.seconds = getattr(_build_cpu, "seconds", 0.0) + usage.ru_utime + usage.ru_stime
+    _build_cpu.seconds += usage.ru_utime + usage.ru_stime
     return proc.returncode
 
 
 def go_cpu_seconds() -> float:
     """The CPU-seconds of the `go` commands this thread has run (a running count: take a difference)."""
-    return getattr(_build_cpu, "seconds", 0.0)
+    return _build_cpu.seconds
 
 
 def _first_error(lines: list[str]) -> str:
