@@ -173,12 +173,12 @@ def test_up_repairs_a_lab_whose_apiserver_and_kwok_died():
         assert info["components"]["kube-apiserver"]["state"] == "exited"
         up = run("up", "--runtime", "binary", "--fleet", "tiny", "--without-kai", "--name", name)
         assert up.returncode == 0, up.stderr
-        # what up restarted: the two killed, and the controller manager if it died meanwhile (on a slow CI
-        # machine the line named a third component: the only other one a lab without KAI runs) — never etcd
+        # what up restarted: the two killed, and any other component that died meanwhile (on a slow CI machine
+        # the line named a third, cut from the log: the controller manager or kube-state-metrics) — never etcd
         said = re.search(r"was broken: restarted ([\w\-, ]+)", up.stderr)
         assert said, up.stderr
         restarted = set(said.group(1).split(", "))
-        assert {"kube-apiserver", "kwok"} <= restarted <= {"kube-apiserver", "kwok", "kube-controller-manager"}, up.stderr
+        assert {"kube-apiserver", "kwok"} <= restarted <= set(info["components"]) - {"etcd"}, up.stderr
         info = json.loads(run("status", "--json", "--name", name).stdout)
         assert info["state"] == "up" and info["nodes"] == 2 and info["gpus"] == 8  # etcd kept the fleet
     finally:
